@@ -1,0 +1,17 @@
+/** Who is calling. Set by the auth plugin before a route's handler runs. */
+export type Principal =
+  | { kind: 'user'; userId: string; keyId: string }
+  | { kind: 'agent'; address: string; validTo: number }
+  | { kind: 'anonymous' };
+
+/**
+ * What a route demands:
+ * - `user`: a valid API key;
+ * - `user-or-agent`: the owning user's key, or an attestation of the agent named by the
+ *   route's `:address` parameter;
+ * - `agent-body-source`: an attestation of the agent named by the body's `source` field;
+ * - `optional-user`: anyone, but a key given must be valid (it widens what is allowed);
+ * - `none`: anyone, credentials are ignored.
+ */
+export type AuthRequirement =
+  'user' | 'user-or-agent' | 'agent-body-source' | 'optional-user' | 'none';

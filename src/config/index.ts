@@ -1,0 +1,217 @@
+/**
+ * The only module that reads process.env. Every setting has one field here; CLI flags and
+ * AGENTRY_* variables map onto the same fields, and a bad value stops the process at start
+ * with a sentence that says what to set.
+ */
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+
+export interface Quotas {
+  agents: number;
+  messagesPerMonth: number;
+  bytesStored: number;
+  bytesTransferredPerMonth: number;
+}
+
+export interface Config {
+  databaseUrl: string;
+  host: string;
+  port: number;
+  /** The URL agents use to reach this service; mailbox and proxy endpoint URLs derive from it. */
+  publicUrl: string;
+  allowPrivateTargets: boolean;
+  migrateOnStart: boolean;
+  logLevel: LogLevel;
+  /** Create one user and print its key when the store has no users (first start). */
+  bootstrapUser: boolean;
+  challengeTtlSeconds: number;
+  attestationSkewSeconds: number;
+  attestationMaxWindowSeconds: number;
+  envelopeBodyLimitBytes: number;
+  bodyLimitBytes: number;
+  mailboxRetentionSeconds: number;
+  proxyTimeoutMs: number;
+  proxySyncTimeoutMs: number;
+  quotas: Quotas;
+  rateLimit: { max: number; windowMs: number };
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+const GiB = 1024 * MiB;
+
+export const defaults: Config = {
+  databaseUrl: 'sqlite:./data/agentry.db',
+  host: '0.0.0.0',
+  port: 8000,
+  publicUrl: 'http://127.0.0.1:8000',
+  allowPrivateTargets: false,
+  migrateOnStart: true,
+  logLevel: 'info',
+  bootstrapUser: true,
+  challengeTtlSeconds: 300,
+  attestationSkewSeconds: 60,
+  attestationMaxWindowSeconds: 24 * 3600,
+  envelopeBodyLimitBytes: MiB,
+  bodyLimitBytes: 256 * KiB,
+  mailboxRetentionSeconds: 7 * 24 * 3600,
+  proxyTimeoutMs: 10_000,
+  proxySyncTimeoutMs: 30_000,
+  quotas: {
+    agents: 1000,
+    messagesPerMonth: 1_000_000,
+    bytesStored: GiB,
+    bytesTransferredPerMonth: 10 * GiB,
+  },
+  rateLimit: { max: 6000, windowMs: 60_000 },
+};
+
+type Env = Record<string, string | undefined>;
+
+function parseInteger(name: string, raw: string, min: number): number {
+  if (!/^\d+$/.test(raw.trim())) {
+    throw new ConfigError(`${name} must be a whole number (got "${raw}").`);
+  }
+  const value = Number(raw.trim());
+  if (!Number.isSafeInteger(value) || value < min) {
+    throw new ConfigError(`${name} must be an integer of at least ${min} (got "${raw}").`);
+  }
+  return value;
+}
+
+function parseBoolean(name: string, raw: string): boolean {
+  const v = raw.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+  if (['0', 'false', 'no', 'off', ''].includes(v)) return false;
+  throw new ConfigError(`${name} must be true or false (got "${raw}").`);
+}
+
+const logLevels: readonly LogLevel[] = [
+  'fatal',
+  'error',
+  'warn',
+  'info',
+  'debug',
+  'trace',
+  'silent',
+];
+
+/** Settings that may be given on the command line; same names as the Config fields. */
+export type ConfigOverrides = Partial<
+  Pick<
+    Config,
+    | 'databaseUrl'
+    | 'host'
+    | 'port'
+    | 'publicUrl'
+    | 'allowPrivateTargets'
+    | 'migrateOnStart'
+    | 'logLevel'
+  >
+>;
+
+/**
+ * Builds the configuration from defaults, then AGENTRY_* variables, then explicit overrides
+ * (CLI flags), and validates the result.
+ */
+export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.env): Config {
+  const config: Config = structuredClone(defaults);
+  const read = (name: string): string | undefined => {
+    const v = env[name];
+    return v === undefined || v === '' ? undefined : v;
+  };
+  const int = (name: string, min: number, apply: (n: number) => void): void => {
+    const raw = read(name);
+    if (raw !== undefined) apply(parseInteger(name, raw, min));
+  };
+  const bool = (name: string, apply: (b: boolean) => void): void => {
+    const raw = read(name);
+    if (raw !== undefined) apply(parseBoolean(name, raw));
+  };
+
+  const databaseUrl = read('AGENTRY_DATABASE_URL');
+  if (databaseUrl) config.databaseUrl = databaseUrl;
+  const host = read('AGENTRY_HOST');
+  if (host) config.host = host;
+  int('AGENTRY_PORT', 0, (n) => (config.port = n));
+  const publicUrl = read('AGENTRY_PUBLIC_URL');
+  bool('AGENTRY_ALLOW_PRIVATE_TARGETS', (b) => (config.allowPrivateTargets = b));
+  bool('AGENTRY_MIGRATE_ON_START', (b) => (config.migrateOnStart = b));
+  bool('AGENTRY_BOOTSTRAP_USER', (b) => (config.bootstrapUser = b));
+  const logLevel = read('AGENTRY_LOG_LEVEL');
+  if (logLevel) config.logLevel = logLevel as LogLevel;
+  int('AGENTRY_CHALLENGE_TTL_SECONDS', 1, (n) => (config.challengeTtlSeconds = n));
+  int('AGENTRY_ATTESTATION_SKEW_SECONDS', 0, (n) => (config.attestationSkewSeconds = n));
+  int('AGENTRY_ATTESTATION_MAX_WINDOW_SECONDS', 1, (n) => (config.attestationMaxWindowSeconds = n));
+  int('AGENTRY_ENVELOPE_BODY_LIMIT_BYTES', 1024, (n) => (config.envelopeBodyLimitBytes = n));
+  int('AGENTRY_BODY_LIMIT_BYTES', 1024, (n) => (config.bodyLimitBytes = n));
+  int('AGENTRY_MAILBOX_RETENTION_SECONDS', 1, (n) => (config.mailboxRetentionSeconds = n));
+  int('AGENTRY_PROXY_TIMEOUT_MS', 1, (n) => (config.proxyTimeoutMs = n));
+  int('AGENTRY_PROXY_SYNC_TIMEOUT_MS', 1, (n) => (config.proxySyncTimeoutMs = n));
+  int('AGENTRY_QUOTA_AGENTS', 0, (n) => (config.quotas.agents = n));
+  int('AGENTRY_QUOTA_MESSAGES_PER_MONTH', 0, (n) => (config.quotas.messagesPerMonth = n));
+  int('AGENTRY_QUOTA_BYTES_STORED', 0, (n) => (config.quotas.bytesStored = n));
+  int('AGENTRY_QUOTA_BYTES_TRANSFERRED_PER_MONTH', 0, (n) => {
+    config.quotas.bytesTransferredPerMonth = n;
+  });
+  int('AGENTRY_RATE_LIMIT_MAX', 0, (n) => (config.rateLimit.max = n));
+  int('AGENTRY_RATE_LIMIT_WINDOW_MS', 1, (n) => (config.rateLimit.windowMs = n));
+
+  Object.assign(config, stripUndefined(overrides));
+  // The public URL follows the port unless it was given: a newcomer running on another port
+  // still gets endpoint URLs that point at this process.
+  config.publicUrl = overrides.publicUrl ?? publicUrl ?? `http://127.0.0.1:${config.port}`;
+  validate(config);
+  return config;
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+function validate(config: Config): void {
+  if (!/^(sqlite:|postgres(ql)?:\/\/)/.test(config.databaseUrl)) {
+    throw new ConfigError(
+      `AGENTRY_DATABASE_URL must start with sqlite: (e.g. sqlite:./data/agentry.db) or postgres:// (got "${redactUrl(config.databaseUrl)}").`,
+    );
+  }
+  if (config.port > 65535) throw new ConfigError(`AGENTRY_PORT must be at most 65535.`);
+  try {
+    const url = new URL(config.publicUrl);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('scheme');
+  } catch {
+    throw new ConfigError(
+      `AGENTRY_PUBLIC_URL must be an http(s) URL such as https://agentry.example.com (got "${config.publicUrl}").`,
+    );
+  }
+  config.publicUrl = config.publicUrl.replace(/\/+$/, '');
+  if (!logLevels.includes(config.logLevel)) {
+    throw new ConfigError(`AGENTRY_LOG_LEVEL must be one of ${logLevels.join(', ')}.`);
+  }
+  if (config.attestationMaxWindowSeconds > 24 * 3600) {
+    throw new ConfigError('AGENTRY_ATTESTATION_MAX_WINDOW_SECONDS must be at most 86400 (24 h).');
+  }
+}
+
+/** Hides the password of a database URL so it can be logged or shown in an error. */
+export function redactUrl(url: string): string {
+  return url.replace(/(\/\/[^:/@]+):[^@/]*@/, '$1:***@');
+}
+
+/** Parses durations such as 30d, 12h, 15m, 45s (used by `keys add --expires`). */
+export function parseDuration(text: string): number {
+  const match = /^(\d+)\s*([smhdw])$/.exec(text.trim());
+  if (!match) {
+    throw new ConfigError(
+      `"${text}" is not a duration; use a number and a unit: 45s, 15m, 12h, 30d, 2w.`,
+    );
+  }
+  const unit = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 }[
+    match[2] as 's' | 'm' | 'h' | 'd' | 'w'
+  ];
+  return Number(match[1]) * unit * 1000;
+}

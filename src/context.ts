@@ -1,0 +1,82 @@
+import { AttestationAuthenticator } from './auth/attestations.js';
+import type { Config } from './config/index.js';
+import { createDefaultVerifier, type SignatureVerifier } from './crypto/index.js';
+import { createLogger, type Logger } from './logger.js';
+import { Metrics } from './metrics.js';
+import { systemClock, type Clock } from './services/clock.js';
+import { IdentityService } from './services/identity.js';
+import { UsersService } from './services/users.js';
+import { Store } from './store/index.js';
+
+export interface Services {
+  users: UsersService;
+  identity: IdentityService;
+}
+
+/** A job the server runs on a timer (expiry sweeps and the like). */
+export interface HousekeepingTask {
+  name: string;
+  intervalMs: number;
+  run(): Promise<unknown>;
+}
+
+export interface AppContext {
+  config: Config;
+  logger: Logger;
+  clock: Clock;
+  store: Store;
+  verifier: SignatureVerifier;
+  attestations: AttestationAuthenticator;
+  services: Services;
+  metrics: Metrics;
+  housekeeping: HousekeepingTask[];
+  close(): Promise<void>;
+}
+
+export interface ContextOverrides {
+  logger?: Logger;
+  clock?: Clock;
+  store?: Store;
+  verifier?: SignatureVerifier;
+}
+
+/**
+ * The composition root: every long-lived object is built here, in one readable place.
+ * Tests replace parts through `overrides`.
+ */
+export function createContext(config: Config, overrides: ContextOverrides = {}): AppContext {
+  const logger = overrides.logger ?? createLogger(config.logLevel);
+  const clock = overrides.clock ?? systemClock;
+  const store = overrides.store ?? Store.open(config.databaseUrl);
+  const verifier = overrides.verifier ?? createDefaultVerifier();
+  const attestations = new AttestationAuthenticator(verifier, clock, {
+    skewSeconds: config.attestationSkewSeconds,
+    maxWindowSeconds: config.attestationMaxWindowSeconds,
+  });
+
+  const users = new UsersService(store, clock);
+  const identity = new IdentityService(store, verifier, clock, config.challengeTtlSeconds * 1000);
+
+  const metrics = new Metrics();
+
+  const housekeeping: HousekeepingTask[] = [
+    {
+      name: 'expired challenges',
+      intervalMs: 60_000,
+      run: () => identity.purgeExpiredChallenges(),
+    },
+  ];
+
+  return {
+    config,
+    logger,
+    clock,
+    store,
+    verifier,
+    attestations,
+    services: { users, identity },
+    metrics,
+    housekeeping,
+    close: () => store.close(),
+  };
+}

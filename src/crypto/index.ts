@@ -1,0 +1,21 @@
+export { almanacSignerAddress, almanacSigningBytes, verifyAlmanacSignature } from './almanac.js';
+export type { AlmanacNetworkPrefix, AlmanacSignedFields } from './almanac.js';
+export { attestationTimeStatus, parseAttestation, verifyAttestation } from './attestation.js';
+export type { AttestationTimeStatus, ParsedAttestation } from './attestation.js';
+export { decodeBech32, encodeBech32 } from './bech32.js';
+export type { DecodedBech32 } from './bech32.js';
+export { pythonJsonDumps } from './canonical-json.js';
+export { envelopeDigest, envelopeSigningBytes, verifyEnvelopeSignature } from './envelope.js';
+export type { EnvelopeFields } from './envelope.js';
+export { CryptoFormatError } from './errors.js';
+export {
+  agentAddressFromPublicKey,
+  decodeSignature,
+  encodeSignature,
+  isAgentAddress,
+  isUserAddress,
+  publicKeyFromAgentAddress,
+} from './keys.js';
+export { verifyBech32Signature, verifyChallengeResponse } from './signatures.js';
+export { createDefaultVerifier, createNativeVerifier, createNodeVerifier } from './verifier.js';
+export type { SignatureVerifier } from './verifier.js';

@@ -1,0 +1,12 @@
+import { Type } from '@sinclair/typebox';
+import { AgentAddress } from './common.js';
+
+export const ChallengeResponse = Type.Object({ challenge: Type.String() });
+
+export const IdentityProof = Type.Object({
+  address: AgentAddress,
+  challenge: Type.String(),
+  challenge_response: Type.String({ description: 'bech32 "sig1…" signature of the challenge' }),
+});
+
+export const IdentityProven = Type.Object({ address: Type.String() });

@@ -1,0 +1,91 @@
+import { randomBytes } from 'node:crypto';
+import {
+  isAgentAddress,
+  verifyChallengeResponse,
+  type SignatureVerifier,
+} from '../crypto/index.js';
+import {
+  ConflictError,
+  InvalidChallengeError,
+  InvalidSignatureError,
+  RequestValidationError,
+} from '../errors.js';
+import type { Store } from '../store/index.js';
+import type { Clock } from './clock.js';
+
+export interface IdentityProof {
+  address: string;
+  challenge: string;
+  challenge_response: string;
+}
+
+export const ADDRESS_MESSAGE =
+  'Value error, not a valid agent address (bech32 "agent1…" of a compressed secp256k1 key)';
+
+/**
+ * The canonical (lower-case) form of an agent address, or a 422 at `loc` unless the value
+ * is a bech32 agent address of a 33-byte compressed key.
+ */
+export function agentAddressOr422(address: string, loc: (string | number)[]): string {
+  if (!isAgentAddress(address)) throw RequestValidationError.single(loc, ADDRESS_MESSAGE);
+  return address.toLowerCase();
+}
+
+/**
+ * Identity: a user proves control of an agent key by signing a challenge issued to them for
+ * that address. The first proof creates the identity; later proofs by the same user re-prove it.
+ */
+export class IdentityService {
+  constructor(
+    private readonly store: Store,
+    private readonly verifier: SignatureVerifier,
+    private readonly clock: Clock,
+    private readonly challengeTtlMs: number,
+  ) {}
+
+  async issueChallenge(userId: string, rawAddress: string): Promise<string> {
+    const address = agentAddressOr422(rawAddress, ['path', 'address']);
+    const challenge = randomBytes(32).toString('hex');
+    await this.store.repos.challenges.insert({
+      challenge,
+      user_id: userId,
+      address,
+      expires_at: this.clock.now() + this.challengeTtlMs,
+    });
+    return challenge;
+  }
+
+  /** Returns the canonical address of the proven identity. */
+  async prove(userId: string, proof: IdentityProof): Promise<string> {
+    const address = agentAddressOr422(proof.address, ['body', 'address']);
+    const issued = await this.store.repos.challenges.takeFor(proof.challenge, userId, address);
+    if (!issued || issued.expires_at <= this.clock.now()) {
+      throw new InvalidChallengeError(
+        'Invalid challenge: it is unknown, expired, already used, or was issued for another account or address',
+      );
+    }
+    if (
+      !verifyChallengeResponse(this.verifier, address, proof.challenge, proof.challenge_response)
+    ) {
+      throw new InvalidSignatureError(
+        'Invalid challenge response: signature does not match the address',
+      );
+    }
+    const owner = await this.store.repos.identities.claim(address, userId, this.clock.now());
+    if (owner !== userId) {
+      throw new ConflictError('Agent address is already registered by another account');
+    }
+    return address;
+  }
+
+  /** Whether this user has proven control of the address. */
+  async isProvenBy(address: string, userId: string): Promise<boolean> {
+    const identity = await this.store.repos.identities.find(address);
+    return identity?.user_id === userId;
+  }
+
+  /** Drops challenges nobody used; called by the housekeeping timer. */
+  purgeExpiredChallenges(): Promise<number> {
+    return this.store.repos.challenges.deleteExpired(this.clock.now());
+  }
+}

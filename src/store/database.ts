@@ -1,0 +1,77 @@
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
+import pg from 'pg';
+import type { Database } from './schema.js';
+
+export type DialectName = 'sqlite' | 'postgres';
+
+export interface DatabaseHandle {
+  db: Kysely<Database>;
+  dialect: DialectName;
+  close(): Promise<void>;
+}
+
+export interface DatabaseOptions {
+  /** Connections in the PostgreSQL pool. */
+  poolSize?: number;
+}
+
+/** Resolves `sqlite:./data/agentry.db` (or `sqlite::memory:`) to a file path. */
+export function sqlitePath(url: string): string {
+  const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
+  return path === ':memory:' ? path : resolve(path);
+}
+
+function openSqlite(url: string): DatabaseHandle {
+  const path = sqlitePath(url);
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const sqlite = new BetterSqlite3(path);
+  // WAL lets readers proceed while one writer commits; NORMAL keeps commits durable against
+  // a process crash (the WAL is written before the commit returns) at a fraction of FULL's
+  // fsync cost. A power loss may roll back the last transactions, never corrupt the file.
+  sqlite.pragma('journal_mode = WAL');
+  sqlite.pragma('synchronous = NORMAL');
+  sqlite.pragma('foreign_keys = ON');
+  sqlite.pragma('busy_timeout = 5000');
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  return {
+    db,
+    dialect: 'sqlite',
+    close: () => db.destroy(),
+  };
+}
+
+// int8 and numeric arrive as strings by default; every such value here (epoch milliseconds,
+// counters, byte totals) fits in a double exactly.
+const pgTypes = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === pg.types.builtins.INT8 || oid === pg.types.builtins.NUMERIC) return Number;
+    return pg.types.getTypeParser(oid, format);
+  },
+};
+
+function openPostgres(url: string, options: DatabaseOptions): DatabaseHandle {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.poolSize ?? 10,
+    types: pgTypes as pg.CustomTypesConfig,
+    // Without an explicit user, pg falls back to $USER, which is unset in many containers.
+    ...(new URL(url).username ? {} : { user: 'postgres' }),
+  });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  return {
+    db,
+    dialect: 'postgres',
+    close: () => db.destroy(),
+  };
+}
+
+export function openDatabase(url: string, options: DatabaseOptions = {}): DatabaseHandle {
+  if (url.startsWith('sqlite:')) return openSqlite(url);
+  if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
+    return openPostgres(url, options);
+  }
+  throw new Error(`Unsupported database URL: ${url.split(':')[0]}`);
+}

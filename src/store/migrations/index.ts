@@ -1,0 +1,12 @@
+import type { Migration } from 'kysely';
+import * as foundation from './0001_foundation.js';
+import * as registry from './0002_registry.js';
+
+/**
+ * Every migration, in order. Names sort lexically; add new ones at the end with the next
+ * number. Both dialects run the same list.
+ */
+export const migrations: Record<string, Migration> = {
+  '0001_foundation': foundation,
+  '0002_registry': registry,
+};

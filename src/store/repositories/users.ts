@@ -1,0 +1,66 @@
+import type { Kysely, Selectable } from 'kysely';
+import type { Database, UsersTable, ApiKeysTable } from '../schema.js';
+
+export type UserRow = Selectable<UsersTable>;
+export type ApiKeyRow = Selectable<ApiKeysTable>;
+
+export class UsersRepository {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async insert(user: UserRow): Promise<void> {
+    await this.db.insertInto('users').values(user).execute();
+  }
+
+  findById(id: string): Promise<UserRow | undefined> {
+    return this.db.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  findByName(name: string): Promise<UserRow | undefined> {
+    return this.db.selectFrom('users').selectAll().where('name', '=', name).executeTakeFirst();
+  }
+
+  list(): Promise<UserRow[]> {
+    return this.db.selectFrom('users').selectAll().orderBy('created_at').orderBy('id').execute();
+  }
+
+  async count(): Promise<number> {
+    const row = await this.db
+      .selectFrom('users')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+}
+
+export class ApiKeysRepository {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async insert(key: ApiKeyRow): Promise<void> {
+    await this.db.insertInto('api_keys').values(key).execute();
+  }
+
+  findById(id: string): Promise<ApiKeyRow | undefined> {
+    return this.db.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  listForUser(userId: string): Promise<ApiKeyRow[]> {
+    return this.db
+      .selectFrom('api_keys')
+      .selectAll()
+      .where('user_id', '=', userId)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+  }
+
+  /** Marks a key revoked; false when there is no such key or it was already revoked. */
+  async revoke(id: string, at: number): Promise<boolean> {
+    const result = await this.db
+      .updateTable('api_keys')
+      .set({ revoked_at: at })
+      .where('id', '=', id)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return result.numUpdatedRows > 0n;
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * Table shapes shared by both dialects. Portable types only: times are integer epoch
+ * milliseconds, booleans are 0/1 integers, JSON is text.
+ */
+export interface Database {
+  users: UsersTable;
+  api_keys: ApiKeysTable;
+  challenges: ChallengesTable;
+  identities: IdentitiesTable;
+  agents: AgentsTable;
+  mailboxes: MailboxesTable;
+  user_quotas: UserQuotasTable;
+  usage_periods: UsagePeriodsTable;
+}
+
+export interface UsersTable {
+  id: string;
+  name: string;
+  created_at: number;
+}
+
+export interface ApiKeysTable {
+  id: string;
+  user_id: string;
+  /** Hex SHA-256 of the key's secret part; the secret itself is never stored. */
+  secret_hash: string;
+  created_at: number;
+  expires_at: number | null;
+  revoked_at: number | null;
+}
+
+export interface ChallengesTable {
+  challenge: string;
+  user_id: string;
+  address: string;
+  expires_at: number;
+}
+
+export interface IdentitiesTable {
+  address: string;
+  user_id: string;
+  proven_at: number;
+}
+
+export interface AgentsTable {
+  address: string;
+  user_id: string;
+  name: string;
+  handle: string | null;
+  redirect_url: string | null;
+  agent_type: string;
+  /** JSON object text. */
+  profile: string;
+  /** JSON array text of {url, weight}. */
+  endpoints: string;
+  /** JSON array text of protocol digests. */
+  protocols: string;
+  /** JSON object text, or null. */
+  metadata: string | null;
+  registered_at: number;
+  updated_at: number;
+}
+
+export interface MailboxesTable {
+  address: string;
+  user_id: string;
+  pending_messages: number;
+  bytes_stored: number;
+  created_at: number;
+}
+
+/** Per-user overrides of the configured quotas; null keeps the default. */
+export interface UserQuotasTable {
+  user_id: string;
+  agents: number | null;
+  messages_per_month: number | null;
+  bytes_stored: number | null;
+  bytes_transferred_per_month: number | null;
+}
+
+export interface UsagePeriodsTable {
+  user_id: string;
+  /** Calendar month in UTC, `YYYY-MM`. */
+  period: string;
+  num_messages: number;
+  bytes_transferred: number;
+}

@@ -1,0 +1,126 @@
+import { after, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { call } from '../helpers/http.js';
+import { TestIdentity } from '../helpers/uagent.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const entry = join(root, 'src/cli/main.ts');
+
+function agentry(args: string[], env: Record<string, string> = {}) {
+  const result = spawnSync(process.execPath, ['--import', 'tsx', entry, ...args], {
+    cwd: root,
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+  });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+function lastLine(text: string): string {
+  return text.trimEnd().split('\n').at(-1) ?? '';
+}
+
+describe('command line', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentry-cli-'));
+  const db = ['--data-dir', dir];
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('adds a user and prints its key alone on the last line', () => {
+    const res = agentry(['users', 'add', 'bob', ...db]);
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(lastLine(res.stdout), /^agy_[a-z2-7]{12}_[A-Za-z0-9_-]{43}$/);
+  });
+
+  it('refuses a duplicate user name with a sentence and exit code 2', () => {
+    const res = agentry(['users', 'add', 'bob', ...db]);
+    assert.equal(res.code, 2);
+    assert.match(res.stderr, /already exists/);
+  });
+
+  it('adds, lists and revokes keys', () => {
+    const added = agentry(['keys', 'add', 'bob', '--expires', '30d', ...db]);
+    assert.equal(added.code, 0, added.stderr);
+    const token = lastLine(added.stdout);
+    const keyId = token.split('_')[1]!;
+    const listed = agentry(['keys', 'list', 'bob', ...db]);
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.match(listed.stdout, new RegExp(`^${keyId}\\t`, 'm'));
+    const revoked = agentry(['keys', 'revoke', keyId, ...db]);
+    assert.equal(revoked.code, 0, revoked.stderr);
+    assert.match(
+      agentry(['keys', 'list', 'bob', ...db]).stdout,
+      new RegExp(`^${keyId}\\t.*\\t\\d{4}-.*\\t\\d{4}-`, 'm'),
+    );
+    assert.equal(agentry(['keys', 'revoke', keyId, ...db]).code, 2);
+  });
+
+  it('rejects an unparseable duration', () => {
+    const res = agentry(['keys', 'add', 'bob', '--expires', 'soon', ...db]);
+    assert.notEqual(res.code, 0);
+    assert.match(res.stderr, /duration/);
+  });
+
+  it('migrates on request and says when nothing is left to do', () => {
+    const res = agentry(['migrate', ...db]);
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stdout, /up to date|applied/);
+  });
+
+  it('stops at start with a sentence naming the setting when configuration is wrong', () => {
+    const res = agentry(['migrate'], { AGENTRY_DATABASE_URL: 'mysql://nope' });
+    assert.equal(res.code, 2);
+    assert.match(res.stderr, /AGENTRY_DATABASE_URL must start with sqlite:/);
+  });
+
+  it('serves on first start with a printed key that works, and stops cleanly on SIGTERM', async () => {
+    const fresh = mkdtempSync(join(tmpdir(), 'agentry-serve-'));
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        entry,
+        'serve',
+        '--data-dir',
+        fresh,
+        '--port',
+        '0',
+        '--host',
+        '127.0.0.1',
+      ],
+      { cwd: root, env: { ...process.env, AGENTRY_LOG_LEVEL: 'info' } },
+    );
+    try {
+      let out = '';
+      const ready = await new Promise<{ url: string; key: string }>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
+        child.stdout.on('data', (chunk: Buffer) => {
+          out += chunk.toString();
+          const url = /"address":"(http:\/\/[^"]+)"/.exec(out)?.[1];
+          const key = /^\s+(agy_\S+)$/m.exec(out)?.[1];
+          if (url && key) {
+            clearTimeout(timer);
+            resolve({ url, key });
+          }
+        });
+        child.once('exit', (code) => reject(new Error(`server exited with ${code}:\n${out}`)));
+      });
+      assert.equal((await call(ready.url, 'GET', '/health')).status, 200);
+      const agent = TestIdentity.random();
+      const challenge = await call(ready.url, 'GET', `/v2/identity/${agent.address}/challenge`, {
+        key: ready.key,
+      });
+      assert.equal(challenge.status, 200);
+      const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      assert.equal(await exited, 0);
+    } finally {
+      child.kill('SIGKILL');
+      rmSync(fresh, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,121 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { buildApp } from '../../src/app.js';
+import { call } from '../helpers/http.js';
+import { startTestServer, type TestServer } from '../helpers/server.js';
+
+const openapiFixture = new URL('../fixtures/openapi.json', import.meta.url);
+
+describe('service endpoints', () => {
+  let t: TestServer;
+  before(async () => {
+    t = await startTestServer();
+  });
+  after(() => t.close());
+
+  it('answers /health and /ready', async () => {
+    assert.deepEqual((await call(t.url, 'GET', '/health')).body, { status: 'ok' });
+    assert.deepEqual((await call(t.url, 'GET', '/ready')).body, { status: 'ready' });
+  });
+
+  it('exposes Prometheus metrics including request latencies', async () => {
+    await call(t.url, 'GET', '/health');
+    const res = await fetch(`${t.url}/metrics`);
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /text\/plain/);
+    const text = await res.text();
+    assert.match(text, /agentry_http_request_duration_seconds_count\{[^}]*route="\/health"/);
+    assert.match(text, /process_resident_memory_bytes/);
+  });
+
+  it('serves an OpenAPI 3.1 document and a docs page', async () => {
+    const spec = await call(t.url, 'GET', '/openapi.json');
+    assert.equal(spec.status, 200);
+    assert.equal(spec.body.openapi, '3.1.0');
+    assert.ok(spec.body.paths['/v2/identity']);
+    const docs = await fetch(`${t.url}/docs/`);
+    assert.equal(docs.status, 200);
+    assert.match(await docs.text(), /<html/i);
+  });
+
+  it('keeps the generated OpenAPI document in step with the committed one', async () => {
+    const spec = (await call(t.url, 'GET', '/openapi.json')).body;
+    const generated = JSON.stringify(spec, null, 2) + '\n';
+    if (process.env.UPDATE_OPENAPI === '1') writeFileSync(openapiFixture, generated);
+    assert.equal(
+      generated,
+      readFileSync(openapiFixture, 'utf8'),
+      'the API changed: review it, then run UPDATE_OPENAPI=1 npm test to accept',
+    );
+  });
+
+  it('puts an x-request-id on every response and honours a given one', async () => {
+    const plain = await call(t.url, 'GET', '/health');
+    assert.match(plain.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
+    const given = await call(t.url, 'GET', '/nowhere', {
+      headers: { 'x-request-id': 'trace-123' },
+    });
+    assert.equal(given.headers.get('x-request-id'), 'trace-123');
+  });
+
+  it('answers unknown paths with a JSON 404', async () => {
+    const res = await call(t.url, 'GET', '/v2/nothing-here');
+    assert.equal(res.status, 404);
+    assert.deepEqual(res.body, { detail: 'Not Found' });
+  });
+
+  it('allows any origin', async () => {
+    const res = await fetch(`${t.url}/v2/agents/proxy/submit`, {
+      method: 'OPTIONS',
+      headers: {
+        origin: 'https://inspector.example',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization,content-type',
+      },
+    });
+    assert.ok(res.status < 300);
+    assert.equal(res.headers.get('access-control-allow-origin'), '*');
+  });
+
+  it('answers the proxy readiness probe on GET and HEAD', async () => {
+    const get = await call(t.url, 'GET', '/v2/agents/proxy/submit');
+    assert.equal(get.status, 200);
+    assert.deepEqual(get.body, {});
+    const head = await fetch(`${t.url}/v2/agents/proxy/submit`, { method: 'HEAD' });
+    assert.equal(head.status, 200);
+  });
+
+  it('hides internals of a failure and names the request id instead', async () => {
+    const app = await buildApp(t.server.ctx);
+    app.get('/explode', async () => {
+      throw new Error('secret database password in message');
+    });
+    const res = await app.inject({ method: 'GET', url: '/explode' });
+    assert.equal(res.statusCode, 500);
+    const body = res.json();
+    assert.doesNotMatch(body.detail, /secret/);
+    assert.ok(body.detail.includes(res.headers['x-request-id'] as string));
+    await app.close();
+  });
+});
+
+describe('rate limits', () => {
+  let t: TestServer;
+  before(async () => {
+    t = await startTestServer({ config: { rateLimit: { max: 3, windowMs: 60_000 } } });
+  });
+  after(() => t.close());
+
+  it('answers 429 with Retry-After once a client exceeds its allowance', async () => {
+    const statuses: number[] = [];
+    let last;
+    for (let i = 0; i < 4; i++) {
+      last = await call(t.url, 'GET', '/health');
+      statuses.push(last.status);
+    }
+    assert.deepEqual(statuses, [200, 200, 200, 429]);
+    assert.ok(Number(last!.headers.get('retry-after')) >= 1);
+    assert.equal(typeof last!.body.detail, 'string');
+  });
+});
