@@ -5,12 +5,14 @@ import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { systemClock, type Clock } from './services/clock.js';
 import { IdentityService } from './services/identity.js';
+import { UsageService } from './services/usage.js';
 import { UsersService } from './services/users.js';
 import { Store } from './store/index.js';
 
 export interface Services {
   users: UsersService;
   identity: IdentityService;
+  usage: UsageService;
 }
 
 /** A job the server runs on a timer (expiry sweeps and the like). */
@@ -56,6 +58,7 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
 
   const users = new UsersService(store, clock);
   const identity = new IdentityService(store, verifier, clock, config.challengeTtlSeconds * 1000);
+  const usage = new UsageService(store, clock, config.quotas);
 
   const metrics = new Metrics();
 
@@ -74,7 +77,7 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
     store,
     verifier,
     attestations,
-    services: { users, identity },
+    services: { users, identity, usage },
     metrics,
     housekeeping,
     close: () => store.close(),

@@ -4,6 +4,7 @@ import { migrateToLatest, type MigrationOutcome } from './migrate.js';
 import type { Database } from './schema.js';
 import { ApiKeysRepository, UsersRepository } from './repositories/users.js';
 import { ChallengesRepository, IdentitiesRepository } from './repositories/identity.js';
+import { UsageRepository } from './repositories/usage.js';
 
 /** Every repository, bound to one executor (the pool, or one transaction). */
 export interface Repositories {
@@ -11,6 +12,7 @@ export interface Repositories {
   apiKeys: ApiKeysRepository;
   challenges: ChallengesRepository;
   identities: IdentitiesRepository;
+  usage: UsageRepository;
 }
 
 function bindRepositories(db: Kysely<Database>): Repositories {
@@ -19,6 +21,7 @@ function bindRepositories(db: Kysely<Database>): Repositories {
     apiKeys: new ApiKeysRepository(db),
     challenges: new ChallengesRepository(db),
     identities: new IdentitiesRepository(db),
+    usage: new UsageRepository(db),
   };
 }
 

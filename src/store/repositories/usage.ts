@@ -1,0 +1,92 @@
+import { sql, type Kysely, type Selectable } from 'kysely';
+import type { Database, UserQuotasTable } from '../schema.js';
+
+export type QuotaOverridesRow = Selectable<UserQuotasTable>;
+export type QuotaOverrides = Omit<QuotaOverridesRow, 'user_id'>;
+
+export interface PeriodCounters {
+  num_messages: number;
+  bytes_transferred: number;
+}
+
+export interface StoredTotals {
+  num_agents: number;
+  bytes_stored: number;
+  pending_messages: number;
+}
+
+/** Monthly counters, quota overrides and current totals of a user. */
+export class UsageRepository {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  findOverrides(userId: string): Promise<QuotaOverridesRow | undefined> {
+    return this.db
+      .selectFrom('user_quotas')
+      .selectAll()
+      .where('user_id', '=', userId)
+      .executeTakeFirst();
+  }
+
+  /** Sets the given overrides (null restores the default) and keeps the others. */
+  async setOverrides(userId: string, changes: Partial<QuotaOverrides>): Promise<void> {
+    const empty: QuotaOverrides = {
+      agents: null,
+      messages_per_month: null,
+      bytes_stored: null,
+      bytes_transferred_per_month: null,
+    };
+    await this.db
+      .insertInto('user_quotas')
+      .values({ user_id: userId, ...empty, ...changes })
+      .onConflict((oc) => oc.column('user_id').doUpdateSet(changes))
+      .execute();
+  }
+
+  async period(userId: string, period: string): Promise<PeriodCounters> {
+    const row = await this.db
+      .selectFrom('usage_periods')
+      .select(['num_messages', 'bytes_transferred'])
+      .where('user_id', '=', userId)
+      .where('period', '=', period)
+      .executeTakeFirst();
+    return row ?? { num_messages: 0, bytes_transferred: 0 };
+  }
+
+  /** Adds to this period's counters, creating the row on first use. */
+  async add(userId: string, period: string, delta: Partial<PeriodCounters>): Promise<void> {
+    const messages = delta.num_messages ?? 0;
+    const bytes = delta.bytes_transferred ?? 0;
+    await this.db
+      .insertInto('usage_periods')
+      .values({ user_id: userId, period, num_messages: messages, bytes_transferred: bytes })
+      .onConflict((oc) =>
+        oc.columns(['user_id', 'period']).doUpdateSet({
+          num_messages: sql`usage_periods.num_messages + ${messages}`,
+          bytes_transferred: sql`usage_periods.bytes_transferred + ${bytes}`,
+        }),
+      )
+      .execute();
+  }
+
+  /** Agents registered and bytes held in mailboxes right now. */
+  async totals(userId: string): Promise<StoredTotals> {
+    const agents = await this.db
+      .selectFrom('agents')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('user_id', '=', userId)
+      .executeTakeFirstOrThrow();
+    const mailboxes = await this.db
+      .selectFrom('mailboxes')
+      .select((eb) => [
+        eb.fn.coalesce(eb.fn.sum<number>('bytes_stored'), sql<number>`0`).as('bytes'),
+        eb.fn.coalesce(eb.fn.sum<number>('pending_messages'), sql<number>`0`).as('pending'),
+      ])
+      .where('user_id', '=', userId)
+      .executeTakeFirstOrThrow();
+    return {
+      num_agents: Number(agents.n),
+      bytes_stored: Number(mailboxes.bytes),
+      pending_messages: Number(mailboxes.pending),
+    };
+  }
+}
