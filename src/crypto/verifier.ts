@@ -1,7 +1,6 @@
-import { createHash, createPublicKey, verify, type KeyObject } from 'node:crypto';
-import { createRequire } from 'node:module';
-import type * as Secp256k1 from 'secp256k1';
+import { createHash, verify, type KeyObject } from 'node:crypto';
 import { COMPRESSED_PUBLIC_KEY_LENGTH, SIGNATURE_LENGTH } from './keys.js';
+import { nativeSecp256k1, nodePublicKey } from './secp256k1.js';
 
 /**
  * Verifies plain ECDSA-SHA256 over secp256k1 (PROTOCOL.md §3). High-s signatures are
@@ -17,13 +16,10 @@ function hasProtocolLengths(signature: Uint8Array, publicKey: Uint8Array): boole
   return signature.length === SIGNATURE_LENGTH && publicKey.length === COMPRESSED_PUBLIC_KEY_LENGTH;
 }
 
-/**
- * libsecp256k1 through its N-API binding (~5× node:crypto). Loads `secp256k1/bindings`
- * rather than `secp256k1`, whose entry point silently falls back to a pure-JS implementation
- * 28× slower; here a missing binding throws.
- */
+/** libsecp256k1 through its N-API binding (~5× node:crypto); throws when it cannot load. */
 export function createNativeVerifier(): SignatureVerifier {
-  const secp256k1 = createRequire(import.meta.url)('secp256k1/bindings') as typeof Secp256k1;
+  const secp256k1 = nativeSecp256k1();
+  if (!secp256k1) throw new Error('the libsecp256k1 binding (secp256k1/bindings) did not load');
   return {
     kind: 'libsecp256k1',
     verify(message, signature, publicKey) {
@@ -41,9 +37,6 @@ export function createNativeVerifier(): SignatureVerifier {
   };
 }
 
-/** SPKI DER header for an id-ecPublicKey on secp256k1 followed by a 33-byte compressed point. */
-const SECP256K1_SPKI_PREFIX = Buffer.from('3036301006072a8648ce3d020106052b8104000a032200', 'hex');
-
 const DEFAULT_CACHED_KEYS = 4096;
 
 /**
@@ -59,11 +52,7 @@ export function createNodeVerifier(options: { maxCachedKeys?: number } = {}): Si
     const id = Buffer.from(publicKey).toString('latin1');
     let key = keys.get(id);
     if (key === undefined) {
-      key = createPublicKey({
-        key: Buffer.concat([SECP256K1_SPKI_PREFIX, publicKey]),
-        format: 'der',
-        type: 'spki',
-      });
+      key = nodePublicKey(publicKey);
       if (keys.size >= maxCachedKeys) {
         // Map iteration is insertion order, so the first key is the least recently used.
         keys.delete(keys.keys().next().value as string);
@@ -84,7 +73,7 @@ export function createNodeVerifier(options: { maxCachedKeys?: number } = {}): Si
         const key = keyObjectFor(publicKey);
         return verify('sha256', message, { key, dsaEncoding: 'ieee-p1363' }, signature);
       } catch {
-        // createPublicKey throws for a point that is not on the curve.
+        // The import throws for a point that is not on the curve.
         return false;
       }
     },
