@@ -10,9 +10,11 @@ import { installErrorHandling, installJsonParser } from './http/plugins/errors.j
 import { installMetrics } from './http/plugins/metrics.js';
 import { installOpenApi } from './http/plugins/openapi.js';
 import { installValidation } from './http/plugins/validation.js';
+import { agentsRoutes } from './http/routes/agents.js';
 import { healthRoutes } from './http/routes/health.js';
 import { identityRoutes } from './http/routes/identity.js';
 import { proxyRoutes } from './http/routes/proxy.js';
+import { usageRoutes } from './http/routes/usage.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 export { version };
@@ -72,6 +74,8 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
 
   healthRoutes(app, ctx);
   identityRoutes(app, ctx);
+  agentsRoutes(app, ctx);
+  usageRoutes(app, ctx);
   proxyRoutes(app, ctx);
 
   return app;

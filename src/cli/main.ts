@@ -2,7 +2,13 @@
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { version } from '../app.js';
-import { ConfigError, loadConfig, parseDuration, type ConfigOverrides } from '../config/index.js';
+import {
+  ConfigError,
+  loadConfig,
+  parseDuration,
+  type ConfigOverrides,
+  type Quotas,
+} from '../config/index.js';
 import { createContext } from '../context.js';
 import { DomainError } from '../errors.js';
 import { Server } from '../server.js';
@@ -141,6 +147,34 @@ withStoreOptions(users.command('list').description('list users')).action(async (
     for (const user of await ctx.services.users.listUsers()) {
       console.log(`${user.name}\t${user.id}\t${formatTime(user.created_at)}`);
     }
+  });
+});
+
+withStoreOptions(
+  users
+    .command('limits <user>')
+    .description("set a user's quotas (defaults come from AGENTRY_QUOTA_*); prints the limits")
+    .option('--agents <n>', 'agents the user may register', integer)
+    .option('--messages <n>', 'messages submitted to their agents per month', integer)
+    .option('--bytes-stored <n>', 'bytes held in their mailboxes', integer)
+    .option('--bytes-transferred <n>', 'envelope bytes served to their agents per month', integer),
+).action(async (name: string, flags) => {
+  await withServices(flags, async (ctx) => {
+    const user = await ctx.services.users.findUser(name);
+    const changes: Partial<Quotas> = {
+      agents: flags.agents,
+      messagesPerMonth: flags.messages,
+      bytesStored: flags.bytesStored,
+      bytesTransferredPerMonth: flags.bytesTransferred,
+    };
+    const given = Object.values(changes).some((value) => value !== undefined);
+    const limits = given
+      ? await ctx.services.usage.setLimits(user.id, changes)
+      : await ctx.services.usage.limitsFor(user.id);
+    console.log(`agents\t${limits.agents}`);
+    console.log(`messages\t${limits.messagesPerMonth}`);
+    console.log(`bytes-stored\t${limits.bytesStored}`);
+    console.log(`bytes-transferred\t${limits.bytesTransferredPerMonth}`);
   });
 });
 

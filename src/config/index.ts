@@ -29,6 +29,8 @@ export interface Config {
   attestationMaxWindowSeconds: number;
   envelopeBodyLimitBytes: number;
   bodyLimitBytes: number;
+  /** Largest body of a batch registration: a full batch does not fit in `bodyLimitBytes`. */
+  batchBodyLimitBytes: number;
   mailboxRetentionSeconds: number;
   proxyTimeoutMs: number;
   proxySyncTimeoutMs: number;
@@ -58,6 +60,7 @@ export const defaults: Config = {
   attestationMaxWindowSeconds: 24 * 3600,
   envelopeBodyLimitBytes: MiB,
   bodyLimitBytes: 256 * KiB,
+  batchBodyLimitBytes: 4 * MiB,
   mailboxRetentionSeconds: 7 * 24 * 3600,
   proxyTimeoutMs: 10_000,
   proxySyncTimeoutMs: 30_000,
@@ -149,6 +152,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   int('AGENTRY_ATTESTATION_MAX_WINDOW_SECONDS', 1, (n) => (config.attestationMaxWindowSeconds = n));
   int('AGENTRY_ENVELOPE_BODY_LIMIT_BYTES', 1024, (n) => (config.envelopeBodyLimitBytes = n));
   int('AGENTRY_BODY_LIMIT_BYTES', 1024, (n) => (config.bodyLimitBytes = n));
+  int('AGENTRY_BATCH_BODY_LIMIT_BYTES', 1024, (n) => (config.batchBodyLimitBytes = n));
   int('AGENTRY_MAILBOX_RETENTION_SECONDS', 1, (n) => (config.mailboxRetentionSeconds = n));
   int('AGENTRY_PROXY_TIMEOUT_MS', 1, (n) => (config.proxyTimeoutMs = n));
   int('AGENTRY_PROXY_SYNC_TIMEOUT_MS', 1, (n) => (config.proxySyncTimeoutMs = n));

@@ -1,5 +1,6 @@
 import type { Quotas } from '../config/index.js';
 import type { Repositories, Store } from '../store/index.js';
+import { isoTimestamp } from '../time.js';
 import type { Clock } from './clock.js';
 
 export interface UsageReport {
@@ -82,7 +83,7 @@ export class UsageService {
       bytes_stored_limit: limits.bytesStored,
       num_agents: totals.num_agents,
       num_agents_limit: limits.agents,
-      expiry: new Date(periodEnd(now)).toISOString().replace('Z', '+00:00'),
+      expiry: isoTimestamp(periodEnd(now)),
     };
   }
 }

@@ -75,3 +75,9 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
   }
   throw new Error(`Unsupported database URL: ${url.split(':')[0]}`);
 }
+
+/** Whether a statement failed because a row with the same unique key exists (either dialect). */
+export function isUniqueViolation(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE';
+}

@@ -5,6 +5,8 @@ import type { Database } from './schema.js';
 import { ApiKeysRepository, UsersRepository } from './repositories/users.js';
 import { ChallengesRepository, IdentitiesRepository } from './repositories/identity.js';
 import { UsageRepository } from './repositories/usage.js';
+import { AgentsRepository } from './repositories/agents.js';
+import { MailboxesRepository } from './repositories/mailboxes.js';
 
 /** Every repository, bound to one executor (the pool, or one transaction). */
 export interface Repositories {
@@ -13,15 +15,19 @@ export interface Repositories {
   challenges: ChallengesRepository;
   identities: IdentitiesRepository;
   usage: UsageRepository;
+  agents: AgentsRepository;
+  mailboxes: MailboxesRepository;
 }
 
-function bindRepositories(db: Kysely<Database>): Repositories {
+function bindRepositories(db: Kysely<Database>, dialect: DialectName): Repositories {
   return {
-    users: new UsersRepository(db),
+    users: new UsersRepository(db, dialect),
     apiKeys: new ApiKeysRepository(db),
     challenges: new ChallengesRepository(db),
     identities: new IdentitiesRepository(db),
     usage: new UsageRepository(db),
+    agents: new AgentsRepository(db),
+    mailboxes: new MailboxesRepository(db),
   };
 }
 
@@ -37,7 +43,7 @@ export class Store {
     readonly dialect: DialectName,
     private readonly closeDb: () => Promise<void>,
   ) {
-    this.repos = bindRepositories(db);
+    this.repos = bindRepositories(db, dialect);
   }
 
   static open(url: string, options: DatabaseOptions = {}): Store {
@@ -50,7 +56,7 @@ export class Store {
   }
 
   transaction<T>(work: (tx: Repositories) => Promise<T>): Promise<T> {
-    return this.db.transaction().execute((trx) => work(bindRepositories(trx)));
+    return this.db.transaction().execute((trx) => work(bindRepositories(trx, this.dialect)));
   }
 
   /** True when the store answers a trivial query (readiness). */

@@ -5,6 +5,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { loadConfig } from '../../src/config/index.js';
+import { createLogger } from '../../src/logger.js';
+import { Server } from '../../src/server.js';
 import { call } from '../helpers/http.js';
 import { TestIdentity } from '../helpers/uagent.js';
 
@@ -62,6 +65,69 @@ describe('command line', () => {
     const res = agentry(['keys', 'add', 'bob', '--expires', 'soon', ...db]);
     assert.notEqual(res.code, 0);
     assert.match(res.stderr, /duration/);
+  });
+
+  it("sets a user's limits one at a time and prints the effective ones, which the API reports", async () => {
+    const limits = (args: string[], env: Record<string, string> = {}) => {
+      const res = agentry(['users', 'limits', 'bob', ...args, ...db], env);
+      assert.equal(res.code, 0, res.stderr);
+      return Object.fromEntries(
+        res.stdout
+          .trimEnd()
+          .split('\n')
+          .map((line) => line.split('\t')),
+      );
+    };
+    const defaults = {
+      agents: '1000',
+      messages: '1000000',
+      'bytes-stored': '1073741824',
+      'bytes-transferred': '10737418240',
+    };
+    assert.deepEqual(limits([]), defaults);
+    assert.deepEqual(limits(['--agents', '5']), { ...defaults, agents: '5' });
+    assert.deepEqual(
+      limits(['--bytes-stored', '2048'], { AGENTRY_QUOTA_MESSAGES_PER_MONTH: '77' }),
+      {
+        ...defaults,
+        agents: '5',
+        messages: '77',
+        'bytes-stored': '2048',
+      },
+    );
+
+    const key = lastLine(agentry(['keys', 'add', 'bob', ...db]).stdout);
+    const server = await Server.create(
+      loadConfig(
+        {
+          databaseUrl: `sqlite:${join(dir, 'agentry.db')}`,
+          port: 0,
+          host: '127.0.0.1',
+          logLevel: 'silent',
+        },
+        {},
+      ),
+      { overrides: { logger: createLogger('silent') } },
+    );
+    try {
+      const url = await server.start();
+      const usage = await call(url, 'GET', '/v2/agents/usage/current', { key });
+      assert.equal(usage.status, 200, usage.text);
+      assert.equal(usage.body.num_agents_limit, 5);
+      assert.equal(usage.body.bytes_stored_limit, 2048);
+      assert.equal(usage.body.num_messages_limit, 1_000_000);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('refuses limits for an unknown user or a value that is not a whole number', () => {
+    const unknown = agentry(['users', 'limits', 'nobody', '--agents', '5', ...db]);
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /No user named "nobody"/);
+    const notANumber = agentry(['users', 'limits', 'bob', '--agents', 'many', ...db]);
+    assert.notEqual(notANumber.code, 0);
+    assert.match(notANumber.stderr, /whole number/);
   });
 
   it('migrates on request and says when nothing is left to do', () => {

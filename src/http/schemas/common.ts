@@ -9,6 +9,17 @@ export function Nullable<T extends TSchema>(schema: T) {
   return Type.Unsafe<Static<T> | null>({ ...schema, type: [type, 'null'] });
 }
 
+/** One of a few strings, as a JSON-schema `enum`: one 422 item naming every allowed value. */
+export function StringEnum<const T extends readonly string[]>(
+  values: T,
+  options: { default?: T[number]; description?: string } = {},
+) {
+  return Type.Unsafe<T[number]>({ type: 'string', enum: values, ...options });
+}
+
+/** A moment as ISO-8601 with an explicit UTC offset (see `isoTimestamp`). */
+export const Timestamp = Type.String({ format: 'date-time' });
+
 export const ErrorDetail = Type.Object(
   { detail: Type.String() },
   { $id: 'ErrorDetail', description: 'Any error other than validation' },

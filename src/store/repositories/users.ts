@@ -1,11 +1,26 @@
 import type { Kysely, Selectable } from 'kysely';
+import type { DialectName } from '../database.js';
 import type { Database, UsersTable, ApiKeysTable } from '../schema.js';
 
 export type UserRow = Selectable<UsersTable>;
 export type ApiKeyRow = Selectable<ApiKeysTable>;
 
 export class UsersRepository {
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly dialect: DialectName,
+  ) {}
+
+  /**
+   * Inside a transaction, makes other transactions that lock the same user wait until this
+   * one ends, so a rule over everything a user owns (a quota) sees no concurrent change.
+   * PostgreSQL locks the user's row; SQLite needs nothing, as its single connection already
+   * runs transactions one after another.
+   */
+  async lock(id: string): Promise<void> {
+    if (this.dialect === 'sqlite') return;
+    await this.db.selectFrom('users').select('id').where('id', '=', id).forUpdate().execute();
+  }
 
   async insert(user: UserRow): Promise<void> {
     await this.db.insertInto('users').values(user).execute();

@@ -1,0 +1,99 @@
+import { Type } from '@sinclair/typebox';
+import { AgentAddress, Nullable, StringEnum, Timestamp } from './common.js';
+
+const Name = Type.String({ minLength: 1, maxLength: 32, description: "Agent's public name" });
+
+const Handle = Nullable(
+  Type.String({
+    minLength: 1,
+    maxLength: 40,
+    pattern: '^[a-z0-9]+(-[a-z0-9]+)*$',
+    description: 'Unique across the service: lower-case letters and digits in dash-separated words',
+  }),
+);
+
+const URL_MAX_LENGTH = 4000;
+
+const AgentType = StringEnum(['uagent', 'a2a'] as const, { default: 'uagent' });
+
+const ProfileInput = Type.Object({
+  description: Type.Optional(Type.String({ maxLength: 300, default: '' })),
+  readme: Type.Optional(Type.String({ maxLength: 80000, default: '' })),
+  avatar_url: Type.Optional(Type.String({ maxLength: URL_MAX_LENGTH, default: '' })),
+  banner_url: Type.Optional(Type.String({ maxLength: URL_MAX_LENGTH, default: '' })),
+  starter_prompts: Type.Optional(Type.Array(Type.String(), { default: [] })),
+});
+
+const Endpoint = Type.Object({ url: Type.String(), weight: Type.Integer() });
+
+const Metadata = Nullable(
+  Type.Object({}, { additionalProperties: true, description: 'Free-form JSON object' }),
+);
+
+export const RegistrationRequest = Type.Object({
+  address: AgentAddress,
+  name: Name,
+  handle: Type.Optional(Handle),
+  url: Type.Optional(
+    Nullable(
+      Type.String({ maxLength: URL_MAX_LENGTH, description: 'Where the proxy forwards messages' }),
+    ),
+  ),
+  agent_type: Type.Optional(AgentType),
+  profile: Type.Optional(ProfileInput),
+  endpoints: Type.Optional(Type.Array(Endpoint, { default: [] })),
+  protocols: Type.Optional(Type.Array(Type.String(), { default: [], description: 'Digests' })),
+  metadata: Type.Optional(Metadata),
+});
+
+const BATCH_MAX_AGENTS = 1000;
+
+export const BatchRegistrationRequest = Type.Object({
+  agents: Type.Optional(
+    Type.Array(RegistrationRequest, { maxItems: BATCH_MAX_AGENTS, default: [] }),
+  ),
+});
+
+export const AgentUpdates = Type.Object({
+  address: Type.String({ maxLength: 66, description: 'Must equal the address in the path' }),
+  name: Type.Optional(Name),
+  handle: Type.Optional(Handle),
+  redirect_url: Type.Optional(Nullable(Type.String({ maxLength: URL_MAX_LENGTH }))),
+  profile: Type.Optional(
+    Type.Object(ProfileInput.properties, {
+      description: 'Replaces the whole profile; members left out become empty',
+    }),
+  ),
+});
+
+export const AgentRecord = Type.Object({
+  address: Type.String(),
+  name: Type.String(),
+  handle: Nullable(Type.String()),
+  redirect_url: Nullable(Type.String()),
+  agent_type: Type.String(),
+  profile: Type.Object({
+    description: Type.String(),
+    readme: Type.String(),
+    avatar_url: Type.String(),
+    banner_url: Type.String(),
+    starter_prompts: Type.Array(Type.String()),
+  }),
+  endpoints: Type.Array(Endpoint),
+  protocols: Type.Array(Type.String()),
+  metadata: Metadata,
+  mailbox: Type.Object({ pending_messages: Type.Integer(), bytes_stored: Type.Integer() }),
+  registered_at: Timestamp,
+  updated_at: Timestamp,
+});
+
+export const AgentList = Type.Array(AgentRecord);
+
+export const AGENTS_PAGE_SIZE = 30;
+
+export const ListQuery = Type.Object({
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: AGENTS_PAGE_SIZE })),
+  offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 })),
+});
+
+export const Success = Type.Object({ success: Type.Boolean() });

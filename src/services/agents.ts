@@ -1,0 +1,257 @@
+import { isAgentAddress } from '../crypto/index.js';
+import {
+  ConflictError,
+  DomainError,
+  ForbiddenError,
+  NotFoundError,
+  QuotaExceededError,
+  RequestValidationError,
+  type ValidationIssue,
+} from '../errors.js';
+import type { Repositories, Store } from '../store/index.js';
+import type {
+  AgentEndpoint,
+  AgentProfile,
+  ListingChanges,
+  MailboxCounters,
+  StoredAgent,
+} from '../store/repositories/agents.js';
+import { isoTimestamp } from '../time.js';
+import type { Clock } from './clock.js';
+import { ADDRESS_MESSAGE, agentAddressOr422 } from './identity.js';
+import type { UsageService } from './usage.js';
+
+/** A Register Agent request; absent optional fields take their documented defaults. */
+export interface AgentRegistration {
+  address: string;
+  name: string;
+  handle?: string | null;
+  url?: string | null;
+  agent_type?: string;
+  profile?: Partial<AgentProfile>;
+  endpoints?: AgentEndpoint[];
+  protocols?: string[];
+  metadata?: Record<string, unknown> | null;
+}
+
+/** Update Agent Details: the fields given replace the stored ones. */
+export interface AgentUpdates {
+  address: string;
+  name?: string;
+  handle?: string | null;
+  redirect_url?: string | null;
+  profile?: Partial<AgentProfile>;
+}
+
+/** An agent as the API shows it to its owner. */
+export interface AgentRecord {
+  address: string;
+  name: string;
+  handle: string | null;
+  redirect_url: string | null;
+  agent_type: string;
+  profile: AgentProfile;
+  endpoints: AgentEndpoint[];
+  protocols: string[];
+  metadata: Record<string, unknown> | null;
+  mailbox: MailboxCounters;
+  registered_at: string;
+  updated_at: string;
+}
+
+/** How many agents a user has and may have, kept current while a transaction adds some. */
+interface AgentAllowance {
+  used: number;
+  limit: number;
+}
+
+function completeProfile(profile: Partial<AgentProfile> = {}): AgentProfile {
+  return {
+    description: profile.description ?? '',
+    readme: profile.readme ?? '',
+    avatar_url: profile.avatar_url ?? '',
+    banner_url: profile.banner_url ?? '',
+    starter_prompts: profile.starter_prompts ?? [],
+  };
+}
+
+function toRecord(agent: StoredAgent): AgentRecord {
+  return {
+    address: agent.address,
+    name: agent.name,
+    handle: agent.handle,
+    redirect_url: agent.redirect_url,
+    agent_type: agent.agent_type,
+    profile: agent.profile,
+    endpoints: agent.endpoints,
+    protocols: agent.protocols,
+    metadata: agent.metadata,
+    mailbox: agent.mailbox,
+    registered_at: isoTimestamp(agent.registered_at),
+    updated_at: isoTimestamp(agent.updated_at),
+  };
+}
+
+// The same answer for an agent of another user as for none at all: existence stays private.
+function agentNotFound(address: string): NotFoundError {
+  return new NotFoundError(`Agent ${address} not found`);
+}
+
+function handleTaken(handle: string | null | undefined): ConflictError {
+  return new ConflictError(`Handle "${handle}" is already taken by another agent`);
+}
+
+/**
+ * The registry: a user lists, registers, updates and deletes their own agents. Registering
+ * needs a proven identity and creates the agent's mailbox; deleting removes both and
+ * releases the identity. Every change of a user's agents runs in one transaction that holds
+ * the user's lock, so the agent quota and the identity stay consistent under concurrency.
+ */
+export class AgentsService {
+  constructor(
+    private readonly store: Store,
+    private readonly usage: UsageService,
+    private readonly clock: Clock,
+  ) {}
+
+  async list(userId: string, limit: number, offset: number): Promise<AgentRecord[]> {
+    const agents = await this.store.repos.agents.listForUser(userId, limit, offset);
+    return agents.map(toRecord);
+  }
+
+  async get(userId: string, rawAddress: string): Promise<AgentRecord> {
+    const address = agentAddressOr422(rawAddress, ['path', 'address']);
+    const agent = await this.store.repos.agents.find(address);
+    if (agent?.user_id !== userId) throw agentNotFound(address);
+    return toRecord(agent);
+  }
+
+  /** Creates or replaces the caller's listing of an agent whose identity they proved. */
+  async register(userId: string, registration: AgentRegistration): Promise<void> {
+    const address = agentAddressOr422(registration.address, ['body', 'address']);
+    await this.store.transaction(async (tx) => {
+      const allowance = await this.lockAllowance(tx, userId);
+      await this.save(tx, userId, { ...registration, address }, allowance);
+    });
+  }
+
+  /** Registers every agent or, if any is refused, none; the error names the item refused. */
+  async registerBatch(userId: string, registrations: AgentRegistration[]): Promise<void> {
+    const issues: ValidationIssue[] = [];
+    registrations.forEach(({ address }, index) => {
+      if (!isAgentAddress(address)) {
+        issues.push({
+          loc: ['body', 'agents', index, 'address'],
+          msg: ADDRESS_MESSAGE,
+          type: 'value_error',
+          input: address,
+        });
+      }
+    });
+    if (issues.length > 0) throw new RequestValidationError(issues);
+
+    await this.store.transaction(async (tx) => {
+      const allowance = await this.lockAllowance(tx, userId);
+      for (const [index, registration] of registrations.entries()) {
+        const address = registration.address.toLowerCase();
+        try {
+          await this.save(tx, userId, { ...registration, address }, allowance);
+        } catch (err) {
+          if (!(err instanceof DomainError)) throw err;
+          throw new DomainError(
+            err.kind,
+            `Agent ${index} (${address}) was refused, so no agent of the batch was registered: ${err.message}`,
+          );
+        }
+      }
+    });
+  }
+
+  async update(userId: string, rawAddress: string, updates: AgentUpdates): Promise<AgentRecord> {
+    const address = agentAddressOr422(rawAddress, ['path', 'address']);
+    if (agentAddressOr422(updates.address, ['body', 'address']) !== address) {
+      throw RequestValidationError.single(
+        ['body', 'address'],
+        'Value error, address must equal the agent address in the path',
+      );
+    }
+    const changes: ListingChanges = { updated_at: this.clock.now() };
+    if (updates.name !== undefined) changes.name = updates.name;
+    if (updates.handle !== undefined) changes.handle = updates.handle;
+    if (updates.redirect_url !== undefined) changes.redirect_url = updates.redirect_url;
+    if (updates.profile !== undefined) changes.profile = completeProfile(updates.profile);
+
+    return this.store.transaction(async (tx) => {
+      await tx.users.lock(userId);
+      const agent = await tx.agents.find(address);
+      if (agent?.user_id !== userId) throw agentNotFound(address);
+      if ((await tx.agents.update(address, changes)) === 'handle-taken') {
+        throw handleTaken(changes.handle);
+      }
+      return toRecord({ ...agent, ...changes });
+    });
+  }
+
+  /** Removes the listing and its mailbox (with pending messages) and releases the identity. */
+  async delete(userId: string, rawAddress: string): Promise<void> {
+    const address = agentAddressOr422(rawAddress, ['path', 'address']);
+    await this.store.transaction(async (tx) => {
+      await tx.users.lock(userId);
+      const agent = await tx.agents.find(address);
+      if (agent?.user_id !== userId) throw agentNotFound(address);
+      await tx.mailboxes.delete(address);
+      await tx.agents.delete(address);
+      await tx.identities.release(address, userId);
+    });
+  }
+
+  private async lockAllowance(tx: Repositories, userId: string): Promise<AgentAllowance> {
+    await tx.users.lock(userId);
+    const [limits, used] = await Promise.all([
+      this.usage.limitsFor(userId, tx),
+      tx.agents.countForUser(userId),
+    ]);
+    return { used, limit: limits.agents };
+  }
+
+  private async save(
+    tx: Repositories,
+    userId: string,
+    registration: AgentRegistration,
+    allowance: AgentAllowance,
+  ): Promise<void> {
+    const { address } = registration;
+    const identity = await tx.identities.find(address);
+    if (!identity) {
+      throw new ForbiddenError(
+        `Prove control of ${address} before registering it: GET /v2/identity/${address}/challenge, then POST /v2/identity with the signed challenge`,
+      );
+    }
+    if (identity.user_id !== userId) {
+      throw new ConflictError('Agent address is already registered by another account');
+    }
+    // A proven identity and the listing share one owner: deleting the listing releases it.
+    const isNew = (await tx.agents.find(address)) === undefined;
+    if (isNew && allowance.used >= allowance.limit) {
+      throw new QuotaExceededError(`Agent quota reached ${allowance.used} / ${allowance.limit}`);
+    }
+    const now = this.clock.now();
+    const outcome = await tx.agents.save({
+      address,
+      user_id: userId,
+      name: registration.name,
+      handle: registration.handle ?? null,
+      redirect_url: registration.url ?? null,
+      agent_type: registration.agent_type ?? 'uagent',
+      profile: completeProfile(registration.profile),
+      endpoints: (registration.endpoints ?? []).map(({ url, weight }) => ({ url, weight })),
+      protocols: registration.protocols ?? [],
+      metadata: registration.metadata ?? null,
+      registered_at: now,
+      updated_at: now,
+    });
+    if (outcome === 'handle-taken') throw handleTaken(registration.handle);
+    await tx.mailboxes.create({ address, user_id: userId, created_at: now });
+    if (isNew) allowance.used += 1;
+  }
+}

@@ -1,0 +1,162 @@
+import { sql, type Kysely, type Selectable } from 'kysely';
+import { isUniqueViolation } from '../database.js';
+import type { AgentsTable, Database } from '../schema.js';
+
+export interface AgentProfile {
+  description: string;
+  readme: string;
+  avatar_url: string;
+  banner_url: string;
+  starter_prompts: string[];
+}
+
+export interface AgentEndpoint {
+  url: string;
+  weight: number;
+}
+
+/** An agent's registry entry with its JSON columns read back into values. */
+export interface AgentListing {
+  address: string;
+  user_id: string;
+  name: string;
+  handle: string | null;
+  redirect_url: string | null;
+  agent_type: string;
+  profile: AgentProfile;
+  endpoints: AgentEndpoint[];
+  protocols: string[];
+  metadata: Record<string, unknown> | null;
+  registered_at: number;
+  updated_at: number;
+}
+
+export interface MailboxCounters {
+  pending_messages: number;
+  bytes_stored: number;
+}
+
+export type StoredAgent = AgentListing & { mailbox: MailboxCounters };
+
+export type ListingChanges = Partial<
+  Pick<AgentListing, 'name' | 'handle' | 'redirect_url' | 'profile'>
+> &
+  Pick<AgentListing, 'updated_at'>;
+
+/**
+ * A write that the unique handle index refused. On PostgreSQL the surrounding transaction
+ * cannot continue after it; the caller is expected to abandon it.
+ */
+export type HandleTaken = 'handle-taken';
+
+type AgentRow = Selectable<AgentsTable> & MailboxCounters;
+
+function toStoredAgent(row: AgentRow): StoredAgent {
+  return {
+    address: row.address,
+    user_id: row.user_id,
+    name: row.name,
+    handle: row.handle,
+    redirect_url: row.redirect_url,
+    agent_type: row.agent_type,
+    profile: JSON.parse(row.profile) as AgentProfile,
+    endpoints: JSON.parse(row.endpoints) as AgentEndpoint[],
+    protocols: JSON.parse(row.protocols) as string[],
+    metadata: row.metadata === null ? null : (JSON.parse(row.metadata) as Record<string, unknown>),
+    registered_at: row.registered_at,
+    updated_at: row.updated_at,
+    mailbox: { pending_messages: row.pending_messages, bytes_stored: row.bytes_stored },
+  };
+}
+
+/** The registry: one row per registered agent, read together with its mailbox counters. */
+export class AgentsRepository {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  private selectWithMailbox() {
+    return this.db
+      .selectFrom('agents')
+      .leftJoin('mailboxes', 'mailboxes.address', 'agents.address')
+      .selectAll('agents')
+      .select((eb) => [
+        eb.fn.coalesce('mailboxes.pending_messages', sql<number>`0`).as('pending_messages'),
+        eb.fn.coalesce('mailboxes.bytes_stored', sql<number>`0`).as('bytes_stored'),
+      ]);
+  }
+
+  async find(address: string): Promise<StoredAgent | undefined> {
+    const row = await this.selectWithMailbox()
+      .where('agents.address', '=', address)
+      .executeTakeFirst();
+    return row && toStoredAgent(row);
+  }
+
+  /** A user's agents, oldest registration first. */
+  async listForUser(userId: string, limit: number, offset: number): Promise<StoredAgent[]> {
+    const rows = await this.selectWithMailbox()
+      .where('agents.user_id', '=', userId)
+      .orderBy('agents.registered_at')
+      .orderBy('agents.address')
+      .limit(limit)
+      .offset(offset)
+      .execute();
+    return rows.map(toStoredAgent);
+  }
+
+  async countForUser(userId: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('agents')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('user_id', '=', userId)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
+  /**
+   * Creates the listing, or replaces every field of an existing one except its owner and
+   * first registration time.
+   */
+  async save(listing: AgentListing): Promise<HandleTaken | undefined> {
+    const values = {
+      ...listing,
+      profile: JSON.stringify(listing.profile),
+      endpoints: JSON.stringify(listing.endpoints),
+      protocols: JSON.stringify(listing.protocols),
+      metadata: listing.metadata === null ? null : JSON.stringify(listing.metadata),
+    };
+    const { address: _address, user_id: _owner, registered_at: _registered, ...replaced } = values;
+    return this.refusingTakenHandle(
+      this.db
+        .insertInto('agents')
+        .values(values)
+        .onConflict((oc) => oc.column('address').doUpdateSet(replaced))
+        .execute(),
+    );
+  }
+
+  async update(address: string, changes: ListingChanges): Promise<HandleTaken | undefined> {
+    const { profile, ...plain } = changes;
+    return this.refusingTakenHandle(
+      this.db
+        .updateTable('agents')
+        .set({ ...plain, ...(profile && { profile: JSON.stringify(profile) }) })
+        .where('address', '=', address)
+        .execute(),
+    );
+  }
+
+  async delete(address: string): Promise<void> {
+    await this.db.deleteFrom('agents').where('address', '=', address).execute();
+  }
+
+  // The unique index decides who holds a handle, so two agents racing for one cannot both win.
+  private async refusingTakenHandle(write: Promise<unknown>): Promise<HandleTaken | undefined> {
+    try {
+      await write;
+      return undefined;
+    } catch (err) {
+      if (isUniqueViolation(err)) return 'handle-taken';
+      throw err;
+    }
+  }
+}

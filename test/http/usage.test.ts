@@ -1,0 +1,138 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { usagePeriod } from '../../src/services/usage.js';
+import { call } from '../helpers/http.js';
+import { dialects, ManualClock, startTestServer, type TestServer } from '../helpers/server.js';
+import { TestIdentity } from '../helpers/uagent.js';
+
+const quotas = {
+  agents: 7,
+  messagesPerMonth: 500,
+  bytesStored: 40_000,
+  bytesTransferredPerMonth: 90_000,
+};
+
+for (const dialect of dialects) {
+  describe(`usage (${dialect})`, () => {
+    const clock = new ManualClock(Date.UTC(2026, 10, 21, 10, 0, 0, 123));
+    let t: TestServer;
+
+    before(async () => {
+      t = await startTestServer({ dialect, clock, config: { quotas } });
+    });
+    after(() => t.close());
+
+    async function newUser(name: string): Promise<{ key: string; id: string }> {
+      const key = await t.addUser(name);
+      return { key, id: (await t.server.ctx.services.users.findUser(name)).id };
+    }
+
+    async function usage(key: string) {
+      const res = await call(t.url, 'GET', '/v2/agents/usage/current', { key });
+      assert.equal(res.status, 200, res.text);
+      return res.body;
+    }
+
+    async function registerAgent(key: string): Promise<TestIdentity> {
+      const agent = TestIdentity.random();
+      const issued = await call(t.url, 'GET', `/v2/identity/${agent.address}/challenge`, { key });
+      const { challenge } = issued.body;
+      const proof = await call(t.url, 'POST', '/v2/identity', {
+        key,
+        body: {
+          address: agent.address,
+          challenge,
+          challenge_response: agent.signChallenge(challenge),
+        },
+      });
+      assert.equal(proof.status, 200, proof.text);
+      const res = await call(t.url, 'POST', '/v2/agents', {
+        key,
+        body: { address: agent.address, name: 'counted' },
+      });
+      assert.equal(res.status, 200, res.text);
+      return agent;
+    }
+
+    it('reports nothing used, the configured limits, and the start of next month as expiry', async () => {
+      const { key } = await newUser('fresh');
+      assert.deepEqual(await usage(key), {
+        bytes_transferred: 0,
+        bytes_transferred_limit: 90_000,
+        num_messages: 0,
+        num_messages_limit: 500,
+        bytes_stored: 0,
+        bytes_stored_limit: 40_000,
+        num_agents: 0,
+        num_agents_limit: 7,
+        expiry: '2026-12-01T00:00:00.000000+00:00',
+      });
+    });
+
+    it('counts agents as they are registered and deleted', async () => {
+      const { key } = await newUser('counter');
+      const first = await registerAgent(key);
+      await registerAgent(key);
+      assert.equal((await usage(key)).num_agents, 2);
+      const deleted = await call(t.url, 'DELETE', `/v2/agents/${first.address}`, { key });
+      assert.equal(deleted.status, 200);
+      assert.equal((await usage(key)).num_agents, 1);
+      assert.equal((await usage(t.userKey)).num_agents, 0, "another user's agents do not count");
+    });
+
+    it("totals the bytes held in the user's mailboxes", async () => {
+      const { key } = await newUser('storer');
+      const agents = [await registerAgent(key), await registerAgent(key)];
+      for (const [i, agent] of agents.entries()) {
+        await t.server.ctx.store.db
+          .updateTable('mailboxes')
+          .set({ pending_messages: i + 1, bytes_stored: 1000 * (i + 1) })
+          .where('address', '=', agent.address)
+          .execute();
+      }
+      assert.equal((await usage(key)).bytes_stored, 3000);
+    });
+
+    it("reports this month's message and transfer counters", async () => {
+      const { key, id } = await newUser('sender');
+      const repos = t.server.ctx.store.repos;
+      await repos.usage.add(id, usagePeriod(clock.now()), {
+        num_messages: 3,
+        bytes_transferred: 1200,
+      });
+      await repos.usage.add(id, '2026-10', { num_messages: 99, bytes_transferred: 99 });
+      const report = await usage(key);
+      assert.equal(report.num_messages, 3);
+      assert.equal(report.bytes_transferred, 1200);
+    });
+
+    it("applies a user's own limits over the configured ones, for that user only", async () => {
+      const { key, id } = await newUser('premium');
+      await t.server.ctx.services.usage.setLimits(id, { agents: 50, bytesStored: 1 });
+      const report = await usage(key);
+      assert.equal(report.num_agents_limit, 50);
+      assert.equal(report.bytes_stored_limit, 1);
+      assert.equal(report.num_messages_limit, 500);
+      assert.equal((await usage(t.userKey)).num_agents_limit, 7);
+    });
+
+    it('starts a new period at the turn of the month, UTC', async () => {
+      const { key, id } = await newUser('monthly');
+      clock.advance(Date.UTC(2026, 11, 31, 23, 59, 59, 999) - clock.now());
+      await t.server.ctx.store.repos.usage.add(id, usagePeriod(clock.now()), { num_messages: 4 });
+      const december = await usage(key);
+      assert.equal(december.num_messages, 4);
+      assert.equal(december.expiry, '2027-01-01T00:00:00.000000+00:00');
+      clock.advance(1);
+      const january = await usage(key);
+      assert.equal(january.num_messages, 0);
+      assert.equal(january.expiry, '2027-02-01T00:00:00.000000+00:00');
+    });
+
+    it('needs a user key', async () => {
+      const res = await call(t.url, 'GET', '/v2/agents/usage/current');
+      assert.equal(res.status, 401);
+      assert.equal(res.headers.get('www-authenticate'), 'Bearer');
+    });
+  });
+}
