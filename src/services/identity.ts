@@ -78,12 +78,6 @@ export class IdentityService {
     return address;
   }
 
-  /** Whether this user has proven control of the address. */
-  async isProvenBy(address: string, userId: string): Promise<boolean> {
-    const identity = await this.store.repos.identities.find(address);
-    return identity?.user_id === userId;
-  }
-
   /** Drops challenges nobody used; called by the housekeeping timer. */
   purgeExpiredChallenges(): Promise<number> {
     return this.store.repos.challenges.deleteExpired(this.clock.now());
