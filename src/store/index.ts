@@ -5,6 +5,7 @@ import type { Database } from './schema.js';
 import { ApiKeysRepository, UsersRepository } from './repositories/users.js';
 import { ChallengesRepository, IdentitiesRepository } from './repositories/identity.js';
 import { UsageRepository } from './repositories/usage.js';
+import { AlmanacRepository } from './repositories/almanac.js';
 
 /** Every repository, bound to one executor (the pool, or one transaction). */
 export interface Repositories {
@@ -13,6 +14,7 @@ export interface Repositories {
   challenges: ChallengesRepository;
   identities: IdentitiesRepository;
   usage: UsageRepository;
+  almanac: AlmanacRepository;
 }
 
 function bindRepositories(db: Kysely<Database>): Repositories {
@@ -22,6 +24,7 @@ function bindRepositories(db: Kysely<Database>): Repositories {
     challenges: new ChallengesRepository(db),
     identities: new IdentitiesRepository(db),
     usage: new UsageRepository(db),
+    almanac: new AlmanacRepository(db),
   };
 }
 
