@@ -10,6 +10,7 @@ import { installErrorHandling, installJsonParser } from './http/plugins/errors.j
 import { installMetrics } from './http/plugins/metrics.js';
 import { installOpenApi } from './http/plugins/openapi.js';
 import { installValidation } from './http/plugins/validation.js';
+import { almanacRoutes } from './http/routes/almanac.js';
 import { healthRoutes } from './http/routes/health.js';
 import { identityRoutes } from './http/routes/identity.js';
 import { proxyRoutes } from './http/routes/proxy.js';
@@ -73,6 +74,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   healthRoutes(app, ctx);
   identityRoutes(app, ctx);
   proxyRoutes(app, ctx);
+  almanacRoutes(app, ctx);
 
   return app;
 }

@@ -3,6 +3,7 @@ import type { Config } from './config/index.js';
 import { createDefaultVerifier, type SignatureVerifier } from './crypto/index.js';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
+import { AlmanacService } from './services/almanac.js';
 import { systemClock, type Clock } from './services/clock.js';
 import { IdentityService } from './services/identity.js';
 import { UsageService } from './services/usage.js';
@@ -13,6 +14,7 @@ export interface Services {
   users: UsersService;
   identity: IdentityService;
   usage: UsageService;
+  almanac: AlmanacService;
 }
 
 /** A job the server runs on a timer (expiry sweeps and the like). */
@@ -59,6 +61,7 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
   const users = new UsersService(store, clock);
   const identity = new IdentityService(store, verifier, clock, config.challengeTtlSeconds * 1000);
   const usage = new UsageService(store, clock, config.quotas);
+  const almanac = new AlmanacService(store, verifier, clock, config.publicUrl);
 
   const metrics = new Metrics();
 
@@ -67,6 +70,11 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
       name: 'expired challenges',
       intervalMs: 60_000,
       run: () => identity.purgeExpiredChallenges(),
+    },
+    {
+      name: 'expired almanac registrations',
+      intervalMs: 600_000,
+      run: () => almanac.purgeExpired(),
     },
   ];
 
@@ -77,7 +85,7 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
     store,
     verifier,
     attestations,
-    services: { users, identity, usage },
+    services: { users, identity, usage, almanac },
     metrics,
     housekeeping,
     close: () => store.close(),
