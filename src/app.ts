@@ -11,6 +11,7 @@ import { installMetrics } from './http/plugins/metrics.js';
 import { installOpenApi } from './http/plugins/openapi.js';
 import { installValidation } from './http/plugins/validation.js';
 import { agentsRoutes } from './http/routes/agents.js';
+import { almanacRoutes } from './http/routes/almanac.js';
 import { healthRoutes } from './http/routes/health.js';
 import { identityRoutes } from './http/routes/identity.js';
 import { proxyRoutes } from './http/routes/proxy.js';
@@ -77,6 +78,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   agentsRoutes(app, ctx);
   usageRoutes(app, ctx);
   proxyRoutes(app, ctx);
+  almanacRoutes(app, ctx);
 
   return app;
 }

@@ -4,6 +4,7 @@ import { createDefaultVerifier, type SignatureVerifier } from './crypto/index.js
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { AgentsService } from './services/agents.js';
+import { AlmanacService } from './services/almanac.js';
 import { systemClock, type Clock } from './services/clock.js';
 import { IdentityService } from './services/identity.js';
 import { UsageService } from './services/usage.js';
@@ -15,6 +16,7 @@ export interface Services {
   identity: IdentityService;
   usage: UsageService;
   agents: AgentsService;
+  almanac: AlmanacService;
 }
 
 /** A job the server runs on a timer (expiry sweeps and the like). */
@@ -62,6 +64,7 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
   const identity = new IdentityService(store, verifier, clock, config.challengeTtlSeconds * 1000);
   const usage = new UsageService(store, clock, config.quotas);
   const agents = new AgentsService(store, usage, clock);
+  const almanac = new AlmanacService(store, verifier, clock, config.publicUrl);
 
   const metrics = new Metrics();
 
@@ -70,6 +73,11 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
       name: 'expired challenges',
       intervalMs: 60_000,
       run: () => identity.purgeExpiredChallenges(),
+    },
+    {
+      name: 'expired almanac registrations',
+      intervalMs: 600_000,
+      run: () => almanac.purgeExpired(),
     },
   ];
 
@@ -80,7 +88,7 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
     store,
     verifier,
     attestations,
-    services: { users, identity, usage, agents },
+    services: { users, identity, usage, agents, almanac },
     metrics,
     housekeeping,
     close: () => store.close(),

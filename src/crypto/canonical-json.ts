@@ -1,15 +1,29 @@
 import { CryptoFormatError } from './errors.js';
 
+/** Python's `separators=(item, key)`: what goes between members and after each key. */
+export type PythonJsonSeparators = readonly [item: string, key: string];
+
+/** `separators=(",", ":")`, as uAgents signs Almanac registrations. */
+export const COMPACT_SEPARATORS: PythonJsonSeparators = [',', ':'];
+/** Python's default without indent, `(", ", ": ")`, as uAgents hashes protocol manifests. */
+export const DEFAULT_SEPARATORS: PythonJsonSeparators = [', ', ': '];
+
 /**
- * Python's `json.dumps(value, sort_keys=True, separators=(",", ":"))` with its default
- * `ensure_ascii=True`, byte for byte: the text uAgents signs for Almanac registrations.
+ * Python's `json.dumps(value, sort_keys=True, separators=separators)` with its default
+ * `ensure_ascii=True`, byte for byte: the text uAgents signs for Almanac registrations
+ * (compact separators, the default here) and hashes for protocol manifests.
  *
  * Accepts what JSON.parse produces. One difference cannot be recovered: Python prints a float
  * with an integral value as `1.0`, but after JSON.parse `1.0` and `1` are the same number, so
  * integral numbers are printed as integers (which is what the signed models contain).
  * Integers beyond 2⁵³ have already lost digits and are refused.
  */
-export function pythonJsonDumps(value: unknown): string {
+export function pythonJsonDumps(
+  value: unknown,
+  separators: PythonJsonSeparators = COMPACT_SEPARATORS,
+): string {
+  const [item, key] = separators;
+  const dump = (member: unknown): string => pythonJsonDumps(member, separators);
   if (value === null) return 'null';
   switch (typeof value) {
     case 'boolean':
@@ -19,12 +33,12 @@ export function pythonJsonDumps(value: unknown): string {
     case 'string':
       return pythonString(value);
     case 'object':
-      if (Array.isArray(value)) return `[${value.map(pythonJsonDumps).join(',')}]`;
+      if (Array.isArray(value)) return `[${value.map(dump).join(item)}]`;
       if (isPlainObject(value)) {
         const members = Object.keys(value)
           .sort(compareCodePoints)
-          .map((key) => `${pythonString(key)}:${pythonJsonDumps(value[key])}`);
-        return `{${members.join(',')}}`;
+          .map((name) => `${pythonString(name)}${key}${dump(value[name])}`);
+        return `{${members.join(item)}}`;
       }
   }
   throw new CryptoFormatError(`cannot represent ${Object.prototype.toString.call(value)} as JSON`);
@@ -35,8 +49,11 @@ function isPlainObject(value: object): value is Record<string, unknown> {
   return prototype === Object.prototype || prototype === null;
 }
 
-/** Python sorts keys by code point; JS's default sort compares UTF-16 code units instead. */
-function compareCodePoints(a: string, b: string): number {
+/**
+ * Python orders strings by code point; JS's default sort compares UTF-16 code units instead.
+ * A comparator for `Array.prototype.sort`.
+ */
+export function compareCodePoints(a: string, b: string): number {
   for (let index = 0; ;) {
     const left = a.codePointAt(index);
     const right = b.codePointAt(index);

@@ -4,10 +4,13 @@ export { attestationTimeStatus, parseAttestation, verifyAttestation } from './at
 export type { AttestationTimeStatus, ParsedAttestation } from './attestation.js';
 export { decodeBech32, encodeBech32 } from './bech32.js';
 export type { DecodedBech32 } from './bech32.js';
-export { pythonJsonDumps } from './canonical-json.js';
+export { DEFAULT_SEPARATORS, pythonJsonDumps } from './canonical-json.js';
+export type { PythonJsonSeparators } from './canonical-json.js';
 export { envelopeDigest, envelopeSigningBytes, verifyEnvelopeSignature } from './envelope.js';
 export type { EnvelopeFields } from './envelope.js';
 export { CryptoFormatError } from './errors.js';
+export { protocolManifestDigest } from './manifest.js';
+export type { ProtocolManifestContent } from './manifest.js';
 export {
   agentAddressFromPublicKey,
   decodeSignature,

@@ -7,6 +7,7 @@ import { ChallengesRepository, IdentitiesRepository } from './repositories/ident
 import { UsageRepository } from './repositories/usage.js';
 import { AgentsRepository } from './repositories/agents.js';
 import { MailboxesRepository } from './repositories/mailboxes.js';
+import { AlmanacRepository } from './repositories/almanac.js';
 
 /** Every repository, bound to one executor (the pool, or one transaction). */
 export interface Repositories {
@@ -17,6 +18,7 @@ export interface Repositories {
   usage: UsageRepository;
   agents: AgentsRepository;
   mailboxes: MailboxesRepository;
+  almanac: AlmanacRepository;
 }
 
 function bindRepositories(db: Kysely<Database>, dialect: DialectName): Repositories {
@@ -28,6 +30,7 @@ function bindRepositories(db: Kysely<Database>, dialect: DialectName): Repositor
     usage: new UsageRepository(db),
     agents: new AgentsRepository(db),
     mailboxes: new MailboxesRepository(db),
+    almanac: new AlmanacRepository(db),
   };
 }
 
@@ -51,8 +54,12 @@ export class Store {
     return new Store(handle.db, handle.dialect, handle.close);
   }
 
-  migrate(): Promise<MigrationOutcome> {
-    return migrateToLatest(this.db);
+  async migrate(): Promise<MigrationOutcome> {
+    if (this.dialect === 'sqlite') return migrateToLatest(this.db);
+    const { rows } = await sql<{ schema: string }>`select current_schema() as schema`.execute(
+      this.db,
+    );
+    return migrateToLatest(this.db, rows[0]?.schema);
   }
 
   transaction<T>(work: (tx: Repositories) => Promise<T>): Promise<T> {

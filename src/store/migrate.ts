@@ -5,10 +5,21 @@ export interface MigrationOutcome {
   applied: string[];
 }
 
-/** Brings the schema up to date. Safe to run from several replicas at once (Kysely locks). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export async function migrateToLatest(db: Kysely<any>): Promise<MigrationOutcome> {
-  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
+/**
+ * Brings the schema up to date. Safe to run from several replicas at once (Kysely locks).
+ * On PostgreSQL the bookkeeping tables live in the connection's current schema: without
+ * naming it, Kysely looks for them in every schema and is misled by another application's.
+ */
+export async function migrateToLatest(
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  db: Kysely<any>,
+  migrationTableSchema?: string,
+): Promise<MigrationOutcome> {
+  const migrator = new Migrator({
+    db,
+    provider: { getMigrations: async () => migrations },
+    ...(migrationTableSchema ? { migrationTableSchema } : {}),
+  });
   const result: MigrationResultSet = await migrator.migrateToLatest();
   if (result.error) {
     const failed = result.results?.find((r) => r.status === 'Error');

@@ -11,6 +11,9 @@ export interface Database {
   mailboxes: MailboxesTable;
   user_quotas: UserQuotasTable;
   usage_periods: UsagePeriodsTable;
+  almanac_registrations: AlmanacRegistrationsTable;
+  almanac_statuses: AlmanacStatusesTable;
+  almanac_manifests: AlmanacManifestsTable;
 }
 
 export interface UsersTable {
@@ -84,4 +87,40 @@ export interface UsagePeriodsTable {
   period: string;
   num_messages: number;
   bytes_transferred: number;
+}
+
+export interface AlmanacRegistrationsTable {
+  address: string;
+  /** Network named by the signed identifier: 'agent', 'test-agent', or null for a bare address. */
+  prefix: string | null;
+  /** JSON array text of {url, weight}. */
+  endpoints: string;
+  /** JSON array text of protocol digests. */
+  protocols: string;
+  /** JSON object text, or null. */
+  metadata: string | null;
+  /** The signed `timestamp`, in milliseconds: the replay watermark. */
+  signed_at: number;
+  signature: string;
+  expires_at: number;
+  updated_at: number;
+}
+
+export interface AlmanacStatusesTable {
+  address: string;
+  is_active: number;
+  /** The signed `timestamp`, in milliseconds: the replay watermark of status updates. */
+  signed_at: number;
+  signature: string;
+  updated_at: number;
+}
+
+export interface AlmanacManifestsTable {
+  /** `proto:` and 64 hex digits. */
+  digest: string;
+  /** JSON object text. */
+  manifest: string;
+  /** 1 when the manifest hashes to its digest. */
+  verified: number;
+  stored_at: number;
 }

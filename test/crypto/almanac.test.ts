@@ -57,6 +57,39 @@ describe('almanacSigningBytes', () => {
   });
 });
 
+describe('almanac registration bytes', () => {
+  it('are what CPython dumps for the pydantic AgentRegistrationAttestation', () => {
+    // The body as uAgents sends it, minus the signature; the expected text is
+    // json.dumps(model.model_dump(exclude={"signature"}), sort_keys=True, separators=(",", ":"))
+    // of that model validated by pydantic.
+    const fields = {
+      agent_identifier:
+        'test-agent://agent1qv2l7qzcd2g2rcv2p93tqflrcaq5dk7c2xuzd7jg6sgq3zpcchmdz5y4l8y',
+      timestamp: 1_790_000_000,
+      protocols: ['proto:a03398ea81d7aaaf67e72940937676eae0d019f8e1d8b5efbadfef9fd2e98bb2'],
+      endpoints: [
+        { url: 'http://127.0.0.1:8000/v2/agents/mailbox/submit', weight: 1 },
+        { url: 'https://b.example/submit', weight: 3 },
+      ],
+      metadata: {
+        name: 'Zoë’s agent 🤖',
+        geolocation: { city: 'Zürich', latitude: '47.37' },
+        tags: ['日本', 'b'],
+      },
+    };
+    assert.equal(
+      Buffer.from(almanacSigningBytes(fields)).toString('utf8'),
+      '{"agent_identifier":"test-agent://agent1qv2l7qzcd2g2rcv2p93tqflrcaq5dk7c2xuzd7jg6sgq3zpcchmdz5y4l8y",' +
+        '"endpoints":[{"url":"http://127.0.0.1:8000/v2/agents/mailbox/submit","weight":1},' +
+        '{"url":"https://b.example/submit","weight":3}],' +
+        '"metadata":{"geolocation":{"city":"Z\\u00fcrich","latitude":"47.37"},' +
+        '"name":"Zo\\u00eb\\u2019s agent \\ud83e\\udd16","tags":["\\u65e5\\u672c","b"]},' +
+        '"protocols":["proto:a03398ea81d7aaaf67e72940937676eae0d019f8e1d8b5efbadfef9fd2e98bb2"],' +
+        '"timestamp":1790000000}',
+    );
+  });
+});
+
 function signRegistration(identity: TestIdentity, agentIdentifier: string): AlmanacSignedFields {
   const fields = {
     agent_identifier: agentIdentifier,

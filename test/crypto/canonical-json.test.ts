@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { CryptoFormatError, pythonJsonDumps } from '../../src/crypto/index.js';
+import { CryptoFormatError, DEFAULT_SEPARATORS, pythonJsonDumps } from '../../src/crypto/index.js';
 
 // Expected strings are what CPython prints for
 // json.dumps(value, sort_keys=True, separators=(",", ":")).
@@ -69,6 +69,13 @@ describe('pythonJsonDumps', () => {
     assert.equal(
       pythonJsonDumps(registration),
       '{"agent_identifier":"agent://agent1qgxz","endpoints":[{"url":"https://example.com/submit","weight":1}],"metadata":null,"protocols":["proto:ab"],"timestamp":1790000000}',
+    );
+  });
+
+  it("prints Python's default separators when given them, at every depth", () => {
+    assert.equal(
+      pythonJsonDumps({ b: [1, { d: null, c: 'é' }], a: {} }, DEFAULT_SEPARATORS),
+      '{"a": {}, "b": [1, {"c": "\\u00e9", "d": null}]}',
     );
   });
 

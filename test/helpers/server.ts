@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { createServer, type AddressInfo } from 'node:net';
 import pg from 'pg';
 import { loadConfig, type Config } from '../../src/config/index.js';
 import { createLogger } from '../../src/logger.js';
@@ -88,13 +89,28 @@ export interface TestServerOptions {
   config?: Partial<Config>;
 }
 
+/**
+ * A loopback port nobody listens on right now. Servers get a concrete port rather than 0 so
+ * that their public URL, and the endpoint URLs derived from it, are the real ones.
+ */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
 /** Starts a real server on a free loopback port over a fresh database. */
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const dialect = options.dialect ?? 'sqlite';
   const database = await createTestDatabase(dialect);
   const config: Config = {
     ...loadConfig(
-      { databaseUrl: database.url, port: 0, host: '127.0.0.1', logLevel: 'silent' },
+      { databaseUrl: database.url, port: await freePort(), host: '127.0.0.1', logLevel: 'silent' },
       {},
     ),
     rateLimit: { max: 0, windowMs: 60_000 },

@@ -1,0 +1,143 @@
+import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { AppContext } from '../../context.js';
+import {
+  AgentAddressParams,
+  AgentRegistrationAttestation,
+  AgentRegistrationAttestationBatch,
+  AgentStatusUpdate,
+  AlmanacAgent,
+  DomainParams,
+  ManifestDigestParams,
+  ProtocolManifest,
+  ResolveQuery,
+} from '../schemas/almanac.js';
+import { EmptyObject, errorResponses } from '../schemas/common.js';
+
+/** No credentials anywhere: every write is signed by the agent it is about. */
+export function almanacRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
+  const almanac = ctx.services.almanac;
+
+  r.post(
+    '/v1/almanac/agents',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['almanac'],
+        summary: 'Register Agent',
+        description:
+          "Stores the agent's endpoints, protocols and metadata for 48 hours from the signed timestamp. Refused unless signed by the agent and newer than the stored registration.",
+        body: AgentRegistrationAttestation,
+        response: { 200: EmptyObject, ...errorResponses(400, 422) },
+      },
+    },
+    async (request) => {
+      await almanac.register(request.body);
+      return {};
+    },
+  );
+
+  r.post(
+    '/v1/almanac/agents/batch',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['almanac'],
+        summary: 'Register Agents',
+        description:
+          'Each attestation is checked as a single registration; all are stored or none is.',
+        body: AgentRegistrationAttestationBatch,
+        response: { 200: EmptyObject, ...errorResponses(400, 422) },
+      },
+    },
+    async (request) => {
+      await almanac.registerBatch(request.body.attestations);
+      return {};
+    },
+  );
+
+  r.post(
+    '/v1/almanac/agents/:address/status',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['almanac'],
+        summary: 'Update Agent Status',
+        description: 'Marks the agent active or inactive; signed by the agent.',
+        params: AgentAddressParams,
+        body: AgentStatusUpdate,
+        response: { 200: EmptyObject, ...errorResponses(400, 422) },
+      },
+    },
+    async (request) => {
+      await almanac.updateStatus(request.params.address, request.body);
+      return {};
+    },
+  );
+
+  r.get(
+    '/v1/almanac/agents/:address',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['almanac'],
+        summary: 'Resolve Agent',
+        description:
+          "The agent's registration while it has not expired; 404 otherwise, or when `prefix` names another network.",
+        params: AgentAddressParams,
+        querystring: ResolveQuery,
+        response: { 200: AlmanacAgent, ...errorResponses(404, 422) },
+      },
+    },
+    (request) => almanac.resolve(request.params.address, request.query.prefix),
+  );
+
+  r.post(
+    '/v1/almanac/manifests',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['almanac'],
+        summary: 'Publish Protocol Manifest',
+        description:
+          'Stores a protocol manifest under metadata.digest. A manifest that hashes to its digest replaces one that does not; otherwise the first stays.',
+        body: ProtocolManifest,
+        response: { 200: EmptyObject, ...errorResponses(422) },
+      },
+    },
+    async (request) => {
+      await almanac.publishManifest(request.body);
+      return {};
+    },
+  );
+
+  r.get(
+    '/v1/almanac/manifests/protocols/:digest',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['almanac'],
+        summary: 'Get Protocol Manifest',
+        params: ManifestDigestParams,
+        response: { 200: ProtocolManifest, ...errorResponses(404) },
+      },
+    },
+    (request) => almanac.findManifest(request.params.digest),
+  );
+
+  r.get(
+    '/v1/almanac/domains/:name',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['almanac'],
+        summary: 'Resolve Domain',
+        description: 'Agent names are not served yet: always 404.',
+        params: DomainParams,
+        response: errorResponses(404),
+      },
+    },
+    (request) => almanac.resolveDomain(request.params.name),
+  );
+}

@@ -1,0 +1,153 @@
+import type { Kysely, Selectable } from 'kysely';
+import type {
+  AlmanacManifestsTable,
+  AlmanacRegistrationsTable,
+  AlmanacStatusesTable,
+  Database,
+} from '../schema.js';
+
+export type AlmanacRegistrationRow = Selectable<AlmanacRegistrationsTable>;
+export type AlmanacStatusRow = Selectable<AlmanacStatusesTable>;
+export type AlmanacManifestRow = Selectable<AlmanacManifestsTable>;
+
+/** A registration with the agent's last signed status, null when it never sent one. */
+export type ResolvableRow = AlmanacRegistrationRow & { is_active: number | null };
+
+/** Signed registrations and status updates, and protocol manifests. */
+export class AlmanacRepository {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  /**
+   * Stores the registration unless the stored one was signed at the same time or later, in
+   * one statement so that of two racing writers the newer always wins. True when stored.
+   */
+  async upsertRegistration(row: AlmanacRegistrationRow): Promise<boolean> {
+    const stored = await this.db
+      .insertInto('almanac_registrations')
+      .values(row)
+      .onConflict((oc) =>
+        oc
+          .column('address')
+          .doUpdateSet((eb) => ({
+            prefix: eb.ref('excluded.prefix'),
+            endpoints: eb.ref('excluded.endpoints'),
+            protocols: eb.ref('excluded.protocols'),
+            metadata: eb.ref('excluded.metadata'),
+            signed_at: eb.ref('excluded.signed_at'),
+            signature: eb.ref('excluded.signature'),
+            expires_at: eb.ref('excluded.expires_at'),
+            updated_at: eb.ref('excluded.updated_at'),
+          }))
+          .where((eb) => eb('almanac_registrations.signed_at', '<', eb.ref('excluded.signed_at'))),
+      )
+      .returning('address')
+      .executeTakeFirst();
+    return stored !== undefined;
+  }
+
+  findRegistration(address: string): Promise<AlmanacRegistrationRow | undefined> {
+    return this.db
+      .selectFrom('almanac_registrations')
+      .selectAll()
+      .where('address', '=', address)
+      .executeTakeFirst();
+  }
+
+  /** What resolution needs, in one indexed lookup. */
+  findResolvable(address: string): Promise<ResolvableRow | undefined> {
+    return this.db
+      .selectFrom('almanac_registrations as r')
+      .leftJoin('almanac_statuses as s', 's.address', 'r.address')
+      .selectAll('r')
+      .select('s.is_active')
+      .where('r.address', '=', address)
+      .executeTakeFirst();
+  }
+
+  /** As {@link upsertRegistration}, for status updates and their own watermark. */
+  async upsertStatus(row: AlmanacStatusRow): Promise<boolean> {
+    const stored = await this.db
+      .insertInto('almanac_statuses')
+      .values(row)
+      .onConflict((oc) =>
+        oc
+          .column('address')
+          .doUpdateSet((eb) => ({
+            is_active: eb.ref('excluded.is_active'),
+            signed_at: eb.ref('excluded.signed_at'),
+            signature: eb.ref('excluded.signature'),
+            updated_at: eb.ref('excluded.updated_at'),
+          }))
+          .where((eb) => eb('almanac_statuses.signed_at', '<', eb.ref('excluded.signed_at'))),
+      )
+      .returning('address')
+      .executeTakeFirst();
+    return stored !== undefined;
+  }
+
+  findStatus(address: string): Promise<AlmanacStatusRow | undefined> {
+    return this.db
+      .selectFrom('almanac_statuses')
+      .selectAll()
+      .where('address', '=', address)
+      .executeTakeFirst();
+  }
+
+  /**
+   * Drops registrations that expired, and statuses signed before `statusesSignedBefore` of
+   * agents without a registration. Returns how many rows went.
+   */
+  async deleteExpired(now: number, statusesSignedBefore: number): Promise<number> {
+    const registrations = await this.db
+      .deleteFrom('almanac_registrations')
+      .where('expires_at', '<=', now)
+      .executeTakeFirst();
+    const statuses = await this.db
+      .deleteFrom('almanac_statuses')
+      .where('signed_at', '<', statusesSignedBefore)
+      .where((eb) =>
+        eb.not(
+          eb.exists(
+            eb
+              .selectFrom('almanac_registrations')
+              .select('almanac_registrations.address')
+              .whereRef('almanac_registrations.address', '=', 'almanac_statuses.address'),
+          ),
+        ),
+      )
+      .executeTakeFirst();
+    return Number(registrations.numDeletedRows) + Number(statuses.numDeletedRows);
+  }
+
+  /**
+   * Stores a manifest under its digest. A verified manifest replaces an unverified one; an
+   * unverified one never replaces anything, so nobody can overwrite what is stored with
+   * content that does not hash to its key.
+   */
+  async storeManifest(row: AlmanacManifestRow): Promise<void> {
+    await this.db
+      .insertInto('almanac_manifests')
+      .values(row)
+      .onConflict((oc) =>
+        oc
+          .column('digest')
+          .doUpdateSet((eb) => ({
+            manifest: eb.ref('excluded.manifest'),
+            verified: eb.ref('excluded.verified'),
+            stored_at: eb.ref('excluded.stored_at'),
+          }))
+          .where((eb) =>
+            eb.and([eb('almanac_manifests.verified', '=', 0), eb('excluded.verified', '=', 1)]),
+          ),
+      )
+      .execute();
+  }
+
+  findManifest(digest: string): Promise<AlmanacManifestRow | undefined> {
+    return this.db
+      .selectFrom('almanac_manifests')
+      .selectAll()
+      .where('digest', '=', digest)
+      .executeTakeFirst();
+  }
+}

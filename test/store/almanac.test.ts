@@ -1,0 +1,119 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { isoTimestamp } from '../../src/time.js';
+import type {
+  AlmanacRegistrationRow,
+  AlmanacStatusRow,
+} from '../../src/store/repositories/almanac.js';
+import { dialects } from '../helpers/server.js';
+import { openTestStore, type TestStore } from '../helpers/store.js';
+import { TestIdentity } from '../helpers/uagent.js';
+
+const HOUR = 3600 * 1000;
+
+function registration(address: string, signedAt: number, url: string): AlmanacRegistrationRow {
+  return {
+    address,
+    prefix: 'agent',
+    endpoints: JSON.stringify([{ url, weight: 1 }]),
+    protocols: '[]',
+    metadata: null,
+    signed_at: signedAt,
+    signature: `sig-${signedAt}`,
+    expires_at: signedAt + 48 * HOUR,
+    updated_at: signedAt,
+  };
+}
+
+function status(address: string, signedAt: number): AlmanacStatusRow {
+  return {
+    address,
+    is_active: 0,
+    signed_at: signedAt,
+    signature: `sig-${signedAt}`,
+    updated_at: signedAt,
+  };
+}
+
+describe('isoTimestamp', () => {
+  it('prints UTC with microseconds and +00:00, as datetime.isoformat does', () => {
+    assert.equal(
+      isoTimestamp(Date.UTC(2026, 10, 21, 10, 0, 0, 123)),
+      '2026-11-21T10:00:00.123000+00:00',
+    );
+  });
+});
+
+for (const dialect of dialects) {
+  describe(`almanac store (${dialect})`, () => {
+    let t: TestStore;
+    before(async () => {
+      t = await openTestStore(dialect);
+    });
+    after(() => t.close());
+
+    it('keeps the newest of racing registrations, whatever order they commit in', async () => {
+      const { address } = TestIdentity.random();
+      const base = Date.UTC(2026, 10, 21);
+      const rows = Array.from({ length: 8 }, (_, i) =>
+        registration(address, base + i * 1000, `http://127.0.0.1:800${i}/submit`),
+      ).reverse();
+      const stored = await Promise.all(
+        rows.map((row) => t.store.repos.almanac.upsertRegistration(row)),
+      );
+      assert.ok(stored.includes(true));
+      const kept = await t.store.repos.almanac.findRegistration(address);
+      assert.equal(kept?.signed_at, base + 7000);
+      assert.equal(
+        kept?.endpoints,
+        JSON.stringify([{ url: 'http://127.0.0.1:8007/submit', weight: 1 }]),
+      );
+    });
+
+    it('reports a registration not newer than the stored one as not stored', async () => {
+      const { address } = TestIdentity.random();
+      const row = registration(address, Date.UTC(2026, 10, 21), 'http://127.0.0.1:8001/submit');
+      assert.equal(await t.store.repos.almanac.upsertRegistration(row), true);
+      assert.equal(await t.store.repos.almanac.upsertRegistration(row), false);
+      const older = { ...row, signed_at: row.signed_at - 1000, endpoints: '[]' };
+      assert.equal(await t.store.repos.almanac.upsertRegistration(older), false);
+      assert.equal(
+        (await t.store.repos.almanac.findRegistration(address))?.endpoints,
+        row.endpoints,
+      );
+    });
+
+    it('sweeps expired registrations and stale statuses of unregistered agents only', async () => {
+      // Before the moments the other tests use, so that only this test's rows are stale.
+      const now = Date.UTC(2026, 10, 1);
+      const almanac = t.store.repos.almanac;
+      const expired = TestIdentity.random().address;
+      const live = TestIdentity.random().address;
+      const orphan = TestIdentity.random().address;
+      const recentOrphan = TestIdentity.random().address;
+      await almanac.upsertRegistration(registration(expired, now - 49 * HOUR, 'http://a/'));
+      await almanac.upsertRegistration(registration(live, now - HOUR, 'http://b/'));
+      await almanac.upsertStatus(status(expired, now - 49 * HOUR));
+      await almanac.upsertStatus(status(live, now - 72 * HOUR));
+      await almanac.upsertStatus(status(orphan, now - 49 * HOUR));
+      await almanac.upsertStatus(status(recentOrphan, now - HOUR));
+
+      assert.equal(await almanac.deleteExpired(now, now - 48 * HOUR), 3);
+      assert.equal(await almanac.findRegistration(expired), undefined);
+      assert.ok(await almanac.findRegistration(live));
+      assert.equal(await almanac.findStatus(expired), undefined);
+      assert.equal(await almanac.findStatus(orphan), undefined);
+      assert.ok(await almanac.findStatus(live), "a registered agent's status stays");
+      assert.ok(await almanac.findStatus(recentOrphan));
+    });
+
+    it('joins the last status into the resolvable record, null when none was sent', async () => {
+      const almanac = t.store.repos.almanac;
+      const { address } = TestIdentity.random();
+      await almanac.upsertRegistration(registration(address, Date.UTC(2026, 10, 21), 'http://c/'));
+      assert.equal((await almanac.findResolvable(address))?.is_active, null);
+      await almanac.upsertStatus(status(address, Date.UTC(2026, 10, 21)));
+      assert.equal((await almanac.findResolvable(address))?.is_active, 0);
+    });
+  });
+}
