@@ -12,6 +12,8 @@ import { installOpenApi } from './http/plugins/openapi.js';
 import { installValidation } from './http/plugins/validation.js';
 import { healthRoutes } from './http/routes/health.js';
 import { identityRoutes } from './http/routes/identity.js';
+import { interactionRoutes } from './http/routes/interactions.js';
+import { mailboxRoutes } from './http/routes/mailbox.js';
 import { proxyRoutes } from './http/routes/proxy.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
@@ -72,7 +74,9 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
 
   healthRoutes(app, ctx);
   identityRoutes(app, ctx);
+  mailboxRoutes(app, ctx);
   proxyRoutes(app, ctx);
+  interactionRoutes(app, ctx);
 
   return app;
 }

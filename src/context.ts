@@ -1,10 +1,16 @@
 import { AttestationAuthenticator } from './auth/attestations.js';
 import type { Config } from './config/index.js';
 import { createDefaultVerifier, type SignatureVerifier } from './crypto/index.js';
+import type { Dispatcher } from 'undici';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { systemClock, type Clock } from './services/clock.js';
+import { EnvelopeAdmission, inlineEnvelopeVerifier } from './services/envelopes.js';
 import { IdentityService } from './services/identity.js';
+import { InteractionsService } from './services/interactions.js';
+import { MailboxService } from './services/mailbox.js';
+import { createOutboundDispatcher } from './services/outbound.js';
+import { ProxyService } from './services/proxy.js';
 import { UsageService } from './services/usage.js';
 import { UsersService } from './services/users.js';
 import { Store } from './store/index.js';
@@ -13,6 +19,9 @@ export interface Services {
   users: UsersService;
   identity: IdentityService;
   usage: UsageService;
+  mailbox: MailboxService;
+  proxy: ProxyService;
+  interactions: InteractionsService;
 }
 
 /** A job the server runs on a timer (expiry sweeps and the like). */
@@ -40,6 +49,8 @@ export interface ContextOverrides {
   clock?: Clock;
   store?: Store;
   verifier?: SignatureVerifier;
+  /** Outbound HTTP for the proxy. */
+  dispatcher?: Dispatcher;
 }
 
 /**
@@ -59,6 +70,21 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
   const users = new UsersService(store, clock);
   const identity = new IdentityService(store, verifier, clock, config.challengeTtlSeconds * 1000);
   const usage = new UsageService(store, clock, config.quotas);
+  const admission = new EnvelopeAdmission(inlineEnvelopeVerifier(verifier), clock);
+  const mailbox = new MailboxService(store, admission, usage, clock, {
+    retentionMs: config.mailboxRetentionSeconds * 1000,
+    sweepBatchSize: 500,
+    sweepMaxBatches: 100,
+  });
+  const dispatcher =
+    overrides.dispatcher ??
+    createOutboundDispatcher({ allowPrivateTargets: config.allowPrivateTargets });
+  const proxy = new ProxyService(store, admission, dispatcher, {
+    timeoutMs: config.proxyTimeoutMs,
+    syncTimeoutMs: config.proxySyncTimeoutMs,
+    replyLimitBytes: config.envelopeBodyLimitBytes,
+  });
+  const interactions = new InteractionsService(store, clock);
 
   const metrics = new Metrics();
 
@@ -67,6 +93,11 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
       name: 'expired challenges',
       intervalMs: 60_000,
       run: () => identity.purgeExpiredChallenges(),
+    },
+    {
+      name: 'expired mailbox messages',
+      intervalMs: 60_000,
+      run: () => mailbox.sweepExpired(),
     },
   ];
 
@@ -77,9 +108,12 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
     store,
     verifier,
     attestations,
-    services: { users, identity, usage },
+    services: { users, identity, usage, mailbox, proxy, interactions },
     metrics,
     housekeeping,
-    close: () => store.close(),
+    close: async () => {
+      await dispatcher.close();
+      await store.close();
+    },
   };
 }

@@ -5,7 +5,12 @@ export type { AttestationTimeStatus, ParsedAttestation } from './attestation.js'
 export { decodeBech32, encodeBech32 } from './bech32.js';
 export type { DecodedBech32 } from './bech32.js';
 export { pythonJsonDumps } from './canonical-json.js';
-export { envelopeDigest, envelopeSigningBytes, verifyEnvelopeSignature } from './envelope.js';
+export {
+  canonicalUuid,
+  envelopeDigest,
+  envelopeSigningBytes,
+  verifyEnvelopeSignature,
+} from './envelope.js';
 export type { EnvelopeFields } from './envelope.js';
 export { CryptoFormatError } from './errors.js';
 export {

@@ -5,3 +5,11 @@ export interface Clock {
 }
 
 export const systemClock: Clock = { now: () => Date.now() };
+
+/**
+ * An instant as Python's `datetime.isoformat()` writes an aware UTC datetime with
+ * microseconds, e.g. `2026-11-21T10:00:00.123000+00:00`: older Pythons reject a trailing `Z`.
+ */
+export function isoTimestamp(ms: number): string {
+  return `${new Date(ms).toISOString().slice(0, -1)}000+00:00`;
+}

@@ -5,6 +5,10 @@ import type { Database } from './schema.js';
 import { ApiKeysRepository, UsersRepository } from './repositories/users.js';
 import { ChallengesRepository, IdentitiesRepository } from './repositories/identity.js';
 import { UsageRepository } from './repositories/usage.js';
+import { AgentDirectoryRepository } from './repositories/agent-directory.js';
+import { InteractionsRepository } from './repositories/interactions.js';
+import { MailboxesRepository } from './repositories/mailboxes.js';
+import { MessagesRepository } from './repositories/messages.js';
 
 /** Every repository, bound to one executor (the pool, or one transaction). */
 export interface Repositories {
@@ -13,6 +17,10 @@ export interface Repositories {
   challenges: ChallengesRepository;
   identities: IdentitiesRepository;
   usage: UsageRepository;
+  agentDirectory: AgentDirectoryRepository;
+  mailboxes: MailboxesRepository;
+  messages: MessagesRepository;
+  interactions: InteractionsRepository;
 }
 
 function bindRepositories(db: Kysely<Database>): Repositories {
@@ -22,6 +30,10 @@ function bindRepositories(db: Kysely<Database>): Repositories {
     challenges: new ChallengesRepository(db),
     identities: new IdentitiesRepository(db),
     usage: new UsageRepository(db),
+    agentDirectory: new AgentDirectoryRepository(db),
+    mailboxes: new MailboxesRepository(db),
+    messages: new MessagesRepository(db),
+    interactions: new InteractionsRepository(db),
   };
 }
 

@@ -1,3 +1,5 @@
+import type { Generated } from 'kysely';
+
 /**
  * Table shapes shared by both dialects. Portable types only: times are integer epoch
  * milliseconds, booleans are 0/1 integers, JSON is text.
@@ -11,6 +13,8 @@ export interface Database {
   mailboxes: MailboxesTable;
   user_quotas: UserQuotasTable;
   usage_periods: UsagePeriodsTable;
+  messages: MessagesTable;
+  interactions: InteractionsTable;
 }
 
 export interface UsersTable {
@@ -84,4 +88,26 @@ export interface UsagePeriodsTable {
   period: string;
   num_messages: number;
   bytes_transferred: number;
+}
+
+export interface MessagesTable {
+  /** Time-ordered (assigned ascending by the database); a mailbox lists oldest first by it. */
+  id: Generated<number>;
+  /** Version-4 UUID derived from the envelope's digest; the same envelope gets the same uuid. */
+  uuid: string;
+  address: string;
+  /** The envelope as received: JSON object text, unknown fields kept. */
+  envelope: string;
+  /** UTF-8 bytes of `envelope`, the unit of the storage and transfer quotas. */
+  size: number;
+  received_at: number;
+  expires_at: number;
+}
+
+export interface InteractionsTable {
+  id: Generated<number>;
+  source: string;
+  target: string;
+  session_id: string;
+  created_at: number;
 }

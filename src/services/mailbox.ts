@@ -1,0 +1,243 @@
+import { createHash } from 'node:crypto';
+import type { Principal } from '../auth/principal.js';
+import { envelopeDigest } from '../crypto/index.js';
+import { NotFoundError, QuotaExceededError, RequestValidationError } from '../errors.js';
+import type { Repositories, Store } from '../store/index.js';
+import type { MailboxRow } from '../store/repositories/mailboxes.js';
+import type { PendingMessage } from '../store/repositories/messages.js';
+import type { Clock } from './clock.js';
+import { UNKNOWN_TARGET, type Envelope, type EnvelopeAdmission } from './envelopes.js';
+import { agentAddressOr422 } from './identity.js';
+import { usagePeriod, type UsageService } from './usage.js';
+
+export interface MailboxPolicy {
+  retentionMs: number;
+  /** Messages one sweep transaction deletes; bounds how long it holds the writer. */
+  sweepBatchSize: number;
+  /** Batches one sweep run deletes at most; the next run goes on. */
+  sweepMaxBatches: number;
+}
+
+export interface MailboxPage {
+  limit: number;
+  offset: number;
+}
+
+const ENTRY_NOT_FOUND = 'Unable to lookup mailbox entry';
+const MAILBOX_NOT_FOUND = 'Agent mailbox not found';
+
+/**
+ * The uuid a stored envelope is known by: sha256 over the signed digest and the fields it
+ * leaves out (and `expires`/`nonce` again, which the signing bytes pack without a marker of
+ * which one is present), shaped as a version-4 UUID because uAgents insists on one. The
+ * same submission always maps to the same uuid, which is what makes submit idempotent.
+ */
+export function messageUuid(envelope: Envelope): string {
+  const unsigned = JSON.stringify([
+    envelope.version,
+    envelope.protocol_digest ?? null,
+    envelope.expires ?? null,
+    envelope.nonce ?? null,
+    envelope.signature ?? null,
+  ]);
+  const bytes = createHash('sha256').update(envelopeDigest(envelope)).update(unsigned).digest();
+  bytes[6] = (bytes[6]! & 0x0f) | 0x40;
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  const hex = bytes.subarray(0, 16).toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+const UUID = /^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$/i;
+
+function uuidOr422(value: string): string {
+  if (!UUID.test(value)) {
+    throw new RequestValidationError([
+      {
+        loc: ['path', 'uuid'],
+        msg: 'Input should be a valid UUID, unable to parse string as a UUID',
+        type: 'uuid_parsing',
+        input: value,
+      },
+    ]);
+  }
+  const hex = value.replaceAll('-', '').toLowerCase();
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/**
+ * Store-and-forward delivery: anyone may submit a signed envelope for a registered agent,
+ * which then lists, reads and deletes (acknowledges) what waits for it. A 200 on submit means
+ * the message is committed; counters and usage move in the same transaction as the message.
+ */
+export class MailboxService {
+  constructor(
+    private readonly store: Store,
+    private readonly admission: EnvelopeAdmission,
+    private readonly usage: UsageService,
+    private readonly clock: Clock,
+    private readonly policy: MailboxPolicy,
+  ) {}
+
+  async submit(envelope: Envelope, principal: Principal): Promise<void> {
+    const address = await this.admission.admit(envelope, principal);
+    const text = JSON.stringify(envelope);
+    const size = Buffer.byteLength(text);
+    const uuid = messageUuid(envelope);
+    const now = this.clock.now();
+    const retained = now + this.policy.retentionMs;
+    const expiresAt =
+      envelope.expires == null ? retained : Math.min(retained, envelope.expires * 1000);
+    await this.store.transaction(async (tx) => {
+      const mailbox = await tx.mailboxes.find(address);
+      if (!mailbox) throw new NotFoundError(UNKNOWN_TARGET);
+      const period = usagePeriod(now);
+      await this.checkStorageQuotas(tx, mailbox.user_id, period, size);
+      const stored = await tx.messages.insert({
+        uuid,
+        address,
+        envelope: text,
+        size,
+        received_at: now,
+        expires_at: expiresAt,
+      });
+      if (stored) {
+        await tx.mailboxes.count(address, 1, size);
+        await tx.usage.add(mailbox.user_id, period, { num_messages: 1 });
+      }
+    });
+  }
+
+  private async checkStorageQuotas(
+    tx: Repositories,
+    userId: string,
+    period: string,
+    size: number,
+  ): Promise<void> {
+    const [limits, counters, bytesStored] = await Promise.all([
+      this.usage.limitsFor(userId, tx),
+      tx.usage.period(userId, period),
+      tx.mailboxes.bytesStoredBy(userId),
+    ]);
+    if (counters.num_messages + 1 > limits.messagesPerMonth) {
+      throw new QuotaExceededError(
+        `Message quota reached ${counters.num_messages} / ${limits.messagesPerMonth}`,
+      );
+    }
+    if (bytesStored + size > limits.bytesStored) {
+      throw new QuotaExceededError(`Storage quota reached ${bytesStored} / ${limits.bytesStored}`);
+    }
+  }
+
+  /** Unexpired messages, oldest first; their bytes count as transferred. */
+  async list(
+    principal: Principal,
+    rawAddress: string,
+    page: MailboxPage,
+  ): Promise<PendingMessage[]> {
+    const mailbox = await this.readableMailbox(principal, rawAddress, MAILBOX_NOT_FOUND);
+    return this.served(mailbox, (now) =>
+      this.store.repos.messages.listPending(mailbox.address, now, page),
+    );
+  }
+
+  async get(principal: Principal, rawAddress: string, rawUuid: string): Promise<PendingMessage> {
+    const uuid = uuidOr422(rawUuid);
+    const mailbox = await this.readableMailbox(principal, rawAddress, ENTRY_NOT_FOUND);
+    const [message] = await this.served(mailbox, async (now) => {
+      const found = await this.store.repos.messages.findPending(mailbox.address, uuid, now);
+      return found ? [found] : [];
+    });
+    if (!message) throw new NotFoundError(ENTRY_NOT_FOUND);
+    return message;
+  }
+
+  /** Acknowledges a message: it is gone once this resolves. */
+  async delete(principal: Principal, rawAddress: string, rawUuid: string): Promise<void> {
+    const uuid = uuidOr422(rawUuid);
+    const mailbox = await this.readableMailbox(principal, rawAddress, ENTRY_NOT_FOUND);
+    await this.store.transaction(async (tx) => {
+      const removed = await tx.messages.delete(mailbox.address, uuid);
+      if (!removed) throw new NotFoundError(ENTRY_NOT_FOUND);
+      await tx.mailboxes.count(mailbox.address, -1, -removed.size);
+    });
+  }
+
+  /** Whether the agent has a mailbox to deliver to (the readiness probe). */
+  async isReady(rawAddress: string): Promise<boolean> {
+    const address = rawAddress.toLowerCase();
+    return (await this.store.repos.mailboxes.find(address)) !== undefined;
+  }
+
+  /**
+   * Deletes expired messages in bounded batches, each its own short transaction so that
+   * submissions are not held up; returns how many went.
+   */
+  async sweepExpired(): Promise<number> {
+    let swept = 0;
+    for (let batch = 0; batch < this.policy.sweepMaxBatches; batch++) {
+      const removed = await this.store.transaction(async (tx) => {
+        const rows = await tx.messages.deleteExpired(this.clock.now(), this.policy.sweepBatchSize);
+        const perMailbox = new Map<string, { messages: number; bytes: number }>();
+        for (const row of rows) {
+          const total = perMailbox.get(row.address) ?? { messages: 0, bytes: 0 };
+          total.messages += 1;
+          total.bytes += row.size;
+          perMailbox.set(row.address, total);
+        }
+        for (const [address, total] of perMailbox) {
+          await tx.mailboxes.count(address, -total.messages, -total.bytes);
+        }
+        return rows.length;
+      });
+      swept += removed;
+      if (removed < this.policy.sweepBatchSize) break;
+    }
+    return swept;
+  }
+
+  /**
+   * The mailbox of `rawAddress` if the caller may read it: its agent (the auth plugin has
+   * matched the attestation to the address) or its owner. Another user's mailbox is
+   * reported as missing, not forbidden, so its existence is not revealed.
+   */
+  private async readableMailbox(
+    principal: Principal,
+    rawAddress: string,
+    notFound: string,
+  ): Promise<MailboxRow> {
+    const address = agentAddressOr422(rawAddress, ['path', 'address']);
+    const mailbox = await this.store.repos.mailboxes.find(address);
+    const mayRead =
+      principal.kind === 'agent'
+        ? principal.address === address
+        : principal.kind === 'user' && principal.userId === mailbox?.user_id;
+    if (!mailbox || !mayRead) throw new NotFoundError(notFound);
+    return mailbox;
+  }
+
+  /**
+   * Reads messages for their reader unless the owner's transfer quota is spent, and adds the
+   * bytes served to this period's usage.
+   */
+  private async served(
+    mailbox: MailboxRow,
+    read: (now: number) => Promise<PendingMessage[]>,
+  ): Promise<PendingMessage[]> {
+    const now = this.clock.now();
+    const period = usagePeriod(now);
+    const repos = this.store.repos;
+    const [limits, counters] = await Promise.all([
+      this.usage.limitsFor(mailbox.user_id),
+      repos.usage.period(mailbox.user_id, period),
+    ]);
+    if (counters.bytes_transferred >= limits.bytesTransferredPerMonth) {
+      throw new QuotaExceededError(
+        `Transfer quota reached ${counters.bytes_transferred} / ${limits.bytesTransferredPerMonth}`,
+      );
+    }
+    const messages = await read(now);
+    const bytes = messages.reduce((sum, message) => sum + message.size, 0);
+    if (bytes > 0) await repos.usage.add(mailbox.user_id, period, { bytes_transferred: bytes });
+    return messages;
+  }
+}
