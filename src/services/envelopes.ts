@@ -2,7 +2,6 @@ import {
   canonicalUuid,
   CryptoFormatError,
   envelopeSigningBytes,
-  isAgentAddress,
   isUserAddress,
   verifyEnvelopeSignature,
   type EnvelopeFields,
@@ -45,23 +44,38 @@ export class EnvelopeAdmission {
   /** Resolves when the envelope may be delivered; returns its target's canonical address. */
   async admit(envelope: Envelope, principal: Principal): Promise<string> {
     checkSession(envelope.session);
-    if (isUserAddress(envelope.sender)) {
+    if (USER_PREFIX.test(envelope.sender)) {
       // A user address is not a key: only the user's own credentials vouch for it.
       if (principal.kind !== 'user') {
         throw new BadRequestError(
           `${UNVERIFIED_ENVELOPE}: a message from a user address needs the user's API key`,
         );
       }
-      if (!hasSigningBytes(envelope)) throw new BadRequestError(UNVERIFIED_ENVELOPE);
+      if (!isUserAddress(envelope.sender) || !hasSigningBytes(envelope)) {
+        throw new BadRequestError(UNVERIFIED_ENVELOPE);
+      }
     } else if (!(await this.verifier.verify(envelope))) {
       throw new BadRequestError(UNVERIFIED_ENVELOPE);
     }
     if (envelope.expires != null && envelope.expires * 1000 < this.clock.now()) {
       throw new BadRequestError('Envelope expired');
     }
-    if (!isAgentAddress(envelope.target)) throw new NotFoundError(UNKNOWN_TARGET);
-    return envelope.target.toLowerCase();
+    return canonicalTarget(envelope.target);
   }
+}
+
+/** Branching on the prefix spares agent senders a failed user-address decode (an exception). */
+const USER_PREFIX = /^user1/i;
+
+/**
+ * The lower-case form a target is registered under. A string that is not an address simply
+ * matches no agent; only mixed case, which bech32 forbids, is refused here, because lowering
+ * it would deliver to an agent whose client does not recognise the spelling.
+ */
+function canonicalTarget(target: string): string {
+  const lower = target.toLowerCase();
+  if (target !== lower && target !== target.toUpperCase()) throw new NotFoundError(UNKNOWN_TARGET);
+  return lower;
 }
 
 /**

@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto';
 import type { Principal } from '../auth/principal.js';
 import { envelopeDigest } from '../crypto/index.js';
 import { NotFoundError, QuotaExceededError, RequestValidationError } from '../errors.js';
-import type { Repositories, Store } from '../store/index.js';
-import type { MailboxRow } from '../store/repositories/mailboxes.js';
+import type { Store } from '../store/index.js';
+import type { MailboxRow, MailboxWithOwnerUsage } from '../store/repositories/mailboxes.js';
 import type { PendingMessage } from '../store/repositories/messages.js';
 import type { Clock } from './clock.js';
 import { UNKNOWN_TARGET, type Envelope, type EnvelopeAdmission } from './envelopes.js';
@@ -87,11 +87,12 @@ export class MailboxService {
     const retained = now + this.policy.retentionMs;
     const expiresAt =
       envelope.expires == null ? retained : Math.min(retained, envelope.expires * 1000);
+    const period = usagePeriod(now);
     await this.store.transaction(async (tx) => {
-      const mailbox = await tx.mailboxes.find(address);
-      if (!mailbox) throw new NotFoundError(UNKNOWN_TARGET);
-      const period = usagePeriod(now);
-      await this.checkStorageQuotas(tx, mailbox.user_id, period, size);
+      const found = await tx.mailboxes.findWithOwnerUsage(address, period);
+      if (!found) throw new NotFoundError(UNKNOWN_TARGET);
+      this.checkDeliveryQuotas(found, size);
+      const owner = found.mailbox.user_id;
       const stored = await tx.messages.insert({
         uuid,
         address,
@@ -102,29 +103,22 @@ export class MailboxService {
       });
       if (stored) {
         await tx.mailboxes.count(address, 1, size);
-        await tx.usage.add(mailbox.user_id, period, { num_messages: 1 });
+        await tx.usage.add(owner, period, { num_messages: 1 });
       }
     });
   }
 
-  private async checkStorageQuotas(
-    tx: Repositories,
-    userId: string,
-    period: string,
-    size: number,
-  ): Promise<void> {
-    const [limits, counters, bytesStored] = await Promise.all([
-      this.usage.limitsFor(userId, tx),
-      tx.usage.period(userId, period),
-      tx.mailboxes.bytesStoredBy(userId),
-    ]);
-    if (counters.num_messages + 1 > limits.messagesPerMonth) {
+  private checkDeliveryQuotas(found: MailboxWithOwnerUsage, size: number): void {
+    const limits = this.usage.limitsWith(found.overrides);
+    const { num_messages: messages } = found.counters;
+    if (messages + 1 > limits.messagesPerMonth) {
       throw new QuotaExceededError(
-        `Message quota reached ${counters.num_messages} / ${limits.messagesPerMonth}`,
+        `Message quota reached ${messages} / ${limits.messagesPerMonth}`,
       );
     }
-    if (bytesStored + size > limits.bytesStored) {
-      throw new QuotaExceededError(`Storage quota reached ${bytesStored} / ${limits.bytesStored}`);
+    const stored = found.ownerBytesStored;
+    if (stored + size > limits.bytesStored) {
+      throw new QuotaExceededError(`Storage quota reached ${stored} / ${limits.bytesStored}`);
     }
   }
 
@@ -134,19 +128,22 @@ export class MailboxService {
     rawAddress: string,
     page: MailboxPage,
   ): Promise<PendingMessage[]> {
-    const mailbox = await this.readableMailbox(principal, rawAddress, MAILBOX_NOT_FOUND);
-    return this.served(mailbox, (now) =>
-      this.store.repos.messages.listPending(mailbox.address, now, page),
+    return this.served(principal, rawAddress, MAILBOX_NOT_FOUND, (address, now) =>
+      this.store.repos.messages.listPending(address, now, page),
     );
   }
 
   async get(principal: Principal, rawAddress: string, rawUuid: string): Promise<PendingMessage> {
     const uuid = uuidOr422(rawUuid);
-    const mailbox = await this.readableMailbox(principal, rawAddress, ENTRY_NOT_FOUND);
-    const [message] = await this.served(mailbox, async (now) => {
-      const found = await this.store.repos.messages.findPending(mailbox.address, uuid, now);
-      return found ? [found] : [];
-    });
+    const [message] = await this.served(
+      principal,
+      rawAddress,
+      ENTRY_NOT_FOUND,
+      async (address, now) => {
+        const found = await this.store.repos.messages.findPending(address, uuid, now);
+        return found ? [found] : [];
+      },
+    );
     if (!message) throw new NotFoundError(ENTRY_NOT_FOUND);
     return message;
   }
@@ -154,11 +151,13 @@ export class MailboxService {
   /** Acknowledges a message: it is gone once this resolves. */
   async delete(principal: Principal, rawAddress: string, rawUuid: string): Promise<void> {
     const uuid = uuidOr422(rawUuid);
-    const mailbox = await this.readableMailbox(principal, rawAddress, ENTRY_NOT_FOUND);
+    const address = agentAddressOr422(rawAddress, ['path', 'address']);
+    const mailbox = await this.store.repos.mailboxes.find(address);
+    if (!mailbox || !mayRead(principal, mailbox)) throw new NotFoundError(ENTRY_NOT_FOUND);
     await this.store.transaction(async (tx) => {
-      const removed = await tx.messages.delete(mailbox.address, uuid);
+      const removed = await tx.messages.delete(address, uuid);
       if (!removed) throw new NotFoundError(ENTRY_NOT_FOUND);
-      await tx.mailboxes.count(mailbox.address, -1, -removed.size);
+      await tx.mailboxes.count(address, -1, -removed.size);
     });
   }
 
@@ -196,48 +195,41 @@ export class MailboxService {
   }
 
   /**
-   * The mailbox of `rawAddress` if the caller may read it: its agent (the auth plugin has
-   * matched the attestation to the address) or its owner. Another user's mailbox is
-   * reported as missing, not forbidden, so its existence is not revealed.
+   * Reads messages of the mailbox at `rawAddress` for a caller who may read it, unless the
+   * owner's transfer quota is spent, and adds the bytes served to this period's usage.
    */
-  private async readableMailbox(
+  private async served(
     principal: Principal,
     rawAddress: string,
     notFound: string,
-  ): Promise<MailboxRow> {
-    const address = agentAddressOr422(rawAddress, ['path', 'address']);
-    const mailbox = await this.store.repos.mailboxes.find(address);
-    const mayRead =
-      principal.kind === 'agent'
-        ? principal.address === address
-        : principal.kind === 'user' && principal.userId === mailbox?.user_id;
-    if (!mailbox || !mayRead) throw new NotFoundError(notFound);
-    return mailbox;
-  }
-
-  /**
-   * Reads messages for their reader unless the owner's transfer quota is spent, and adds the
-   * bytes served to this period's usage.
-   */
-  private async served(
-    mailbox: MailboxRow,
-    read: (now: number) => Promise<PendingMessage[]>,
+    read: (address: string, now: number) => Promise<PendingMessage[]>,
   ): Promise<PendingMessage[]> {
+    const address = agentAddressOr422(rawAddress, ['path', 'address']);
     const now = this.clock.now();
     const period = usagePeriod(now);
     const repos = this.store.repos;
-    const [limits, counters] = await Promise.all([
-      this.usage.limitsFor(mailbox.user_id),
-      repos.usage.period(mailbox.user_id, period),
-    ]);
-    if (counters.bytes_transferred >= limits.bytesTransferredPerMonth) {
-      throw new QuotaExceededError(
-        `Transfer quota reached ${counters.bytes_transferred} / ${limits.bytesTransferredPerMonth}`,
-      );
+    const found = await repos.mailboxes.findWithOwnerUsage(address, period);
+    if (!found || !mayRead(principal, found.mailbox)) throw new NotFoundError(notFound);
+    const limit = this.usage.limitsWith(found.overrides).bytesTransferredPerMonth;
+    const transferred = found.counters.bytes_transferred;
+    if (transferred >= limit) {
+      throw new QuotaExceededError(`Transfer quota reached ${transferred} / ${limit}`);
     }
-    const messages = await read(now);
+    const messages = await read(address, now);
     const bytes = messages.reduce((sum, message) => sum + message.size, 0);
-    if (bytes > 0) await repos.usage.add(mailbox.user_id, period, { bytes_transferred: bytes });
+    const owner = found.mailbox.user_id;
+    if (bytes > 0) await repos.usage.add(owner, period, { bytes_transferred: bytes });
     return messages;
   }
+}
+
+/**
+ * A mailbox is read by its agent (the auth plugin has matched the attestation to the path's
+ * address) or its owner. Another user's mailbox is reported as missing, not forbidden, so
+ * that its existence is not revealed.
+ */
+function mayRead(principal: Principal, mailbox: MailboxRow): boolean {
+  return principal.kind === 'agent'
+    ? principal.address === mailbox.address
+    : principal.kind === 'user' && principal.userId === mailbox.user_id;
 }
