@@ -1,5 +1,4 @@
 import {
-  canonicalUuid,
   CryptoFormatError,
   envelopeSigningBytes,
   isUserAddress,
@@ -10,6 +9,7 @@ import {
 import type { Principal } from '../auth/principal.js';
 import { BadRequestError, NotFoundError, RequestValidationError } from '../errors.js';
 import type { Clock } from './clock.js';
+import { uuidOr422 } from './uuids.js';
 
 /** An envelope as submitted: the protocol's fields and whatever else the sender added. */
 export type Envelope = EnvelopeFields & Record<string, unknown>;
@@ -83,21 +83,7 @@ function canonicalTarget(target: string): string {
  * parse, so anything else is refused at the door, worded as pydantic words it.
  */
 function checkSession(session: string): void {
-  let canonical: string;
-  try {
-    canonical = canonicalUuid(session);
-  } catch (err) {
-    if (!(err instanceof CryptoFormatError)) throw err;
-    throw new RequestValidationError([
-      {
-        loc: ['body', 'session'],
-        msg: 'Input should be a valid UUID, unable to parse string as a UUID',
-        type: 'uuid_parsing',
-        input: session,
-      },
-    ]);
-  }
-  if (canonical[14] !== '4') {
+  if (uuidOr422(session, ['body', 'session'])[14] !== '4') {
     throw new RequestValidationError([
       {
         loc: ['body', 'session'],

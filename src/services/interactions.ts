@@ -1,8 +1,8 @@
-import { canonicalUuid, CryptoFormatError } from '../crypto/index.js';
-import { NotFoundError, RequestValidationError } from '../errors.js';
+import { NotFoundError } from '../errors.js';
 import type { Store } from '../store/index.js';
 import type { Clock } from './clock.js';
 import { agentAddressOr422 } from './identity.js';
+import { uuidOr422 } from './uuids.js';
 
 export interface InteractionReport {
   source: string;
@@ -21,17 +21,7 @@ export class InteractionsService {
   async record(report: InteractionReport): Promise<void> {
     const source = agentAddressOr422(report.source, ['body', 'source']);
     const target = agentAddressOr422(report.target, ['body', 'target']);
-    let session: string;
-    try {
-      session = canonicalUuid(report.session_id);
-    } catch (err) {
-      if (!(err instanceof CryptoFormatError)) throw err;
-      throw RequestValidationError.single(
-        ['body', 'session_id'],
-        'Input should be a valid UUID, unable to parse string as a UUID',
-        'uuid_parsing',
-      );
-    }
+    const session = uuidOr422(report.session_id, ['body', 'session_id']);
     // Only registered agents have an owner to keep statistics for.
     if (!(await this.store.repos.agentDirectory.isRegistered(source))) {
       throw new NotFoundError('No registered agent found matching interaction source');

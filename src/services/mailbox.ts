@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Principal } from '../auth/principal.js';
-import { envelopeDigest } from '../crypto/index.js';
-import { NotFoundError, QuotaExceededError, RequestValidationError } from '../errors.js';
+import { envelopeDigest, type EnvelopeFields } from '../crypto/index.js';
+import { NotFoundError, QuotaExceededError } from '../errors.js';
 import type { Store } from '../store/index.js';
 import type { MailboxRow, MailboxWithOwnerUsage } from '../store/repositories/mailboxes.js';
 import type { PendingMessage } from '../store/repositories/messages.js';
@@ -9,6 +9,7 @@ import type { Clock } from './clock.js';
 import { UNKNOWN_TARGET, type Envelope, type EnvelopeAdmission } from './envelopes.js';
 import { agentAddressOr422 } from './identity.js';
 import { usagePeriod, type UsageService } from './usage.js';
+import { formatUuid4, uuidOr422 } from './uuids.js';
 
 export interface MailboxPolicy {
   retentionMs: number;
@@ -32,7 +33,7 @@ const MAILBOX_NOT_FOUND = 'Agent mailbox not found';
  * which one is present), shaped as a version-4 UUID because uAgents insists on one. The
  * same submission always maps to the same uuid, which is what makes submit idempotent.
  */
-export function messageUuid(envelope: Envelope): string {
+export function messageUuid(envelope: EnvelopeFields): string {
   const unsigned = JSON.stringify([
     envelope.version,
     envelope.protocol_digest ?? null,
@@ -40,28 +41,9 @@ export function messageUuid(envelope: Envelope): string {
     envelope.nonce ?? null,
     envelope.signature ?? null,
   ]);
-  const bytes = createHash('sha256').update(envelopeDigest(envelope)).update(unsigned).digest();
-  bytes[6] = (bytes[6]! & 0x0f) | 0x40;
-  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
-  const hex = bytes.subarray(0, 16).toString('hex');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-}
-
-const UUID = /^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$/i;
-
-function uuidOr422(value: string): string {
-  if (!UUID.test(value)) {
-    throw new RequestValidationError([
-      {
-        loc: ['path', 'uuid'],
-        msg: 'Input should be a valid UUID, unable to parse string as a UUID',
-        type: 'uuid_parsing',
-        input: value,
-      },
-    ]);
-  }
-  const hex = value.replaceAll('-', '').toLowerCase();
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  return formatUuid4(
+    createHash('sha256').update(envelopeDigest(envelope)).update(unsigned).digest(),
+  );
 }
 
 /**
@@ -134,7 +116,7 @@ export class MailboxService {
   }
 
   async get(principal: Principal, rawAddress: string, rawUuid: string): Promise<PendingMessage> {
-    const uuid = uuidOr422(rawUuid);
+    const uuid = uuidOr422(rawUuid, ['path', 'uuid']);
     const [message] = await this.served(
       principal,
       rawAddress,
@@ -150,7 +132,7 @@ export class MailboxService {
 
   /** Acknowledges a message: it is gone once this resolves. */
   async delete(principal: Principal, rawAddress: string, rawUuid: string): Promise<void> {
-    const uuid = uuidOr422(rawUuid);
+    const uuid = uuidOr422(rawUuid, ['path', 'uuid']);
     const address = agentAddressOr422(rawAddress, ['path', 'address']);
     const mailbox = await this.store.repos.mailboxes.find(address);
     if (!mailbox || !mayRead(principal, mailbox)) throw new NotFoundError(ENTRY_NOT_FOUND);
