@@ -14,6 +14,8 @@ import { agentsRoutes } from './http/routes/agents.js';
 import { almanacRoutes } from './http/routes/almanac.js';
 import { healthRoutes } from './http/routes/health.js';
 import { identityRoutes } from './http/routes/identity.js';
+import { interactionRoutes } from './http/routes/interactions.js';
+import { mailboxRoutes } from './http/routes/mailbox.js';
 import { proxyRoutes } from './http/routes/proxy.js';
 import { usageRoutes } from './http/routes/usage.js';
 
@@ -77,7 +79,9 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   identityRoutes(app, ctx);
   agentsRoutes(app, ctx);
   usageRoutes(app, ctx);
+  mailboxRoutes(app, ctx);
   proxyRoutes(app, ctx);
+  interactionRoutes(app, ctx);
   almanacRoutes(app, ctx);
 
   return app;

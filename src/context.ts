@@ -1,12 +1,18 @@
 import { AttestationAuthenticator } from './auth/attestations.js';
 import type { Config } from './config/index.js';
 import { createDefaultVerifier, type SignatureVerifier } from './crypto/index.js';
+import type { Dispatcher } from 'undici';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { AgentsService } from './services/agents.js';
 import { AlmanacService } from './services/almanac.js';
 import { systemClock, type Clock } from './services/clock.js';
+import { EnvelopeAdmission, inlineEnvelopeVerifier } from './services/envelopes.js';
 import { IdentityService } from './services/identity.js';
+import { InteractionsService } from './services/interactions.js';
+import { MailboxService } from './services/mailbox.js';
+import { createOutboundDispatcher } from './services/outbound.js';
+import { ProxyService } from './services/proxy.js';
 import { UsageService } from './services/usage.js';
 import { UsersService } from './services/users.js';
 import { Store } from './store/index.js';
@@ -17,6 +23,9 @@ export interface Services {
   usage: UsageService;
   agents: AgentsService;
   almanac: AlmanacService;
+  mailbox: MailboxService;
+  proxy: ProxyService;
+  interactions: InteractionsService;
 }
 
 /** A job the server runs on a timer (expiry sweeps and the like). */
@@ -44,6 +53,8 @@ export interface ContextOverrides {
   clock?: Clock;
   store?: Store;
   verifier?: SignatureVerifier;
+  /** Outbound HTTP for the proxy. */
+  dispatcher?: Dispatcher;
 }
 
 /**
@@ -65,6 +76,21 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
   const usage = new UsageService(store, clock, config.quotas);
   const agents = new AgentsService(store, usage, clock);
   const almanac = new AlmanacService(store, verifier, clock, config.publicUrl);
+  const admission = new EnvelopeAdmission(inlineEnvelopeVerifier(verifier), clock);
+  const mailbox = new MailboxService(store, admission, usage, clock, {
+    retentionMs: config.mailboxRetentionSeconds * 1000,
+    sweepBatchSize: 500,
+    sweepMaxBatches: 100,
+  });
+  const dispatcher =
+    overrides.dispatcher ??
+    createOutboundDispatcher({ allowPrivateTargets: config.allowPrivateTargets });
+  const proxy = new ProxyService(store, admission, dispatcher, {
+    timeoutMs: config.proxyTimeoutMs,
+    syncTimeoutMs: config.proxySyncTimeoutMs,
+    replyLimitBytes: config.envelopeBodyLimitBytes,
+  });
+  const interactions = new InteractionsService(store, clock);
 
   const metrics = new Metrics();
 
@@ -79,6 +105,11 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
       intervalMs: 600_000,
       run: () => almanac.purgeExpired(),
     },
+    {
+      name: 'expired mailbox messages',
+      intervalMs: 60_000,
+      run: () => mailbox.sweepExpired(),
+    },
   ];
 
   return {
@@ -88,9 +119,12 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
     store,
     verifier,
     attestations,
-    services: { users, identity, usage, agents, almanac },
+    services: { users, identity, usage, agents, almanac, mailbox, proxy, interactions },
     metrics,
     housekeeping,
-    close: () => store.close(),
+    close: async () => {
+      await dispatcher.close();
+      await store.close();
+    },
   };
 }

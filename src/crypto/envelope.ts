@@ -67,9 +67,10 @@ const SIMPLE_UUID = /^[0-9a-f]{32}$/i;
 /**
  * Python signs `str(session)`, the lower-case hyphenated form, whatever spelling arrived.
  * Accepted spellings are those pydantic's UUID field parses: hyphenated, 32 hex digits,
- * `{hyphenated}` and `urn:uuid:hyphenated`, in either case.
+ * `{hyphenated}` and `urn:uuid:hyphenated`, in either case. Throws
+ * {@link CryptoFormatError} for anything else.
  */
-function canonicalUuid(value: string): string {
+export function canonicalUuid(value: string): string {
   const hex = uuidHexDigits(value).toLowerCase();
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }

@@ -6,7 +6,12 @@ export { decodeBech32, encodeBech32 } from './bech32.js';
 export type { DecodedBech32 } from './bech32.js';
 export { DEFAULT_SEPARATORS, pythonJsonDumps } from './canonical-json.js';
 export type { PythonJsonSeparators } from './canonical-json.js';
-export { envelopeDigest, envelopeSigningBytes, verifyEnvelopeSignature } from './envelope.js';
+export {
+  canonicalUuid,
+  envelopeDigest,
+  envelopeSigningBytes,
+  verifyEnvelopeSignature,
+} from './envelope.js';
 export type { EnvelopeFields } from './envelope.js';
 export { CryptoFormatError } from './errors.js';
 export { protocolManifestDigest } from './manifest.js';

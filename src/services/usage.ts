@@ -1,6 +1,7 @@
 import type { Quotas } from '../config/index.js';
 import type { Repositories, Store } from '../store/index.js';
 import { isoTimestamp } from '../time.js';
+import type { QuotaOverrides } from '../store/repositories/usage.js';
 import type { Clock } from './clock.js';
 
 export interface UsageReport {
@@ -44,7 +45,11 @@ export class UsageService {
 
   /** Effective limits of a user: overrides where set, else the configured defaults. */
   async limitsFor(userId: string, repos: Repositories = this.store.repos): Promise<Quotas> {
-    const o = await repos.usage.findOverrides(userId);
+    return this.limitsWith(await repos.usage.findOverrides(userId));
+  }
+
+  /** The limits a user's overrides (read by the caller, perhaps in a larger query) make. */
+  limitsWith(o: QuotaOverrides | undefined): Quotas {
     return {
       agents: o?.agents ?? this.defaults.agents,
       messagesPerMonth: o?.messages_per_month ?? this.defaults.messagesPerMonth,

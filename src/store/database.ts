@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
+import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.js';
 
@@ -24,6 +24,28 @@ export function sqlitePath(url: string): string {
   return path === ':memory:' ? path : resolve(path);
 }
 
+/**
+ * Kysely prepares every query afresh, and compiling a statement costs better-sqlite3 about as
+ * much as running a small one: keep compiled statements by their text. Kysely's SQL is
+ * parameterised, so there are few distinct texts; the bound only guards against `in (…)`
+ * lists of many lengths. Sharing is safe: the one connection runs one statement at a time.
+ */
+function withStatementCache(sqlite: BetterSqlite3.Database, limit = 1000): SqliteDatabase {
+  const statements = new Map<string, BetterSqlite3.Statement>();
+  return {
+    close: () => sqlite.close(),
+    prepare(sql) {
+      let statement = statements.get(sql);
+      if (statement === undefined) {
+        statement = sqlite.prepare(sql);
+        if (statements.size >= limit) statements.delete(statements.keys().next().value as string);
+        statements.set(sql, statement);
+      }
+      return statement;
+    },
+  };
+}
+
 function openSqlite(url: string): DatabaseHandle {
   const path = sqlitePath(url);
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -35,7 +57,9 @@ function openSqlite(url: string): DatabaseHandle {
   sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma('busy_timeout = 5000');
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  const db = new Kysely<Database>({
+    dialect: new SqliteDialect({ database: withStatementCache(sqlite) }),
+  });
   return {
     db,
     dialect: 'sqlite',

@@ -8,6 +8,8 @@ import { UsageRepository } from './repositories/usage.js';
 import { AgentsRepository } from './repositories/agents.js';
 import { MailboxesRepository } from './repositories/mailboxes.js';
 import { AlmanacRepository } from './repositories/almanac.js';
+import { InteractionsRepository } from './repositories/interactions.js';
+import { MessagesRepository } from './repositories/messages.js';
 
 /** Every repository, bound to one executor (the pool, or one transaction). */
 export interface Repositories {
@@ -19,6 +21,8 @@ export interface Repositories {
   agents: AgentsRepository;
   mailboxes: MailboxesRepository;
   almanac: AlmanacRepository;
+  messages: MessagesRepository;
+  interactions: InteractionsRepository;
 }
 
 function bindRepositories(db: Kysely<Database>, dialect: DialectName): Repositories {
@@ -31,6 +35,8 @@ function bindRepositories(db: Kysely<Database>, dialect: DialectName): Repositor
     agents: new AgentsRepository(db),
     mailboxes: new MailboxesRepository(db),
     almanac: new AlmanacRepository(db),
+    messages: new MessagesRepository(db),
+    interactions: new InteractionsRepository(db),
   };
 }
 

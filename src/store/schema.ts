@@ -1,3 +1,5 @@
+import type { Generated } from 'kysely';
+
 /**
  * Table shapes shared by both dialects. Portable types only: times are integer epoch
  * milliseconds, booleans are 0/1 integers, JSON is text.
@@ -14,6 +16,8 @@ export interface Database {
   almanac_registrations: AlmanacRegistrationsTable;
   almanac_statuses: AlmanacStatusesTable;
   almanac_manifests: AlmanacManifestsTable;
+  messages: MessagesTable;
+  interactions: InteractionsTable;
 }
 
 export interface UsersTable {
@@ -123,4 +127,26 @@ export interface AlmanacManifestsTable {
   /** 1 when the manifest hashes to its digest. */
   verified: number;
   stored_at: number;
+}
+
+export interface MessagesTable {
+  /** Time-ordered (assigned ascending by the database); a mailbox lists oldest first by it. */
+  id: Generated<number>;
+  /** Version-4 UUID derived from the envelope's digest; the same envelope gets the same uuid. */
+  uuid: string;
+  address: string;
+  /** The envelope as received: JSON object text, unknown fields kept. */
+  envelope: string;
+  /** UTF-8 bytes of `envelope`, the unit of the storage and transfer quotas. */
+  size: number;
+  received_at: number;
+  expires_at: number;
+}
+
+export interface InteractionsTable {
+  id: Generated<number>;
+  source: string;
+  target: string;
+  session_id: string;
+  created_at: number;
 }

@@ -2,6 +2,7 @@ import type { Migration } from 'kysely';
 import * as foundation from './0001_foundation.js';
 import * as registry from './0002_registry.js';
 import * as almanac from './0004_almanac.js';
+import * as mailbox from './0003_mailbox.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -11,4 +12,5 @@ export const migrations: Record<string, Migration> = {
   '0001_foundation': foundation,
   '0002_registry': registry,
   '0004_almanac': almanac,
+  '0003_mailbox': mailbox,
 };

@@ -149,6 +149,20 @@ export class AgentsRepository {
     await this.db.deleteFrom('agents').where('address', '=', address).execute();
   }
 
+  /** The agent's registered URL: undefined when not registered, null when it has none. */
+  async findRedirectUrl(address: string): Promise<string | null | undefined> {
+    const row = await this.db
+      .selectFrom('agents')
+      .select('redirect_url')
+      .where('address', '=', address)
+      .executeTakeFirst();
+    return row?.redirect_url;
+  }
+
+  async isRegistered(address: string): Promise<boolean> {
+    return (await this.findRedirectUrl(address)) !== undefined;
+  }
+
   // The unique index decides who holds a handle, so two agents racing for one cannot both win.
   private async refusingTakenHandle(write: Promise<unknown>): Promise<HandleTaken | undefined> {
     try {

@@ -1,0 +1,121 @@
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import type { AppContext } from '../../context.js';
+import { isoTimestamp } from '../../time.js';
+import type { PendingMessage } from '../../store/repositories/messages.js';
+import { AddressParams, EmptyObject, errorResponses } from '../schemas/common.js';
+import { Envelope, MailboxQuery, MessageParams, StoredEnvelope } from '../schemas/mailbox.js';
+import { readinessProbe } from './readiness.js';
+
+/**
+ * A stored envelope is JSON text already: it is spliced into the answer rather than parsed
+ * and serialised again on every poll.
+ */
+function storedEnvelopeJson(message: PendingMessage): string {
+  return `{"uuid":"${message.uuid}","envelope":${message.envelope},"received_at":"${isoTimestamp(message.received_at)}","expires_at":"${isoTimestamp(message.expires_at)}"}`;
+}
+
+/** Sends JSON text as is; the route's response schema documents its shape. */
+function sendJsonText(reply: FastifyReply, json: string): FastifyReply {
+  return reply.type('application/json').send(json);
+}
+
+export function mailboxRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
+  const mailbox = ctx.services.mailbox;
+
+  r.post(
+    '/v2/agents/mailbox/submit',
+    {
+      config: { auth: 'optional-user' },
+      bodyLimit: ctx.config.envelopeBodyLimitBytes,
+      schema: {
+        tags: ['mailbox'],
+        summary: 'Submit Message Envelope',
+        description:
+          'Stores a signed envelope for a registered agent; a 200 means it is committed. Submitting the same envelope again stores nothing new.',
+        body: Envelope,
+        response: { 200: EmptyObject, ...errorResponses(400, 401, 404, 406, 413, 422) },
+      },
+    },
+    async (request) => {
+      await mailbox.submit(request.body, request.principal);
+      return {};
+    },
+  );
+
+  readinessProbe(
+    app,
+    {
+      url: '/v2/agents/mailbox/submit',
+      tag: 'mailbox',
+      summary: 'Mailbox Agent Readiness Probe',
+      description:
+        'Answers 200 while the service accepts messages; `x-uagents-status` is `ready` when the agent named in `x-uagents-address` has a mailbox.',
+    },
+    (address) => mailbox.isReady(address),
+  );
+
+  r.get(
+    '/v2/agents/:address/mailbox',
+    {
+      config: { auth: 'user-or-agent' },
+      schema: {
+        tags: ['mailbox'],
+        summary: 'List Mailbox Messages',
+        description:
+          'Pending, unexpired messages, oldest first. The bytes returned count towards the transfer quota.',
+        params: AddressParams,
+        querystring: MailboxQuery,
+        response: {
+          200: Type.Array(StoredEnvelope),
+          ...errorResponses(401, 403, 404, 406, 422),
+        },
+      },
+    },
+    async (request, reply) => {
+      const messages = await mailbox.list(request.principal, request.params.address, request.query);
+      return sendJsonText(reply, `[${messages.map(storedEnvelopeJson).join(',')}]`);
+    },
+  );
+
+  r.get(
+    '/v2/agents/:address/mailbox/:uuid',
+    {
+      config: { auth: 'user-or-agent' },
+      schema: {
+        tags: ['mailbox'],
+        summary: 'Get Mailbox Message',
+        params: MessageParams,
+        response: { 200: StoredEnvelope, ...errorResponses(401, 403, 404, 406, 422) },
+      },
+    },
+    async (request, reply) => {
+      const message = await mailbox.get(
+        request.principal,
+        request.params.address,
+        request.params.uuid,
+      );
+      return sendJsonText(reply, storedEnvelopeJson(message));
+    },
+  );
+
+  r.delete(
+    '/v2/agents/:address/mailbox/:uuid',
+    {
+      config: { auth: 'user-or-agent' },
+      schema: {
+        tags: ['mailbox'],
+        summary: 'Delete Mailbox Message',
+        description: 'Acknowledges a message: it is never listed again.',
+        params: MessageParams,
+        response: { 200: EmptyObject, ...errorResponses(401, 403, 404, 422) },
+      },
+    },
+    async (request) => {
+      await mailbox.delete(request.principal, request.params.address, request.params.uuid);
+      return {};
+    },
+  );
+}

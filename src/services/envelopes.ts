@@ -1,0 +1,108 @@
+import {
+  CryptoFormatError,
+  envelopeSigningBytes,
+  isUserAddress,
+  verifyEnvelopeSignature,
+  type EnvelopeFields,
+  type SignatureVerifier,
+} from '../crypto/index.js';
+import type { Principal } from '../auth/principal.js';
+import { BadRequestError, NotFoundError, RequestValidationError } from '../errors.js';
+import type { Clock } from './clock.js';
+import { uuidOr422 } from './uuids.js';
+
+/** An envelope as submitted: the protocol's fields and whatever else the sender added. */
+export type Envelope = EnvelopeFields & Record<string, unknown>;
+
+/**
+ * Checks that an envelope is signed by its sender. Asynchronous so that verification can
+ * move off the event loop (worker threads) without changing its callers.
+ */
+export interface EnvelopeVerifier {
+  verify(envelope: EnvelopeFields): Promise<boolean>;
+}
+
+/** Verifies on the calling thread. */
+export function inlineEnvelopeVerifier(verifier: SignatureVerifier): EnvelopeVerifier {
+  return { verify: async (envelope) => verifyEnvelopeSignature(verifier, envelope) };
+}
+
+export const UNVERIFIED_ENVELOPE = 'Unable to validate envelope';
+export const UNKNOWN_TARGET = 'No registered address found matching envelope target';
+
+/**
+ * The checks every submitted envelope passes before delivery, mailbox or proxy (INTERFACE.md
+ * §5 steps 2–3): a session the recipient's client can parse, a sender that proved itself,
+ * and an expiry not yet passed.
+ */
+export class EnvelopeAdmission {
+  constructor(
+    private readonly verifier: EnvelopeVerifier,
+    private readonly clock: Clock,
+  ) {}
+
+  /** Resolves when the envelope may be delivered; returns its target's canonical address. */
+  async admit(envelope: Envelope, principal: Principal): Promise<string> {
+    checkSession(envelope.session);
+    if (USER_PREFIX.test(envelope.sender)) {
+      // A user address is not a key: only the user's own credentials vouch for it.
+      if (principal.kind !== 'user') {
+        throw new BadRequestError(
+          `${UNVERIFIED_ENVELOPE}: a message from a user address needs the user's API key`,
+        );
+      }
+      if (!isUserAddress(envelope.sender) || !hasSigningBytes(envelope)) {
+        throw new BadRequestError(UNVERIFIED_ENVELOPE);
+      }
+    } else if (!(await this.verifier.verify(envelope))) {
+      throw new BadRequestError(UNVERIFIED_ENVELOPE);
+    }
+    if (envelope.expires != null && envelope.expires * 1000 < this.clock.now()) {
+      throw new BadRequestError('Envelope expired');
+    }
+    return canonicalTarget(envelope.target);
+  }
+}
+
+/** Branching on the prefix spares agent senders a failed user-address decode (an exception). */
+const USER_PREFIX = /^user1/i;
+
+/**
+ * The lower-case form a target is registered under. A string that is not an address simply
+ * matches no agent; only mixed case, which bech32 forbids, is refused here, because lowering
+ * it would deliver to an agent whose client does not recognise the spelling.
+ */
+function canonicalTarget(target: string): string {
+  const lower = target.toLowerCase();
+  if (target !== lower && target !== target.toUpperCase()) throw new NotFoundError(UNKNOWN_TARGET);
+  return lower;
+}
+
+/**
+ * uAgents declares `session` a UUID4 and drops a whole mailbox page when one item fails to
+ * parse, so anything else is refused at the door, worded as pydantic words it.
+ */
+function checkSession(session: string): void {
+  if (uuidOr422(session, ['body', 'session'])[14] !== '4') {
+    throw new RequestValidationError([
+      {
+        loc: ['body', 'session'],
+        msg: 'UUID version 4 expected',
+        type: 'uuid_version',
+        input: session,
+        ctx: { expected_version: 4 },
+      },
+    ]);
+  }
+}
+
+/** Whether the envelope's fields can be packed as uAgents signs them (its digest exists). */
+function hasSigningBytes(envelope: EnvelopeFields): boolean {
+  try {
+    envelopeSigningBytes(envelope);
+    return true;
+  } catch (err) {
+    if (err instanceof CryptoFormatError) return false;
+    throw err;
+  }
+}

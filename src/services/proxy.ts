@@ -1,0 +1,123 @@
+import { request, type Dispatcher } from 'undici';
+import type { Principal } from '../auth/principal.js';
+import { BadGatewayError, BadRequestError, GatewayTimeoutError, NotFoundError } from '../errors.js';
+import type { Store } from '../store/index.js';
+import { UNKNOWN_TARGET, type Envelope, type EnvelopeAdmission } from './envelopes.js';
+import { PrivateTargetError } from './outbound.js';
+
+export interface ProxyPolicy {
+  timeoutMs: number;
+  /** A synchronous exchange waits for the target's reply envelope. */
+  syncTimeoutMs: number;
+  /** The largest reply relayed back to a synchronous sender. */
+  replyLimitBytes: number;
+}
+
+/** What the target answered to a synchronous exchange, relayed as is. */
+export interface RelayedReply {
+  contentType: string;
+  body: Buffer;
+}
+
+const PRIVATE_TARGET_HINT =
+  'set AGENTRY_ALLOW_PRIVATE_TARGETS=true (or start with --allow-private-targets) to allow local networks';
+
+/**
+ * Forwards signed envelopes to the URL their target registered, after the same admission
+ * checks as the mailbox. Nothing is stored: the target's answer decides the sender's.
+ */
+export class ProxyService {
+  constructor(
+    private readonly store: Store,
+    private readonly admission: EnvelopeAdmission,
+    private readonly dispatcher: Dispatcher,
+    private readonly policy: ProxyPolicy,
+  ) {}
+
+  /**
+   * Delivers the envelope; resolves to the target's reply for a synchronous exchange
+   * (`connection` is the sender's `x-uagents-connection` header) and undefined otherwise.
+   */
+  async forward(
+    envelope: Envelope,
+    principal: Principal,
+    connection: string | undefined,
+  ): Promise<RelayedReply | undefined> {
+    const address = await this.admission.admit(envelope, principal);
+    const url = await this.store.repos.agents.findRedirectUrl(address);
+    if (!url) throw new NotFoundError(UNKNOWN_TARGET);
+    const sync = connection === 'sync';
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (connection !== undefined) headers['x-uagents-connection'] = connection;
+
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await request(url, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(envelope),
+        dispatcher: this.dispatcher,
+        signal: AbortSignal.timeout(sync ? this.policy.syncTimeoutMs : this.policy.timeoutMs),
+      });
+    } catch (err) {
+      throw deliveryError(err);
+    }
+    if (response.statusCode < 200 || response.statusCode >= 300) {
+      await response.body.dump();
+      throw new BadGatewayError(`Target agent answered with status ${response.statusCode}`);
+    }
+    if (!sync) {
+      await response.body.dump();
+      return undefined;
+    }
+    const body = await this.readReply(response);
+    const contentType = response.headers['content-type'];
+    return {
+      contentType: typeof contentType === 'string' ? contentType : 'application/json',
+      body,
+    };
+  }
+
+  /** Whether the agent has a URL to forward to (the readiness probe). */
+  async isReady(rawAddress: string): Promise<boolean> {
+    return Boolean(await this.store.repos.agents.findRedirectUrl(rawAddress.toLowerCase()));
+  }
+
+  private async readReply(response: Dispatcher.ResponseData): Promise<Buffer> {
+    const chunks: Buffer[] = [];
+    let length = 0;
+    try {
+      for await (const chunk of response.body as AsyncIterable<Buffer>) {
+        length += chunk.length;
+        if (length > this.policy.replyLimitBytes) {
+          response.body.destroy();
+          throw new BadGatewayError(
+            `Target agent's reply is larger than ${this.policy.replyLimitBytes} bytes`,
+          );
+        }
+        chunks.push(chunk);
+      }
+    } catch (err) {
+      throw deliveryError(err);
+    }
+    return Buffer.concat(chunks);
+  }
+}
+
+/** Why a delivery failed, as the sender should hear it; the target's internals stay out. */
+function deliveryError(err: unknown): Error {
+  if (err instanceof BadGatewayError) return err;
+  const causes: unknown[] = [];
+  for (let e: unknown = err; e instanceof Error && causes.length < 5; e = e.cause) causes.push(e);
+  const refused = causes.find((e) => e instanceof PrivateTargetError);
+  if (refused instanceof PrivateTargetError) {
+    return new BadRequestError(
+      `Target agent's URL points at a private network address (${refused.address}); ${PRIVATE_TARGET_HINT}`,
+    );
+  }
+  if (causes.some((e) => e instanceof Error && e.name === 'TimeoutError')) {
+    return new GatewayTimeoutError('Target agent did not answer in time');
+  }
+  const code = causes.map((e) => (e as { code?: unknown }).code).find((c) => typeof c === 'string');
+  return new BadGatewayError(`Target agent is unreachable${code ? ` (${code})` : ''}`);
+}

@@ -1,0 +1,85 @@
+import type { Insertable, Kysely, Selectable } from 'kysely';
+import type { Database, MessagesTable } from '../schema.js';
+
+export type MessageRow = Selectable<MessagesTable>;
+export type NewMessage = Insertable<MessagesTable>;
+
+/** What a reader of a mailbox gets back for one message. */
+export type PendingMessage = Pick<
+  MessageRow,
+  'uuid' | 'envelope' | 'size' | 'received_at' | 'expires_at'
+>;
+
+/** Where a removed message was and how large it was, for the mailbox counters. */
+export type RemovedMessage = Pick<MessageRow, 'address' | 'size'>;
+
+/**
+ * Messages waiting in mailboxes. Every read hides expired messages, so expiry is exact even
+ * between two runs of the sweep that deletes them.
+ */
+export class MessagesRepository {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  /** Stores the message unless one with its uuid exists; true when it was stored now. */
+  async insert(message: NewMessage): Promise<boolean> {
+    const row = await this.db
+      .insertInto('messages')
+      .values(message)
+      .onConflict((oc) => oc.column('uuid').doNothing())
+      .returning('id')
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
+  /** Unexpired messages of a mailbox, oldest first. */
+  listPending(
+    address: string,
+    now: number,
+    page: { limit: number; offset: number },
+  ): Promise<PendingMessage[]> {
+    return this.db
+      .selectFrom('messages')
+      .select(['uuid', 'envelope', 'size', 'received_at', 'expires_at'])
+      .where('address', '=', address)
+      .where('expires_at', '>', now)
+      .orderBy('id')
+      .limit(page.limit)
+      .offset(page.offset)
+      .execute();
+  }
+
+  findPending(address: string, uuid: string, now: number): Promise<PendingMessage | undefined> {
+    return this.db
+      .selectFrom('messages')
+      .select(['uuid', 'envelope', 'size', 'received_at', 'expires_at'])
+      .where('uuid', '=', uuid)
+      .where('address', '=', address)
+      .where('expires_at', '>', now)
+      .executeTakeFirst();
+  }
+
+  /** Deletes one message of a mailbox; undefined when there was none (or it went first). */
+  delete(address: string, uuid: string): Promise<RemovedMessage | undefined> {
+    return this.db
+      .deleteFrom('messages')
+      .where('uuid', '=', uuid)
+      .where('address', '=', address)
+      .returning(['address', 'size'])
+      .executeTakeFirst();
+  }
+
+  /**
+   * Deletes up to `limit` expired messages and says which. RETURNING reports exactly the rows
+   * this statement removed, so a message deleted concurrently by its reader is never
+   * subtracted from the counters twice.
+   */
+  deleteExpired(now: number, limit: number): Promise<RemovedMessage[]> {
+    return this.db
+      .deleteFrom('messages')
+      .where('id', 'in', (eb) =>
+        eb.selectFrom('messages').select('id').where('expires_at', '<=', now).limit(limit),
+      )
+      .returning(['address', 'size'])
+      .execute();
+  }
+}

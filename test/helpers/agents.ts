@@ -1,0 +1,57 @@
+import assert from 'node:assert/strict';
+import type { Store } from '../../src/store/index.js';
+import { call } from './http.js';
+import type { TestServer } from './server.js';
+import type { TestIdentity } from './uagent.js';
+
+/** A running service and the store behind it. */
+export interface AgentHost {
+  url: string;
+  store: Store;
+}
+
+export function hostOf(t: TestServer): AgentHost {
+  return { url: t.url, store: t.server.ctx.store };
+}
+
+export interface RegisterOptions {
+  /** The URL the proxy forwards to; without it the agent is a mailbox agent only. */
+  redirectUrl?: string;
+}
+
+/**
+ * Registers an agent as the uAgents client does on connect: challenge, proof, then
+ * `POST /v2/agents` (which also creates its mailbox).
+ */
+export async function registerAgent(
+  host: AgentHost,
+  ownerKey: string,
+  identity: TestIdentity,
+  options: RegisterOptions = {},
+): Promise<void> {
+  const issued = await call(host.url, 'GET', `/v2/identity/${identity.address}/challenge`, {
+    key: ownerKey,
+  });
+  assert.equal(issued.status, 200, issued.text);
+  const challenge = issued.body.challenge as string;
+  const proof = await call(host.url, 'POST', '/v2/identity', {
+    key: ownerKey,
+    body: {
+      address: identity.address,
+      challenge,
+      challenge_response: identity.signChallenge(challenge),
+    },
+  });
+  assert.equal(proof.status, 200, proof.text);
+
+  const registered = await call(host.url, 'POST', '/v2/agents', {
+    key: ownerKey,
+    body: {
+      address: identity.address,
+      name: `agent ${identity.address.slice(-8)}`,
+      url: options.redirectUrl ?? null,
+      agent_type: 'uagent',
+    },
+  });
+  assert.equal(registered.status, 200, registered.text);
+}
