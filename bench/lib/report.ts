@@ -121,6 +121,7 @@ export function formatTable(measures: Measure[]): string {
   const numeric = new Set([2, 4, 5, 6, 7]);
   const line = (cells: string[]): string =>
     `| ${cells.map((cell, i) => (numeric.has(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!))).join(' | ')} |`;
-  const rule = `|${widths.map((width, i) => (numeric.has(i) ? `${'-'.repeat(width + 1)}:` : '-'.repeat(width + 2))).join('|')}|`;
+  // The separator row as Prettier writes it, so the table pastes into Markdown unchanged.
+  const rule = `| ${widths.map((width, i) => (numeric.has(i) ? `${'-'.repeat(width - 1)}:` : '-'.repeat(width))).join(' | ')} |`;
   return [line(header), rule, ...rows.map(line)].join('\n');
 }
