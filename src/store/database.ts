@@ -14,9 +14,11 @@ export interface DatabaseHandle {
 }
 
 export interface DatabaseOptions {
-  /** Connections in the PostgreSQL pool. */
+  /** Connections in the PostgreSQL pool (default {@link DEFAULT_POOL_SIZE}). */
   poolSize?: number;
 }
+
+export const DEFAULT_POOL_SIZE = 10;
 
 /** Resolves `sqlite:./data/agentry.db` (or `sqlite::memory:`) to a file path. */
 export function sqlitePath(url: string): string {
@@ -46,8 +48,11 @@ function withStatementCache(sqlite: BetterSqlite3.Database, limit = 1000): Sqlit
   };
 }
 
-function openSqlite(url: string): DatabaseHandle {
-  const path = sqlitePath(url);
+/**
+ * A better-sqlite3 connection with the settings the service runs on; exported so that
+ * `npm run bench` measures its storage ceiling on exactly these settings.
+ */
+export function openSqliteConnection(path: string): BetterSqlite3.Database {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const sqlite = new BetterSqlite3(path);
   // WAL lets readers proceed while one writer commits; NORMAL keeps commits durable against
@@ -57,6 +62,11 @@ function openSqlite(url: string): DatabaseHandle {
   sqlite.pragma('synchronous = NORMAL');
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma('busy_timeout = 5000');
+  return sqlite;
+}
+
+function openSqlite(url: string): DatabaseHandle {
+  const sqlite = openSqliteConnection(sqlitePath(url));
   const db = new Kysely<Database>({
     dialect: new SqliteDialect({ database: withStatementCache(sqlite) }),
   });
@@ -79,7 +89,7 @@ const pgTypes = {
 function openPostgres(url: string, options: DatabaseOptions): DatabaseHandle {
   const pool = new pg.Pool({
     connectionString: url,
-    max: options.poolSize ?? 10,
+    max: options.poolSize ?? DEFAULT_POOL_SIZE,
     types: pgTypes as pg.CustomTypesConfig,
     // Without an explicit user, pg falls back to $USER, which is unset in many containers.
     ...(new URL(url).username ? {} : { user: 'postgres' }),

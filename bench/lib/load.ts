@@ -1,0 +1,140 @@
+import autocannon, { type Request, type RequestParams } from 'autocannon';
+import { processCpuSeconds } from './proc.js';
+import { summarize, type LatencySummary } from './stats.js';
+
+/** Connections and durations every throughput measure uses, ceilings included. */
+export interface LoadProfile {
+  connections: number;
+  durationSeconds: number;
+  warmupSeconds: number;
+}
+
+export const loadProfile: LoadProfile = { connections: 16, durationSeconds: 5, warmupSeconds: 1 };
+
+export interface HttpRequest {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  path: string;
+  headers?: Record<string, string>;
+  body?: string;
+}
+
+export interface LoadOptions {
+  /** Base URL of the server, e.g. http://127.0.0.1:41234 */
+  url: string;
+  connections: number;
+  /** Run for a time, or until a number of requests have been answered. */
+  until: { seconds: number } | { requests: number };
+  /**
+   * The same request every time, or the request with a given index: indices count from 0
+   * across all connections, so every pre-built request is sent exactly once.
+   */
+  request: HttpRequest | ((index: number) => HttpRequest);
+  /** The status every answer must have; any other answer fails the run. */
+  expectStatus: number;
+  /** Sees the body of each answer and the index of the request it answers. */
+  onResponse?: (index: number, body: string) => void;
+  /** A process (the server under test) whose CPU time over the run is reported. */
+  cpuOfPid?: number;
+}
+
+export interface LoadResult {
+  requests: number;
+  seconds: number;
+  requestsPerSecond: number;
+  latencyMs: LatencySummary;
+  /** CPU seconds `cpuOfPid` used during the run, per second of the run (1 = one core). */
+  serverCores?: number;
+  /** The same for the load generator (this process). */
+  loadGeneratorCores: number;
+}
+
+function params(request: HttpRequest): RequestParams {
+  const headers = { ...request.headers };
+  if (request.body !== undefined) headers['content-type'] ??= 'application/json';
+  return { method: request.method, path: request.path, headers, body: request.body };
+}
+
+/**
+ * One autocannon run on this thread. Latencies are kept per answer (autocannon's own
+ * histogram has whole-millisecond buckets, too coarse for sub-millisecond answers).
+ */
+export async function runLoad(options: LoadOptions): Promise<LoadResult> {
+  const { request, expectStatus } = options;
+  let nextIndex = 0;
+  let unexpected: { count: number; first: string } | undefined;
+  const sequence: Request = {
+    ...(typeof request === 'function'
+      ? {
+          setupRequest: (defaults, context) => {
+            const index = nextIndex++;
+            context.index = index;
+            return { ...defaults, ...params(request(index)) };
+          },
+        }
+      : params(request)),
+    onResponse: (status, body, context) => {
+      if (status !== expectStatus) {
+        unexpected ??= { count: 0, first: `${status} ${body.slice(0, 300)}` };
+        unexpected.count++;
+      } else {
+        options.onResponse?.((context.index as number | undefined) ?? 0, body);
+      }
+    },
+  };
+
+  const latencies: number[] = [];
+  const startedAt = performance.now();
+  let lastAnswerAt = startedAt;
+  const ownCpuBefore = process.cpuUsage();
+  const cpuBefore = options.cpuOfPid === undefined ? 0 : processCpuSeconds(options.cpuOfPid);
+  const instance = autocannon({
+    url: options.url,
+    connections: options.connections,
+    ...('seconds' in options.until
+      ? { duration: options.until.seconds }
+      : { amount: options.until.requests }),
+    requests: [sequence],
+  });
+  instance.on('response', (_client, status, _bytes, ms) => {
+    if (status === expectStatus) latencies.push(ms);
+    lastAnswerAt = performance.now();
+  });
+  const result = await instance;
+  // autocannon notices the end only at its next one-second sample, and an amount-bound run
+  // would count that idle wait: the run ends with its last answer.
+  const seconds = (lastAnswerAt - startedAt) / 1000;
+  const ownCpu = process.cpuUsage(ownCpuBefore);
+  const cpuSeconds =
+    options.cpuOfPid === undefined ? undefined : processCpuSeconds(options.cpuOfPid) - cpuBefore;
+
+  if (unexpected) {
+    throw new Error(
+      `${unexpected.count} answers were not ${expectStatus}; the first: ${unexpected.first}`,
+    );
+  }
+  if (result.errors > 0) {
+    throw new Error(`${result.errors} requests failed (${result.timeouts} timed out)`);
+  }
+  if (latencies.length === 0) throw new Error('no request was answered');
+  return {
+    requests: latencies.length,
+    seconds,
+    requestsPerSecond: latencies.length / seconds,
+    latencyMs: summarize(latencies),
+    loadGeneratorCores: (ownCpu.user + ownCpu.system) / 1e6 / seconds,
+    ...(cpuSeconds === undefined ? {} : { serverCores: cpuSeconds / seconds }),
+  };
+}
+
+/**
+ * A warm-up run (discarded, lets the JIT settle) then the measured run, both by time. Request
+ * indices start at 0 in each run: use it for requests that may be repeated.
+ */
+export async function measureForDuration(
+  options: Omit<LoadOptions, 'until' | 'connections'>,
+  profile: LoadProfile = loadProfile,
+): Promise<LoadResult> {
+  const common = { ...options, connections: profile.connections };
+  await runLoad({ ...common, until: { seconds: profile.warmupSeconds } });
+  return runLoad({ ...common, until: { seconds: profile.durationSeconds } });
+}

@@ -1,0 +1,127 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus, platform, release, totalmem } from 'node:os';
+import { dirname } from 'node:path';
+import type { DialectName } from '../../src/store/index.js';
+import type { LoadResult } from './load.js';
+
+/** One number the benchmark reports. */
+export interface Measure {
+  /** Stable key for comparing runs, e.g. "ceiling.http" or "identity.proof". */
+  id: string;
+  label: string;
+  /** The store the server ran on, for measures that involve one. */
+  store?: DialectName;
+  value: number;
+  unit: string;
+  latencyMs?: { p50: number; p99: number };
+  /** CPU the server under test used over the run, in cores (1 = one core all the time). */
+  serverCores?: number;
+  /** The ceiling this measure is compared to, and value ÷ ceiling. */
+  ceiling?: { id: string; value: number; ratio: number };
+  /** How it was measured: counts, CPU used, settings. */
+  details?: Record<string, unknown>;
+}
+
+/**
+ * The measure of a load run: requests per second with latency percentiles, compared with
+ * `ceiling` when one applies (the same store's, where it depends on the store).
+ */
+export function throughputMeasure(
+  what: Pick<Measure, 'id' | 'label' | 'store'>,
+  run: LoadResult,
+  ceiling?: Measure,
+): Measure {
+  return {
+    ...what,
+    value: run.requestsPerSecond,
+    unit: 'req/s',
+    latencyMs: { p50: run.latencyMs.p50, p99: run.latencyMs.p99 },
+    serverCores: run.serverCores,
+    ...(ceiling
+      ? {
+          ceiling: {
+            id: ceiling.id,
+            value: ceiling.value,
+            ratio: run.requestsPerSecond / ceiling.value,
+          },
+        }
+      : {}),
+    details: {
+      requests: run.requests,
+      seconds: run.seconds,
+      loadGeneratorCores: run.loadGeneratorCores,
+    },
+  };
+}
+
+export interface MachineInfo {
+  cpuModel: string;
+  cores: number;
+  memoryBytes: number;
+  os: string;
+  node: string;
+}
+
+export function machineInfo(): MachineInfo {
+  return {
+    cpuModel: cpus()[0]?.model.trim() ?? 'unknown',
+    cores: availableParallelism(),
+    memoryBytes: totalmem(),
+    os: `${platform()} ${release()}`,
+    node: process.version,
+  };
+}
+
+export interface BenchResults {
+  date: string;
+  seconds: number;
+  machine: MachineInfo;
+  /** Settings that shape the numbers: load generator and profile, server command, stores. */
+  setup: Record<string, unknown>;
+  /** Why parts of the benchmark did not run. */
+  skipped: string[];
+  measures: Measure[];
+}
+
+export function writeResults(path: string, results: BenchResults): void {
+  mkdirSync(dirname(path), { recursive: true });
+  writeFileSync(path, JSON.stringify(results, null, 2) + '\n');
+}
+
+function formatNumber(value: number): string {
+  if (value >= 100) return Math.round(value).toLocaleString('en-US');
+  return value.toPrecision(3);
+}
+
+/** The measures as a Markdown table: readable in a terminal, pasted as is into the README. */
+export function formatTable(measures: Measure[]): string {
+  const header = [
+    'measure',
+    'store',
+    'value',
+    'unit',
+    'p50 ms',
+    'p99 ms',
+    'server CPU',
+    'of ceiling',
+  ];
+  const rows = measures.map((m) => [
+    m.label,
+    m.store ?? '',
+    formatNumber(m.value),
+    m.unit,
+    m.latencyMs ? formatNumber(m.latencyMs.p50) : '',
+    m.latencyMs ? formatNumber(m.latencyMs.p99) : '',
+    m.serverCores === undefined ? '' : `${m.serverCores.toFixed(2)} cores`,
+    m.ceiling ? `${(m.ceiling.ratio * 100).toFixed(0)} %` : '',
+  ]);
+  const widths = header.map((title, column) =>
+    Math.max(title.length, ...rows.map((row) => row[column]!.length)),
+  );
+  const numeric = new Set([2, 4, 5, 6, 7]);
+  const line = (cells: string[]): string =>
+    `| ${cells.map((cell, i) => (numeric.has(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!))).join(' | ')} |`;
+  // The separator row as Prettier writes it, so the table pastes into Markdown unchanged.
+  const rule = `| ${widths.map((width, i) => (numeric.has(i) ? `${'-'.repeat(width - 1)}:` : '-'.repeat(width))).join(' | ')} |`;
+  return [line(header), rule, ...rows.map(line)].join('\n');
+}

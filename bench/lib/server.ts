@@ -1,0 +1,92 @@
+import { createServer } from 'node:net';
+import { createRequire } from 'node:module';
+import { ChildRun } from './child.js';
+import type { BenchDatabase } from './databases.js';
+import { RssSampler } from './rss.js';
+
+/**
+ * Compiles the service to dist/ exactly as `npm start` does, so the benchmark runs the code
+ * people deploy (under tsx the process would also carry the loader and an esbuild child).
+ */
+export async function buildService(): Promise<void> {
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  const build = ChildRun.node('tsc', [tsc, '-p', 'tsconfig.build.json']);
+  const code = await build.waitForExit();
+  if (code !== 0) throw new Error(`the build failed:\n${build.output()}`);
+}
+
+/** A port nobody listens on right now (the server needs it before it starts: public URL). */
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve, reject) => {
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', resolve);
+  });
+  const { port } = probe.address() as { port: number };
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+
+/** The environment without the caller's AGENTRY_* settings, so every run measures defaults. */
+function cleanEnvironment(settings: Record<string, string>): NodeJS.ProcessEnv {
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !name.startsWith('AGENTRY_')),
+  );
+  return { ...env, ...settings };
+}
+
+export interface RunningService {
+  /** Base URL, e.g. http://127.0.0.1:41234 */
+  url: string;
+  /** API key of the user the first start created. */
+  apiKey: string;
+  pid: number;
+  /** Stops the server; resolves to its peak resident memory in bytes. */
+  stop(): Promise<number>;
+}
+
+/**
+ * Starts `agentry serve` from dist/ in a child process over `database`, with rate limits
+ * off and warnings-only logging. `settings` adds AGENTRY_* variables.
+ */
+export async function startService(
+  database: BenchDatabase,
+  settings: Record<string, string> = {},
+): Promise<RunningService> {
+  const port = await freePort();
+  const child = ChildRun.node(
+    'agentry serve',
+    [
+      'dist/cli/main.js',
+      'serve',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--database-url',
+      database.url,
+      '--log-level',
+      'warn',
+    ],
+    cleanEnvironment({ AGENTRY_RATE_LIMIT_MAX: '0', ...settings }),
+  );
+  const rss = new RssSampler(child.pid);
+  try {
+    // The key is printed once the server listens.
+    const [, apiKey] = await child.waitForOutput(/API key[^\n]*\n\s*\n\s*(\S+)\s*\n/);
+    return {
+      url: `http://127.0.0.1:${port}`,
+      apiKey: apiKey!,
+      pid: child.pid,
+      stop: async () => {
+        const peak = rss.stop();
+        await child.stop();
+        return peak;
+      },
+    };
+  } catch (err) {
+    rss.stop();
+    await child.stop();
+    throw err;
+  }
+}

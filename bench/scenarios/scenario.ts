@@ -1,0 +1,28 @@
+import type { Store } from '../../src/store/index.js';
+import type { DialectName } from '../../src/store/index.js';
+import type { Ceilings } from '../ceilings/index.js';
+import type { LoadProfile } from '../lib/load.js';
+import type { Measure } from '../lib/report.js';
+import type { RunningService } from '../lib/server.js';
+
+export interface ScenarioContext {
+  dialect: DialectName;
+  /** A server started for this scenario alone, over an empty database. */
+  service: RunningService;
+  /** The server's database, opened from the benchmark process for seeding (on first use). */
+  store(): Store;
+  profile: LoadProfile;
+  /** The ceilings measured earlier in this run (the storage one is this dialect's). */
+  ceilings: Ceilings;
+}
+
+/**
+ * One part of `npm run bench`. It runs once per store, each time against a fresh server,
+ * and returns its measures; the harness adds the server's peak memory.
+ */
+export interface Scenario {
+  name: string;
+  /** AGENTRY_* settings the server needs for this scenario (rate limits are already off). */
+  settings?: Record<string, string>;
+  run(ctx: ScenarioContext): Promise<Measure[]>;
+}
