@@ -5,6 +5,7 @@ import { version } from '../app.js';
 import {
   ConfigError,
   loadConfig,
+  logLevels,
   parseDuration,
   type ConfigOverrides,
   type Quotas,
@@ -79,17 +80,7 @@ withStoreOptions(program.command('serve', { isDefault: true }).description('run 
   .option('--public-url <url>', 'URL agents use to reach this service (AGENTRY_PUBLIC_URL)')
   .option('--allow-private-targets', 'let the proxy forward to loopback and private networks')
   .option('--no-migrate', 'do not migrate the database at start')
-  .addOption(
-    new Option('--log-level <level>', 'log level (AGENTRY_LOG_LEVEL)').choices([
-      'fatal',
-      'error',
-      'warn',
-      'info',
-      'debug',
-      'trace',
-      'silent',
-    ]),
-  )
+  .addOption(new Option('--log-level <level>', 'log level (AGENTRY_LOG_LEVEL)').choices(logLevels))
   .action(async (flags) => {
     const config = loadConfig({
       ...storeOverrides(flags),
@@ -102,7 +93,7 @@ withStoreOptions(program.command('serve', { isDefault: true }).description('run 
     });
     const server = await Server.create(config);
     server.closeOnSignals();
-    await server.start();
+    // The key comes before the listening line, so whoever waits for that line has it too.
     if (server.bootstrapped) {
       const { user, token } = server.bootstrapped;
       process.stdout.write(
@@ -117,6 +108,7 @@ withStoreOptions(program.command('serve', { isDefault: true }).description('run 
         ].join('\n') + '\n',
       );
     }
+    await server.start();
   });
 
 withStoreOptions(

@@ -93,7 +93,7 @@ function parseBoolean(name: string, raw: string): boolean {
   throw new ConfigError(`${name} must be true or false (got "${raw}").`);
 }
 
-const logLevels: readonly LogLevel[] = [
+export const logLevels: readonly LogLevel[] = [
   'fatal',
   'error',
   'warn',

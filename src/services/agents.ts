@@ -13,7 +13,6 @@ import type {
   AgentEndpoint,
   AgentProfile,
   ListingChanges,
-  MailboxCounters,
   StoredAgent,
 } from '../store/repositories/agents.js';
 import { isoTimestamp } from '../time.js';
@@ -43,21 +42,11 @@ export interface AgentUpdates {
   profile?: Partial<AgentProfile>;
 }
 
-/** An agent as the API shows it to its owner. */
-export interface AgentRecord {
-  address: string;
-  name: string;
-  handle: string | null;
-  redirect_url: string | null;
-  agent_type: string;
-  profile: AgentProfile;
-  endpoints: AgentEndpoint[];
-  protocols: string[];
-  metadata: Record<string, unknown> | null;
-  mailbox: MailboxCounters;
+/** An agent as the API shows it to its owner: the stored listing, times as ISO-8601. */
+export type AgentRecord = Omit<StoredAgent, 'user_id' | 'registered_at' | 'updated_at'> & {
   registered_at: string;
   updated_at: string;
-}
+};
 
 /** How many agents a user has and may have, kept current while a transaction adds some. */
 interface AgentAllowance {

@@ -1,6 +1,6 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +9,7 @@ import { loadConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/logger.js';
 import { Server } from '../../src/server.js';
 import { call } from '../helpers/http.js';
+import { spawnServer } from '../helpers/process.js';
 import { TestIdentity } from '../helpers/uagent.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -144,48 +145,19 @@ describe('command line', () => {
 
   it('serves on first start with a printed key that works, and stops cleanly on SIGTERM', async () => {
     const fresh = mkdtempSync(join(tmpdir(), 'agentry-serve-'));
-    const child = spawn(
-      process.execPath,
-      [
-        '--import',
-        'tsx',
-        entry,
-        'serve',
-        '--data-dir',
-        fresh,
-        '--port',
-        '0',
-        '--host',
-        '127.0.0.1',
-      ],
-      { cwd: root, env: { ...process.env, AGENTRY_LOG_LEVEL: 'info' } },
-    );
+    const server = await spawnServer(['--data-dir', fresh]);
     try {
-      let out = '';
-      const ready = await new Promise<{ url: string; key: string }>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 30_000);
-        child.stdout.on('data', (chunk: Buffer) => {
-          out += chunk.toString();
-          const url = /"address":"(http:\/\/[^"]+)"/.exec(out)?.[1];
-          const key = /^\s+(agy_\S+)$/m.exec(out)?.[1];
-          if (url && key) {
-            clearTimeout(timer);
-            resolve({ url, key });
-          }
-        });
-        child.once('exit', (code) => reject(new Error(`server exited with ${code}:\n${out}`)));
-      });
-      assert.equal((await call(ready.url, 'GET', '/health')).status, 200);
+      assert.ok(server.bootstrapKey, 'the first start prints a key');
+      assert.equal((await call(server.url, 'GET', '/health')).status, 200);
       const agent = TestIdentity.random();
-      const challenge = await call(ready.url, 'GET', `/v2/identity/${agent.address}/challenge`, {
-        key: ready.key,
+      const challenge = await call(server.url, 'GET', `/v2/identity/${agent.address}/challenge`, {
+        key: server.bootstrapKey,
       });
       assert.equal(challenge.status, 200);
-      const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-      child.kill('SIGTERM');
-      assert.equal(await exited, 0);
+      server.child.kill('SIGTERM');
+      assert.equal(await server.exited, 0);
     } finally {
-      child.kill('SIGKILL');
+      server.child.kill('SIGKILL');
       rmSync(fresh, { recursive: true, force: true });
     }
   });

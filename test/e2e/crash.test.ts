@@ -14,7 +14,7 @@ for (const dialect of dialects) {
   describe(`mailbox durability (${dialect})`, () => {
     it('keeps every acknowledged message when the server is killed mid-traffic', async () => {
       const database = await createTestDatabase(dialect);
-      let first = await spawnServer(database.url);
+      let first = await spawnServer(['--database-url', database.url]);
       const store = Store.open(database.url);
       try {
         const key = first.bootstrapKey;
@@ -59,7 +59,7 @@ for (const dialect of dialects) {
         await first.exited;
         assert.ok(acknowledged.length >= KILL_AFTER_ACKNOWLEDGED, 'traffic flowed before the kill');
 
-        first = await spawnServer(database.url);
+        first = await spawnServer(['--database-url', database.url]);
         const now = Math.floor(Date.now() / 1000);
         const authorization = `Agent ${recipient.attestation({ validFrom: now, validTo: now + 1000 })}`;
         const listed = new Set<string>();

@@ -16,26 +16,16 @@ export interface ServerProcess {
 
 /**
  * Runs `agentry serve` in a child process on a free loopback port, as an operator would,
- * and resolves once it listens.
+ * and resolves once it listens. `storeArgs` chooses the store: `['--database-url', url]` or
+ * `['--data-dir', dir]`.
  */
 export async function spawnServer(
-  databaseUrl: string,
+  storeArgs: string[],
   env: Record<string, string> = {},
 ): Promise<ServerProcess> {
   const child = spawn(
     process.execPath,
-    [
-      '--import',
-      'tsx',
-      entry,
-      'serve',
-      '--database-url',
-      databaseUrl,
-      '--port',
-      '0',
-      '--host',
-      '127.0.0.1',
-    ],
+    ['--import', 'tsx', entry, 'serve', ...storeArgs, '--port', '0', '--host', '127.0.0.1'],
     {
       cwd: root,
       env: { ...process.env, AGENTRY_LOG_LEVEL: 'info', AGENTRY_RATE_LIMIT_MAX: '0', ...env },
@@ -59,7 +49,6 @@ export async function spawnServer(
       reject(new Error(`server exited with ${code}:\n${out}`));
     });
   });
-  // The first-start key is printed right after the listening line.
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  // The first-start key is printed before the server starts listening.
   return { url, bootstrapKey: /^\s+(agy_\S+)$/m.exec(out)?.[1], child, exited };
 }
