@@ -361,6 +361,27 @@ for (const dialect of dialects) {
         assert.equal((await postStatus(t.url, agent.address, on)).status, 200, 'client retry');
       });
 
+      it('takes a sign-off signed in the same second as the start-up, and no start-up after a sign-off', async () => {
+        // uAgents awaits its sign-off at shutdown and retries a 400 for about two minutes, so
+        // an agent stopped within a second of starting would otherwise hang.
+        const agent = TestIdentity.random();
+        await registerInAlmanac(t.url, agent, { timestamp: now() });
+        const on = signedStatusUpdate(agent, { active: true, timestamp: now() });
+        const off = signedStatusUpdate(agent, { active: false, timestamp: now() });
+        assert.equal((await postStatus(t.url, agent.address, on)).status, 200);
+        const signedOff = await postStatus(t.url, agent.address, off);
+        assert.equal(signedOff.status, 200, signedOff.text);
+        assert.equal((await resolved(agent.address)).status, 'inactive');
+
+        // Replaying the start-up of that second cannot bring it back.
+        const replayed = await postStatus(t.url, agent.address, on);
+        assert.equal(replayed.status, 400, replayed.text);
+        const restarted = signedStatusUpdate(agent, { active: true, timestamp: now() });
+        assert.equal((await postStatus(t.url, agent.address, restarted)).status, 400);
+        assert.equal((await resolved(agent.address)).status, 'inactive');
+        assert.equal((await postStatus(t.url, agent.address, off)).status, 200, 'client retry');
+      });
+
       it('keeps status and registration watermarks apart, as uAgents signs both in one second at start-up', async () => {
         const agent = TestIdentity.random();
         const timestamp = now();

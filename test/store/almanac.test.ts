@@ -83,6 +83,21 @@ for (const dialect of dialects) {
       );
     });
 
+    it('settles statuses signed in the same second on inactive, whatever order they commit in', async () => {
+      const almanac = t.store.repos.almanac;
+      const signedAt = Date.UTC(2026, 10, 21);
+      for (const activeFirst of [true, false]) {
+        const { address } = TestIdentity.random();
+        const active = { ...status(address, signedAt), is_active: 1, signature: 'sig-on' };
+        const inactive = { ...status(address, signedAt), signature: 'sig-off' };
+        const [first, second] = activeFirst ? [active, inactive] : [inactive, active];
+        assert.equal(await almanac.upsertStatus(first), true);
+        assert.equal(await almanac.upsertStatus(second), activeFirst);
+        assert.equal((await almanac.findStatus(address))?.is_active, 0);
+        assert.equal(await almanac.upsertStatus(inactive), false, 'the same status again');
+      }
+    });
+
     it('sweeps expired registrations and stale statuses of unregistered agents only', async () => {
       // Before the moments the other tests use, so that only this test's rows are stale.
       const now = Date.UTC(2026, 10, 1);

@@ -64,7 +64,12 @@ export class AlmanacRepository {
       .executeTakeFirst();
   }
 
-  /** As {@link upsertRegistration}, for status updates and their own watermark. */
+  /**
+   * As {@link upsertRegistration}, for status updates and their own watermark, except that
+   * of two signed in the same second the inactive one wins: an agent stopped within a second
+   * of starting signs off with its start-up's timestamp (uAgents signs whole seconds), and a
+   * replayed start-up of that second still cannot bring it back.
+   */
   async upsertStatus(row: AlmanacStatusRow): Promise<boolean> {
     const stored = await this.db
       .insertInto('almanac_statuses')
@@ -78,7 +83,15 @@ export class AlmanacRepository {
             signature: eb.ref('excluded.signature'),
             updated_at: eb.ref('excluded.updated_at'),
           }))
-          .where((eb) => eb('almanac_statuses.signed_at', '<', eb.ref('excluded.signed_at'))),
+          .where((eb) =>
+            eb.or([
+              eb('almanac_statuses.signed_at', '<', eb.ref('excluded.signed_at')),
+              eb.and([
+                eb('almanac_statuses.signed_at', '=', eb.ref('excluded.signed_at')),
+                eb('almanac_statuses.is_active', '>', eb.ref('excluded.is_active')),
+              ]),
+            ]),
+          ),
       )
       .returning('address')
       .executeTakeFirst();
