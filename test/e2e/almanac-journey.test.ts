@@ -43,8 +43,8 @@ function mailboxEndpointOf(agentverse: string): string {
 }
 
 /**
- * uagents-core `weighted_random_sample` (Efraimidis–Spirakis): the order in which the
- * resolver hands endpoints to the dispenser, which tries them first to last.
+ * Weighted sampling without replacement (Efraimidis–Spirakis), as uAgents' resolver orders
+ * the endpoints it hands to the dispenser, which tries them first to last.
  */
 function weightedRandomSample<T>(items: T[], weights: number[], k: number): T[] {
   const keys = weights.map((weight) => Math.random() ** (1 / weight));
