@@ -247,14 +247,18 @@ export class MailboxService {
     const now = this.clock.now();
     const period = usagePeriod(now);
     const repos = this.store.repos;
-    const found = await repos.mailboxes.findWithOwnerUsage(address, period);
+    // Neither read waits for the other (on PostgreSQL they go out on two connections); the
+    // messages are returned only once the caller and the quota have been checked.
+    const [found, messages] = await Promise.all([
+      repos.mailboxes.findWithOwnerUsage(address, period),
+      read(address, now),
+    ]);
     if (!found || !mayRead(principal, found.mailbox)) throw new NotFoundError(notFound);
     const limit = this.usage.limitsWith(found.overrides).bytesTransferredPerMonth;
     const transferred = found.counters.bytes_transferred;
     if (transferred >= limit) {
       throw new QuotaExceededError(`Transfer quota reached ${transferred} / ${limit}`);
     }
-    const messages = await read(address, now);
     const bytes = messages.reduce((sum, message) => sum + message.size, 0);
     const owner = found.mailbox.user_id;
     if (bytes > 0) await repos.usage.add(owner, period, { bytes_transferred: bytes });
