@@ -15,6 +15,7 @@ import { createOutboundDispatcher } from './services/outbound.js';
 import { ProxyService } from './services/proxy.js';
 import { UsageService } from './services/usage.js';
 import { UsersService } from './services/users.js';
+import { VerifierPool } from './services/verifier-pool.js';
 import { Store } from './store/index.js';
 
 export interface Services {
@@ -76,11 +77,16 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
   const usage = new UsageService(store, clock, config.quotas);
   const agents = new AgentsService(store, usage, clock);
   const almanac = new AlmanacService(store, verifier, clock, config.publicUrl);
-  const admission = new EnvelopeAdmission(inlineEnvelopeVerifier(verifier), clock);
+  const verifierPool =
+    config.verifierThreads > 0
+      ? new VerifierPool(config.verifierThreads, verifier.kind)
+      : undefined;
+  const admission = new EnvelopeAdmission(verifierPool ?? inlineEnvelopeVerifier(verifier), clock);
   const mailbox = new MailboxService(store, admission, usage, clock, {
     retentionMs: config.mailboxRetentionSeconds * 1000,
     sweepBatchSize: 500,
     sweepMaxBatches: 100,
+    maxDeliveryGroup: 256,
   });
   const dispatcher =
     overrides.dispatcher ??
@@ -123,6 +129,7 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
     metrics,
     housekeeping,
     close: async () => {
+      await verifierPool?.close();
       await dispatcher.close();
       await store.close();
     },

@@ -2,7 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import { redactUrl, type Config } from './config/index.js';
 import { createContext, type AppContext, type ContextOverrides } from './context.js';
+import { createLogger } from './logger.js';
 import type { NewUser } from './services/users.js';
+import { Store } from './store/index.js';
 
 export interface ServerOptions {
   overrides?: ContextOverrides;
@@ -24,7 +26,21 @@ export class Server {
   ) {}
 
   static async create(config: Config, options: ServerOptions = {}): Promise<Server> {
-    const ctx = createContext(config, options.overrides);
+    // A serving process checkpoints SQLite from a thread of its own; admin commands, which
+    // write little and exit, leave it to their commits.
+    const logger = options.overrides?.logger ?? createLogger(config.logLevel);
+    const store =
+      options.overrides?.store ??
+      Store.open(config.databaseUrl, {
+        backgroundCheckpoints: {
+          onError: (err) =>
+            logger.error(
+              { err },
+              'background checkpoints failed; commits checkpoint by themselves',
+            ),
+        },
+      });
+    const ctx = createContext(config, { ...options.overrides, logger, store });
     try {
       if (config.migrateOnStart) {
         const { applied } = await ctx.store.migrate();

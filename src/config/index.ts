@@ -1,3 +1,5 @@
+import { availableParallelism } from 'node:os';
+
 /**
  * The only module that reads process.env. Every setting has one field here; CLI flags and
  * AGENTRY_* variables map onto the same fields, and a bad value stops the process at start
@@ -34,6 +36,8 @@ export interface Config {
   mailboxRetentionSeconds: number;
   proxyTimeoutMs: number;
   proxySyncTimeoutMs: number;
+  /** Worker threads that check envelope signatures; 0 checks them on the event loop. */
+  verifierThreads: number;
   quotas: Quotas;
   rateLimit: { max: number; windowMs: number };
 }
@@ -64,6 +68,9 @@ export const defaults: Config = {
   mailboxRetentionSeconds: 7 * 24 * 3600,
   proxyTimeoutMs: 10_000,
   proxySyncTimeoutMs: 30_000,
+  // One core stays with the event loop; a thread where there is no second core only adds
+  // the cost of passing messages.
+  verifierThreads: Math.min(availableParallelism() - 1, 2),
   quotas: {
     agents: 1000,
     messagesPerMonth: 1_000_000,
@@ -156,6 +163,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   int('AGENTRY_MAILBOX_RETENTION_SECONDS', 1, (n) => (config.mailboxRetentionSeconds = n));
   int('AGENTRY_PROXY_TIMEOUT_MS', 1, (n) => (config.proxyTimeoutMs = n));
   int('AGENTRY_PROXY_SYNC_TIMEOUT_MS', 1, (n) => (config.proxySyncTimeoutMs = n));
+  int('AGENTRY_VERIFIER_THREADS', 0, (n) => (config.verifierThreads = n));
   int('AGENTRY_QUOTA_AGENTS', 0, (n) => (config.quotas.agents = n));
   int('AGENTRY_QUOTA_MESSAGES_PER_MONTH', 0, (n) => (config.quotas.messagesPerMonth = n));
   int('AGENTRY_QUOTA_BYTES_STORED', 0, (n) => (config.quotas.bytesStored = n));

@@ -51,14 +51,28 @@ export function verifyEnvelopeSignature(
   verifier: SignatureVerifier,
   envelope: EnvelopeFields,
 ): boolean {
-  if (envelope.signature == null) return false;
+  return verifiedEnvelopeDigest(verifier, envelope) !== undefined;
+}
+
+/**
+ * {@link envelopeDigest} of an envelope that {@link verifyEnvelopeSignature} accepts, and
+ * undefined for any other: one pass over the signing bytes serves the check and the digest.
+ */
+export function verifiedEnvelopeDigest(
+  verifier: SignatureVerifier,
+  envelope: EnvelopeFields,
+): Uint8Array | undefined {
+  if (envelope.signature == null) return undefined;
   const publicKey = unlessMalformed(() => signerKeyFromAgentAddress(envelope.sender));
   const message = unlessMalformed(() => envelopeSigningBytes(envelope));
-  return (
-    publicKey !== undefined &&
-    message !== undefined &&
-    verifyBech32Signature(verifier, message, envelope.signature, publicKey)
-  );
+  if (
+    publicKey === undefined ||
+    message === undefined ||
+    !verifyBech32Signature(verifier, message, envelope.signature, publicKey)
+  ) {
+    return undefined;
+  }
+  return createHash('sha256').update(message).digest();
 }
 
 const HYPHENATED_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -10,6 +10,7 @@ export {
   canonicalUuid,
   envelopeDigest,
   envelopeSigningBytes,
+  verifiedEnvelopeDigest,
   verifyEnvelopeSignature,
 } from './envelope.js';
 export type { EnvelopeFields } from './envelope.js';

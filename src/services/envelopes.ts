@@ -1,8 +1,8 @@
 import {
   CryptoFormatError,
-  envelopeSigningBytes,
+  envelopeDigest,
   isUserAddress,
-  verifyEnvelopeSignature,
+  verifiedEnvelopeDigest,
   type EnvelopeFields,
   type SignatureVerifier,
 } from '../crypto/index.js';
@@ -15,16 +15,26 @@ import { uuidOr422 } from './uuids.js';
 export type Envelope = EnvelopeFields & Record<string, unknown>;
 
 /**
- * Checks that an envelope is signed by its sender. Asynchronous so that verification can
- * move off the event loop (worker threads) without changing its callers.
+ * Checks that an envelope is signed by its sender, and yields its digest (the sha256 of
+ * its signing bytes, see `envelopeDigest`) when it is; undefined when it is not. Asynchronous
+ * so that verification can move off the event loop (worker threads) without changing its
+ * callers.
  */
 export interface EnvelopeVerifier {
-  verify(envelope: EnvelopeFields): Promise<boolean>;
+  verify(envelope: EnvelopeFields): Promise<Uint8Array | undefined>;
 }
 
 /** Verifies on the calling thread. */
 export function inlineEnvelopeVerifier(verifier: SignatureVerifier): EnvelopeVerifier {
-  return { verify: async (envelope) => verifyEnvelopeSignature(verifier, envelope) };
+  return { verify: async (envelope) => verifiedEnvelopeDigest(verifier, envelope) };
+}
+
+/** An envelope that may be delivered. */
+export interface AdmittedEnvelope {
+  /** The target's canonical address. */
+  target: string;
+  /** `envelopeDigest` of the envelope. */
+  digest: Uint8Array;
 }
 
 export const UNVERIFIED_ENVELOPE = 'Unable to validate envelope';
@@ -41,9 +51,10 @@ export class EnvelopeAdmission {
     private readonly clock: Clock,
   ) {}
 
-  /** Resolves when the envelope may be delivered; returns its target's canonical address. */
-  async admit(envelope: Envelope, principal: Principal): Promise<string> {
+  /** Resolves when the envelope may be delivered. */
+  async admit(envelope: Envelope, principal: Principal): Promise<AdmittedEnvelope> {
     checkSession(envelope.session);
+    let digest: Uint8Array | undefined;
     if (USER_PREFIX.test(envelope.sender)) {
       // A user address is not a key: only the user's own credentials vouch for it.
       if (principal.kind !== 'user') {
@@ -51,16 +62,15 @@ export class EnvelopeAdmission {
           `${UNVERIFIED_ENVELOPE}: a message from a user address needs the user's API key`,
         );
       }
-      if (!isUserAddress(envelope.sender) || !hasSigningBytes(envelope)) {
-        throw new BadRequestError(UNVERIFIED_ENVELOPE);
-      }
-    } else if (!(await this.verifier.verify(envelope))) {
-      throw new BadRequestError(UNVERIFIED_ENVELOPE);
+      digest = isUserAddress(envelope.sender) ? digestUnlessMalformed(envelope) : undefined;
+    } else {
+      digest = await this.verifier.verify(envelope);
     }
+    if (!digest) throw new BadRequestError(UNVERIFIED_ENVELOPE);
     if (envelope.expires != null && envelope.expires * 1000 < this.clock.now()) {
       throw new BadRequestError('Envelope expired');
     }
-    return canonicalTarget(envelope.target);
+    return { target: canonicalTarget(envelope.target), digest };
   }
 }
 
@@ -96,13 +106,12 @@ function checkSession(session: string): void {
   }
 }
 
-/** Whether the envelope's fields can be packed as uAgents signs them (its digest exists). */
-function hasSigningBytes(envelope: EnvelopeFields): boolean {
+/** The envelope's digest; undefined when its fields cannot be packed as uAgents signs them. */
+function digestUnlessMalformed(envelope: EnvelopeFields): Uint8Array | undefined {
   try {
-    envelopeSigningBytes(envelope);
-    return true;
+    return envelopeDigest(envelope);
   } catch (err) {
-    if (err instanceof CryptoFormatError) return false;
+    if (err instanceof CryptoFormatError) return undefined;
     throw err;
   }
 }

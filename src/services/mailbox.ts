@@ -3,10 +3,11 @@ import type { Principal } from '../auth/principal.js';
 import { envelopeDigest, type EnvelopeFields } from '../crypto/index.js';
 import { NotFoundError, QuotaExceededError } from '../errors.js';
 import type { Store } from '../store/index.js';
-import type { MailboxRow, MailboxWithOwnerUsage } from '../store/repositories/mailboxes.js';
-import type { PendingMessage } from '../store/repositories/messages.js';
+import type { CounterChange, MailboxRow } from '../store/repositories/mailboxes.js';
+import type { NewMessage, PendingMessage } from '../store/repositories/messages.js';
 import type { Clock } from './clock.js';
 import { UNKNOWN_TARGET, type Envelope, type EnvelopeAdmission } from './envelopes.js';
+import { GroupCommit, type ItemOutcome } from './group-commit.js';
 import { agentAddressOr422 } from './identity.js';
 import { usagePeriod, type UsageService } from './usage.js';
 import { formatUuid4, uuidOr422 } from './uuids.js';
@@ -17,6 +18,26 @@ export interface MailboxPolicy {
   sweepBatchSize: number;
   /** Batches one sweep run deletes at most; the next run goes on. */
   sweepMaxBatches: number;
+  /** Most submitted messages committed in one transaction (see {@link GroupCommit}). */
+  maxDeliveryGroup: number;
+}
+
+/** A checked envelope on its way into a mailbox. */
+interface Delivery {
+  address: string;
+  uuid: string;
+  /** The envelope's JSON text, as stored and served. */
+  text: string;
+  size: number;
+  /** The envelope's own expiry, unix seconds. */
+  expires: number | null;
+}
+
+/** Where an owner's quotas stand while a group of deliveries is written. */
+interface OwnerTally {
+  limits: { messagesPerMonth: number; bytesStored: number };
+  messagesThisPeriod: number;
+  bytesStored: number;
 }
 
 export interface MailboxPage {
@@ -32,8 +53,12 @@ const MAILBOX_NOT_FOUND = 'Agent mailbox not found';
  * leaves out (and `expires`/`nonce` again, which the signing bytes pack without a marker of
  * which one is present), shaped as a version-4 UUID because uAgents insists on one. The
  * same submission always maps to the same uuid, which is what makes submit idempotent.
+ * `digest` is the envelope's `envelopeDigest`, when verification has computed it already.
  */
-export function messageUuid(envelope: EnvelopeFields): string {
+export function messageUuid(
+  envelope: EnvelopeFields,
+  digest: Uint8Array = envelopeDigest(envelope),
+): string {
   const unsigned = JSON.stringify([
     envelope.version,
     envelope.protocol_digest ?? null,
@@ -41,9 +66,7 @@ export function messageUuid(envelope: EnvelopeFields): string {
     envelope.nonce ?? null,
     envelope.signature ?? null,
   ]);
-  return formatUuid4(
-    createHash('sha256').update(envelopeDigest(envelope)).update(unsigned).digest(),
-  );
+  return formatUuid4(createHash('sha256').update(digest).update(unsigned).digest());
 }
 
 /**
@@ -52,56 +75,99 @@ export function messageUuid(envelope: EnvelopeFields): string {
  * the message is committed; counters and usage move in the same transaction as the message.
  */
 export class MailboxService {
+  private readonly deliveries: GroupCommit<Delivery, void>;
+
   constructor(
     private readonly store: Store,
     private readonly admission: EnvelopeAdmission,
     private readonly usage: UsageService,
     private readonly clock: Clock,
     private readonly policy: MailboxPolicy,
-  ) {}
+  ) {
+    this.deliveries = new GroupCommit((group) => this.deliverGroup(group), policy.maxDeliveryGroup);
+  }
 
+  /** Resolves once the message is committed (or was already stored). */
   async submit(envelope: Envelope, principal: Principal): Promise<void> {
-    const address = await this.admission.admit(envelope, principal);
+    const { target, digest } = await this.admission.admit(envelope, principal);
     const text = JSON.stringify(envelope);
-    const size = Buffer.byteLength(text);
-    const uuid = messageUuid(envelope);
-    const now = this.clock.now();
-    const retained = now + this.policy.retentionMs;
-    const expiresAt =
-      envelope.expires == null ? retained : Math.min(retained, envelope.expires * 1000);
-    const period = usagePeriod(now);
-    await this.store.transaction(async (tx) => {
-      const found = await tx.mailboxes.findWithOwnerUsage(address, period);
-      if (!found) throw new NotFoundError(UNKNOWN_TARGET);
-      this.checkDeliveryQuotas(found, size);
-      const owner = found.mailbox.user_id;
-      const stored = await tx.messages.insert({
-        uuid,
-        address,
-        envelope: text,
-        size,
-        received_at: now,
-        expires_at: expiresAt,
-      });
-      if (stored) {
-        await tx.mailboxes.count(address, 1, size);
-        await tx.usage.add(owner, period, { num_messages: 1 });
-      }
+    await this.deliveries.submit({
+      address: target,
+      uuid: messageUuid(envelope, digest),
+      text,
+      size: Buffer.byteLength(text),
+      expires: envelope.expires ?? null,
     });
   }
 
-  private checkDeliveryQuotas(found: MailboxWithOwnerUsage, size: number): void {
-    const limits = this.usage.limitsWith(found.overrides);
-    const { num_messages: messages } = found.counters;
-    if (messages + 1 > limits.messagesPerMonth) {
-      throw new QuotaExceededError(
-        `Message quota reached ${messages} / ${limits.messagesPerMonth}`,
-      );
-    }
-    const stored = found.ownerBytesStored;
-    if (stored + size > limits.bytesStored) {
-      throw new QuotaExceededError(`Storage quota reached ${stored} / ${limits.bytesStored}`);
-    }
+  /**
+   * Writes a group of deliveries in one transaction, in arrival order, each checked against
+   * its owner's quotas as they stand after the deliveries before it. A message stored
+   * already (a client resending after a lost answer) is not stored or counted again. Counters
+   * and usage move in the same transaction.
+   */
+  private deliverGroup(group: Delivery[]): Promise<ItemOutcome<void>[]> {
+    const now = this.clock.now();
+    const period = usagePeriod(now);
+    const retained = now + this.policy.retentionMs;
+    return this.store.transaction(async (tx) => {
+      const addresses = [...new Set(group.map((delivery) => delivery.address))];
+      const mailboxes = await tx.mailboxes.findManyWithOwnerUsage(addresses, period);
+      if (mailboxes.size === 0) {
+        return group.map(() => ({ ok: false, error: new NotFoundError(UNKNOWN_TARGET) }));
+      }
+      const bytesStored = await tx.mailboxes.bytesStoredBy([
+        ...new Set([...mailboxes.values()].map((found) => found.mailbox.user_id)),
+      ]);
+      const taken = await tx.messages.existing(group.map((delivery) => delivery.uuid));
+      const owners = new Map<string, OwnerTally>();
+      const accepted: NewMessage[] = [];
+      const outcomes = group.map((delivery): ItemOutcome<void> => {
+        const found = mailboxes.get(delivery.address);
+        if (!found) return { ok: false, error: new NotFoundError(UNKNOWN_TARGET) };
+        if (taken.has(delivery.uuid)) return { ok: true, value: undefined };
+        const owner = found.mailbox.user_id;
+        let tally = owners.get(owner);
+        if (!tally) {
+          tally = {
+            limits: this.usage.limitsWith(found.overrides),
+            messagesThisPeriod: found.counters.num_messages,
+            bytesStored: bytesStored.get(owner) ?? 0,
+          };
+          owners.set(owner, tally);
+        }
+        const refusal = quotaRefusal(tally, delivery.size);
+        if (refusal) return { ok: false, error: refusal };
+        tally.messagesThisPeriod += 1;
+        tally.bytesStored += delivery.size;
+        taken.add(delivery.uuid);
+        accepted.push({
+          uuid: delivery.uuid,
+          address: delivery.address,
+          envelope: delivery.text,
+          size: delivery.size,
+          received_at: now,
+          expires_at:
+            delivery.expires == null ? retained : Math.min(retained, delivery.expires * 1000),
+        });
+        return { ok: true, value: undefined };
+      });
+      if (accepted.length === 0) return outcomes;
+
+      // Normally all of them; on PostgreSQL a concurrent submit of the same envelope may win.
+      const uuids = await tx.messages.insertMany(accepted);
+      const stored = accepted.filter((message) => uuids.has(message.uuid));
+      await tx.mailboxes.countMany(counterChanges(stored, 1));
+      const perOwner = new Map<string, number>();
+      for (const message of stored) {
+        const owner = mailboxes.get(message.address)!.mailbox.user_id;
+        perOwner.set(owner, (perOwner.get(owner) ?? 0) + 1);
+      }
+      for (const [owner, messages] of perOwner) {
+        await tx.usage.add(owner, period, { num_messages: messages });
+      }
+      return outcomes;
+    });
   }
 
   /** Unexpired messages, oldest first; their bytes count as transferred. */
@@ -158,16 +224,7 @@ export class MailboxService {
     for (let batch = 0; batch < this.policy.sweepMaxBatches; batch++) {
       const removed = await this.store.transaction(async (tx) => {
         const rows = await tx.messages.deleteExpired(this.clock.now(), this.policy.sweepBatchSize);
-        const perMailbox = new Map<string, { messages: number; bytes: number }>();
-        for (const row of rows) {
-          const total = perMailbox.get(row.address) ?? { messages: 0, bytes: 0 };
-          total.messages += 1;
-          total.bytes += row.size;
-          perMailbox.set(row.address, total);
-        }
-        for (const [address, total] of perMailbox) {
-          await tx.mailboxes.count(address, -total.messages, -total.bytes);
-        }
+        await tx.mailboxes.countMany(counterChanges(rows, -1));
         return rows.length;
       });
       swept += removed;
@@ -190,19 +247,52 @@ export class MailboxService {
     const now = this.clock.now();
     const period = usagePeriod(now);
     const repos = this.store.repos;
-    const found = await repos.mailboxes.findWithOwnerUsage(address, period);
+    // Neither read waits for the other (on PostgreSQL they go out on two connections); the
+    // messages are returned only once the caller and the quota have been checked.
+    const [found, messages] = await Promise.all([
+      repos.mailboxes.findWithOwnerUsage(address, period),
+      read(address, now),
+    ]);
     if (!found || !mayRead(principal, found.mailbox)) throw new NotFoundError(notFound);
     const limit = this.usage.limitsWith(found.overrides).bytesTransferredPerMonth;
     const transferred = found.counters.bytes_transferred;
     if (transferred >= limit) {
       throw new QuotaExceededError(`Transfer quota reached ${transferred} / ${limit}`);
     }
-    const messages = await read(address, now);
     const bytes = messages.reduce((sum, message) => sum + message.size, 0);
     const owner = found.mailbox.user_id;
     if (bytes > 0) await repos.usage.add(owner, period, { bytes_transferred: bytes });
     return messages;
   }
+}
+
+/** How adding (`sign` 1) or removing (-1) `messages` moves each mailbox's counters. */
+function counterChanges(
+  messages: { address: string; size: number }[],
+  sign: 1 | -1,
+): CounterChange[] {
+  const changes = new Map<string, CounterChange>();
+  for (const { address, size } of messages) {
+    const change = changes.get(address) ?? { address, messages: 0, bytes: 0 };
+    change.messages += sign;
+    change.bytes += sign * size;
+    changes.set(address, change);
+  }
+  return [...changes.values()];
+}
+
+/** The quota a delivery of `size` bytes would break, as the error its sender gets. */
+function quotaRefusal(tally: OwnerTally, size: number): QuotaExceededError | undefined {
+  const { messagesPerMonth, bytesStored } = tally.limits;
+  if (tally.messagesThisPeriod + 1 > messagesPerMonth) {
+    return new QuotaExceededError(
+      `Message quota reached ${tally.messagesThisPeriod} / ${messagesPerMonth}`,
+    );
+  }
+  if (tally.bytesStored + size > bytesStored) {
+    return new QuotaExceededError(`Storage quota reached ${tally.bytesStored} / ${bytesStored}`);
+  }
+  return undefined;
 }
 
 /**

@@ -43,7 +43,7 @@ export class ProxyService {
     principal: Principal,
     connection: string | undefined,
   ): Promise<RelayedReply | undefined> {
-    const address = await this.admission.admit(envelope, principal);
+    const { target: address } = await this.admission.admit(envelope, principal);
     const url = await this.store.repos.agents.findRedirectUrl(address);
     if (!url) throw new NotFoundError(UNKNOWN_TARGET);
     const sync = connection === 'sync';

@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kysely';
 import pg from 'pg';
+import { BackgroundCheckpointer } from './checkpointer.js';
 import type { Database } from './schema.js';
 
 export type DialectName = 'sqlite' | 'postgres';
@@ -16,7 +17,20 @@ export interface DatabaseHandle {
 export interface DatabaseOptions {
   /** Connections in the PostgreSQL pool (default {@link DEFAULT_POOL_SIZE}). */
   poolSize?: number;
+  /**
+   * SQLite: checkpoint from a worker thread rather than on the event loop (see
+   * {@link BackgroundCheckpointer}); `onError` hears if that thread fails.
+   */
+  backgroundCheckpoints?: { onError(error: unknown): void };
 }
+
+/** How often the background thread checkpoints. */
+const CHECKPOINT_INTERVAL_MS = 100;
+/**
+ * Log pages after which a commit checkpoints by itself (SQLite's default is 1000): a backstop
+ * while a background thread does the work, about 40 MB of log.
+ */
+const BACKSTOP_CHECKPOINT_PAGES = 10_000;
 
 export const DEFAULT_POOL_SIZE = 10;
 
@@ -65,15 +79,28 @@ export function openSqliteConnection(path: string): BetterSqlite3.Database {
   return sqlite;
 }
 
-function openSqlite(url: string): DatabaseHandle {
-  const sqlite = openSqliteConnection(sqlitePath(url));
+function openSqlite(url: string, options: DatabaseOptions): DatabaseHandle {
+  const path = sqlitePath(url);
+  const sqlite = openSqliteConnection(path);
+  let checkpointer: BackgroundCheckpointer | undefined;
+  if (options.backgroundCheckpoints && path !== ':memory:') {
+    sqlite.pragma(`wal_autocheckpoint = ${BACKSTOP_CHECKPOINT_PAGES}`);
+    checkpointer = BackgroundCheckpointer.start(
+      path,
+      CHECKPOINT_INTERVAL_MS,
+      options.backgroundCheckpoints.onError,
+    );
+  }
   const db = new Kysely<Database>({
     dialect: new SqliteDialect({ database: withStatementCache(sqlite) }),
   });
   return {
     db,
     dialect: 'sqlite',
-    close: () => db.destroy(),
+    close: async () => {
+      await checkpointer?.stop();
+      await db.destroy();
+    },
   };
 }
 
@@ -103,7 +130,7 @@ function openPostgres(url: string, options: DatabaseOptions): DatabaseHandle {
 }
 
 export function openDatabase(url: string, options: DatabaseOptions = {}): DatabaseHandle {
-  if (url.startsWith('sqlite:')) return openSqlite(url);
+  if (url.startsWith('sqlite:')) return openSqlite(url, options);
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
     return openPostgres(url, options);
   }

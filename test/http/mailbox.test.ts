@@ -2,6 +2,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { encodeBech32 } from '../../src/crypto/index.js';
+import { messageUuid } from '../../src/services/mailbox.js';
+import { Store } from '../../src/store/index.js';
 import { hostOf, registerAgent } from '../helpers/agents.js';
 import { call } from '../helpers/http.js';
 import { dialects, ManualClock, startTestServer, type TestServer } from '../helpers/server.js';
@@ -258,6 +260,67 @@ for (const dialect of dialects) {
       assert.equal((await list(recipient)).body.length, 2);
     });
 
+    it('answers each of many concurrent submits only once its message is committed', async () => {
+      const recipient = await newAgent();
+      const senders = [TestIdentity.random(), TestIdentity.random()];
+      const envelopes = Array.from({ length: 40 }, (_, i) =>
+        envelopeFrom(senders[i % 2]!, recipient.address, { nonce: i }),
+      );
+      // Another connection sees only what is committed.
+      const observer = Store.open(t.config.databaseUrl);
+      try {
+        const seenAtAnswer = await Promise.all(
+          envelopes.map(async (envelope) => {
+            const answer = await submit(envelope);
+            assert.equal(answer.status, 200, answer.text);
+            const uuid = messageUuid(envelope);
+            return (
+              (await observer.repos.messages.findPending(recipient.address, uuid, 0)) !== undefined
+            );
+          }),
+        );
+        assert.deepEqual(
+          seenAtAnswer,
+          envelopes.map(() => true),
+        );
+      } finally {
+        await observer.close();
+      }
+      assert.equal((await mailboxRow(recipient)).pending_messages, envelopes.length);
+    });
+
+    it('refuses only the envelopes at fault among many that arrive together', async () => {
+      const owner = await t.addUser('group-quota');
+      const principal = await t.server.ctx.services.users.authenticate(owner);
+      assert.equal(principal.kind, 'user');
+      await t.server.ctx.services.usage.setLimits(principal.userId, { messagesPerMonth: 3 });
+      const limited = await newAgent(owner);
+      const open = await newAgent();
+      const sender = TestIdentity.random();
+      const stored = envelopeFrom(sender, open.address);
+      assert.equal((await submit(stored)).status, 200);
+      const openBefore = (await mailboxRow(open)).pending_messages;
+
+      const burst = [
+        ...Array.from({ length: 5 }, () => envelopeFrom(sender, limited.address)),
+        ...Array.from({ length: 5 }, () => envelopeFrom(sender, open.address)),
+        envelopeFrom(sender, TestIdentity.random().address),
+        stored,
+      ];
+      const statuses = (await Promise.all(burst.map((envelope) => submit(envelope)))).map(
+        (answer) => answer.status,
+      );
+      const limitedStatuses = statuses.slice(0, 5);
+      assert.equal(limitedStatuses.filter((status) => status === 200).length, 3);
+      assert.equal(limitedStatuses.filter((status) => status === 406).length, 2);
+      assert.deepEqual(statuses.slice(5), [200, 200, 200, 200, 200, 404, 200]);
+
+      assert.equal((await mailboxRow(limited)).pending_messages, 3);
+      assert.equal((await list(limited)).body.length, 3);
+      assert.equal((await mailboxRow(open)).pending_messages, openBefore + 5);
+      assert.equal((await usageOf(owner)).num_messages, 3);
+    });
+
     it('stores a message sent with x-uagents-connection: sync like any other', async () => {
       const [recipient, sender] = [await newAgent(), TestIdentity.random()];
       const res = await submit(envelopeFrom(sender, recipient.address), {
@@ -500,6 +563,37 @@ for (const dialect of dialects) {
         assert.equal(await probe(method, TestIdentity.random().address), 'not-ready');
         assert.equal(await probe(method), 'indeterminate');
       }
+    });
+  });
+}
+
+for (const dialect of dialects) {
+  describe(`mailbox checking signatures on the event loop (${dialect})`, () => {
+    let t: TestServer;
+    before(async () => {
+      t = await startTestServer({ dialect, config: { verifierThreads: 0 } });
+    });
+    after(() => t.close());
+
+    it('accepts high- and low-s envelopes and refuses a tampered one', async () => {
+      const recipient = TestIdentity.random();
+      await registerAgent(hostOf(t), t.userKey, recipient);
+      const sender = TestIdentity.random();
+      const envelopeWith = (s: 'high' | 'low', nonce: number) =>
+        sender.signEnvelope(
+          makeEnvelope({
+            sender: sender.address,
+            target: recipient.address,
+            payloadJson: '{"text":"inline"}',
+            nonce,
+          }),
+          { s },
+        );
+      const submit = (body: unknown) => call(t.url, 'POST', '/v2/agents/mailbox/submit', { body });
+      assert.equal((await submit(envelopeWith('high', 1))).status, 200);
+      assert.equal((await submit(envelopeWith('low', 2))).status, 200);
+      const tampered = { ...envelopeWith('low', 3), nonce: 4 };
+      assert.equal((await submit(tampered)).status, 400);
     });
   });
 }

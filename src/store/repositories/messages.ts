@@ -13,6 +13,21 @@ export type PendingMessage = Pick<
 /** Where a removed message was and how large it was, for the mailbox counters. */
 export type RemovedMessage = Pick<MessageRow, 'address' | 'size'>;
 
+/** Rows per INSERT: 6 parameters each stays far below either database's limit. */
+const MAX_ROWS_PER_INSERT = 1000;
+
+/**
+ * The statement {@link MessagesRepository.insertMany} stores messages with; `npm run bench`
+ * times it for its storage ceiling.
+ */
+export function insertMessagesQuery(db: Kysely<Database>, messages: NewMessage[]) {
+  return db
+    .insertInto('messages')
+    .values(messages)
+    .onConflict((oc) => oc.column('uuid').doNothing())
+    .returning('uuid');
+}
+
 /**
  * Messages waiting in mailboxes. Every read hides expired messages, so expiry is exact even
  * between two runs of the sweep that deletes them.
@@ -20,15 +35,28 @@ export type RemovedMessage = Pick<MessageRow, 'address' | 'size'>;
 export class MessagesRepository {
   constructor(private readonly db: Kysely<Database>) {}
 
-  /** Stores the message unless one with its uuid exists; true when it was stored now. */
-  async insert(message: NewMessage): Promise<boolean> {
-    const row = await this.db
-      .insertInto('messages')
-      .values(message)
-      .onConflict((oc) => oc.column('uuid').doNothing())
-      .returning('id')
-      .executeTakeFirst();
-    return row !== undefined;
+  /** Those of `uuids` that some stored message has. */
+  async existing(uuids: string[]): Promise<Set<string>> {
+    const rows = await this.db
+      .selectFrom('messages')
+      .select('uuid')
+      .where('uuid', 'in', uuids)
+      .execute();
+    return new Set(rows.map((row) => row.uuid));
+  }
+
+  /**
+   * Stores the messages, in order, except those whose uuid is taken (by a message stored
+   * before or earlier in the list). Returns the uuids stored now.
+   */
+  async insertMany(messages: NewMessage[]): Promise<Set<string>> {
+    const stored = new Set<string>();
+    for (let from = 0; from < messages.length; from += MAX_ROWS_PER_INSERT) {
+      const batch = messages.slice(from, from + MAX_ROWS_PER_INSERT);
+      const rows = await insertMessagesQuery(this.db, batch).execute();
+      for (const row of rows) stored.add(row.uuid);
+    }
+    return stored;
   }
 
   /** Unexpired messages of a mailbox, oldest first. */

@@ -1,0 +1,123 @@
+import type { Worker } from 'node:worker_threads';
+import type { EnvelopeFields, SignatureVerifier } from '../crypto/index.js';
+import { startWorker } from '../worker-threads.js';
+import type { EnvelopeVerifier } from './envelopes.js';
+
+export type VerifierKind = SignatureVerifier['kind'];
+
+/** What the pool sends a thread: one envelope to check. */
+export interface VerificationRequest {
+  id: number;
+  envelope: EnvelopeFields;
+}
+
+/** The digest of the envelope of request `id` if its sender signed it, else null. */
+export interface VerificationAnswer {
+  id: number;
+  digest: Uint8Array | null;
+}
+
+interface Waiting {
+  resolve(digest: Uint8Array | undefined): void;
+  reject(error: unknown): void;
+}
+
+/** The fields the signature covers: a body's other fields could be large. */
+function signedFields(envelope: EnvelopeFields): EnvelopeFields {
+  return {
+    version: envelope.version,
+    sender: envelope.sender,
+    target: envelope.target,
+    session: envelope.session,
+    schema_digest: envelope.schema_digest,
+    payload: envelope.payload,
+    expires: envelope.expires,
+    nonce: envelope.nonce,
+    signature: envelope.signature,
+  };
+}
+
+/** One worker thread and the checks it has not answered yet. */
+class PoolThread {
+  readonly worker: Worker;
+  readonly waiting = new Map<number, Waiting>();
+
+  constructor(verifier: VerifierKind, onExit: (thread: PoolThread, error: unknown) => void) {
+    this.worker = startWorker(import.meta.url, 'verifier-worker', { workerData: { verifier } });
+    this.worker.on('message', ({ id, digest }: VerificationAnswer) => {
+      const waiting = this.waiting.get(id);
+      this.waiting.delete(id);
+      waiting?.resolve(digest ?? undefined);
+    });
+    let failure: unknown;
+    this.worker.on('error', (error) => (failure = error));
+    this.worker.on('exit', (code) =>
+      onExit(this, failure ?? new Error(`a verifier thread exited with code ${code}`)),
+    );
+  }
+
+  check(id: number, envelope: EnvelopeFields, waiting: Waiting): void {
+    this.waiting.set(id, waiting);
+    this.worker.postMessage({ id, envelope: signedFields(envelope) } satisfies VerificationRequest);
+  }
+
+  failAll(error: unknown): void {
+    for (const waiting of this.waiting.values()) waiting.reject(error);
+    this.waiting.clear();
+  }
+}
+
+/**
+ * Checks envelope signatures in worker threads, so that the event loop only parses, stores
+ * and answers. Each check goes to the thread with the fewest unanswered ones as soon as it
+ * is asked for: the thread starts on it while the event loop reads the next request, which
+ * measured better than gathering the checks of one turn of the loop into one message. A
+ * thread starts when there is work for it, so one that died is replaced by the next check;
+ * `close` stops them all.
+ */
+export class VerifierPool implements EnvelopeVerifier {
+  private readonly threads: (PoolThread | undefined)[];
+  private nextId = 0;
+  private closed = false;
+
+  /** `verifier` names the implementation the threads use, as the inline verifier would. */
+  constructor(
+    size: number,
+    private readonly verifier: VerifierKind,
+  ) {
+    if (!Number.isInteger(size) || size < 1) {
+      throw new RangeError(`a verifier pool needs at least one thread, got ${size}`);
+    }
+    this.threads = Array.from({ length: size }, () => undefined);
+  }
+
+  verify(envelope: EnvelopeFields): Promise<Uint8Array | undefined> {
+    if (this.closed) return Promise.reject(new Error('the verifier pool is closed'));
+    let least: PoolThread | undefined;
+    for (const [slot, running] of this.threads.entries()) {
+      const thread = running ?? this.startThread(slot);
+      if (!least || thread.waiting.size < least.waiting.size) least = thread;
+    }
+    return new Promise((resolve, reject) =>
+      least!.check(this.nextId++, envelope, { resolve, reject }),
+    );
+  }
+
+  /** Stops the threads; checks not answered yet fail. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const threads = this.threads.splice(0).filter((thread) => thread !== undefined);
+    const error = new Error('the verifier pool is closed');
+    for (const thread of threads) thread.failAll(error);
+    await Promise.all(threads.map((thread) => thread.worker.terminate()));
+  }
+
+  private startThread(slot: number): PoolThread {
+    const thread = new PoolThread(this.verifier, (exited, error) => {
+      exited.failAll(error);
+      if (this.threads[slot] === exited) this.threads[slot] = undefined;
+    });
+    this.threads[slot] = thread;
+    return thread;
+  }
+}

@@ -1,0 +1,95 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import type { NewMessage } from '../../src/store/repositories/messages.js';
+import { dialects } from '../helpers/server.js';
+import { insertUser, openTestStore, type TestStore } from '../helpers/store.js';
+
+for (const dialect of dialects) {
+  describe(`messages and mailbox counters store (${dialect})`, () => {
+    let t: TestStore;
+    let owner: string;
+    const mailboxes = ['agent1messagesa', 'agent1messagesb'];
+
+    before(async () => {
+      t = await openTestStore(dialect);
+      owner = await insertUser(t.store);
+      for (const address of mailboxes) {
+        await t.store.repos.agents.save({
+          address,
+          user_id: owner,
+          name: address,
+          handle: null,
+          redirect_url: null,
+          agent_type: 'uagent',
+          profile: {
+            description: '',
+            readme: '',
+            avatar_url: '',
+            banner_url: '',
+            starter_prompts: [],
+          },
+          endpoints: [],
+          protocols: [],
+          metadata: null,
+          registered_at: 0,
+          updated_at: 0,
+        });
+        await t.store.repos.mailboxes.create({ address, user_id: owner, created_at: 0 });
+      }
+    });
+    after(() => t.close());
+
+    const message = (address: string, uuid = randomUUID()): NewMessage => ({
+      uuid,
+      address,
+      envelope: `{"uuid":"${uuid}"}`,
+      size: 10,
+      received_at: 1,
+      expires_at: Number.MAX_SAFE_INTEGER,
+    });
+
+    it('stores many messages in order, skipping uuids taken before or earlier in the list', async () => {
+      const [a, b] = mailboxes as [string, string];
+      const earlier = message(a);
+      await t.store.repos.messages.insertMany([earlier]);
+      const first = message(b);
+      const batch = [
+        message(a),
+        earlier,
+        first,
+        { ...first, envelope: '{"again":true}' },
+        message(b),
+      ];
+      const stored = await t.store.repos.messages.insertMany(batch);
+      assert.deepEqual([...stored].sort(), [batch[0]!.uuid, first.uuid, batch[4]!.uuid].sort());
+      const listed = await t.store.repos.messages.listPending(b, 0, { limit: 10, offset: 0 });
+      assert.deepEqual(
+        listed.map((row) => row.envelope),
+        [first.envelope, batch[4]!.envelope],
+      );
+      assert.deepEqual(
+        await t.store.repos.messages.existing([earlier.uuid, first.uuid, randomUUID()]),
+        new Set([earlier.uuid, first.uuid]),
+      );
+    });
+
+    it('moves the counters of several mailboxes in one call, either way', async () => {
+      const [a, b] = mailboxes as [string, string];
+      const before = await Promise.all(mailboxes.map((m) => t.store.repos.mailboxes.find(m)));
+      await t.store.repos.mailboxes.countMany([
+        { address: a, messages: 3, bytes: 300 },
+        { address: b, messages: -1, bytes: -10 },
+      ]);
+      const after = await Promise.all(mailboxes.map((m) => t.store.repos.mailboxes.find(m)));
+      assert.equal(after[0]!.pending_messages, before[0]!.pending_messages + 3);
+      assert.equal(after[0]!.bytes_stored, before[0]!.bytes_stored + 300);
+      assert.equal(after[1]!.pending_messages, before[1]!.pending_messages - 1);
+      assert.equal(after[1]!.bytes_stored, before[1]!.bytes_stored - 10);
+      assert.deepEqual(
+        await t.store.repos.mailboxes.bytesStoredBy([owner]),
+        new Map([[owner, after[0]!.bytes_stored + after[1]!.bytes_stored]]),
+      );
+    });
+  });
+}
