@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import { loadavg } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { redactUrl } from '../src/config/index.js';
 import type { DialectName, Store } from '../src/store/index.js';
@@ -16,9 +17,13 @@ import { scenarios } from './scenarios/index.js';
  * `npm run bench`: measures the ceilings of this machine, then runs every scenario against
  * a fresh Agentry server on SQLite and, when it answers, PostgreSQL. Progress goes to
  * stderr; the table goes to stdout and every number to bench/results/latest.json.
+ * `npm run bench -- WORD…` runs only the scenarios whose names contain one of the words, and
+ * `--cpu-prof` has Node profile each server into bench/results/profiles/; either leaves
+ * latest.json alone (for comparing variants, or finding costs, while working on one part).
  */
 
 const resultsPath = fileURLToPath(new URL('./results/latest.json', import.meta.url));
+const profilesPath = fileURLToPath(new URL('./results/profiles/', import.meta.url));
 const started = performance.now();
 const progress = (message: string): void => {
   const seconds = ((performance.now() - started) / 1000).toFixed(0).padStart(4);
@@ -28,6 +33,12 @@ const progress = (message: string): void => {
 // Other work on the machine slows the server under test; the results record how busy it was.
 const loadAverageAtStart = loadavg()[0]!;
 const skipped: string[] = [];
+const profiling = process.argv.includes('--cpu-prof');
+const wanted = process.argv.slice(2).filter((argument) => !argument.startsWith('--'));
+const partial = profiling || wanted.length > 0;
+const selected = scenarios.filter(
+  (scenario) => wanted.length === 0 || wanted.some((word) => scenario.name.includes(word)),
+);
 const dialects: DialectName[] = ['sqlite'];
 const pgProblem = await postgresUnavailable(benchPgUrl);
 if (pgProblem === undefined) {
@@ -58,10 +69,13 @@ const measures: Measure[] = [
 
 for (const dialect of dialects) {
   const peakRss: Record<string, number> = {};
-  for (const scenario of scenarios) {
+  for (const scenario of selected) {
     progress(`${scenario.name} on ${dialect}`);
     const database = await freshDatabase(dialect);
-    const service = await startService(database, scenario.settings);
+    const nodeArgs = profiling
+      ? ['--cpu-prof', `--cpu-prof-dir=${join(profilesPath, `${scenario.name} ${dialect}`)}`]
+      : [];
+    const service = await startService(database, scenario.settings, nodeArgs);
     let store: Store | undefined;
     try {
       measures.push(
@@ -98,7 +112,7 @@ const seconds = (performance.now() - started) / 1000;
 const autocannonVersion = (
   createRequire(import.meta.url)('autocannon/package.json') as { version: string }
 ).version;
-writeResults(resultsPath, {
+const results = {
   date: new Date().toISOString(),
   seconds,
   machine: machineInfo(),
@@ -111,7 +125,12 @@ writeResults(resultsPath, {
   },
   skipped,
   measures,
-});
+};
+if (!partial) writeResults(resultsPath, results);
 process.stdout.write(`\n${formatTable(measures)}\n\n`);
 for (const note of skipped) process.stdout.write(`skipped: ${note}\n`);
-progress(`done in ${seconds.toFixed(0)} s; every number is in ${resultsPath}`);
+progress(
+  partial
+    ? `done in ${seconds.toFixed(0)} s (${resultsPath} left as it was${profiling ? `; profiles in ${profilesPath}` : ''})`
+    : `done in ${seconds.toFixed(0)} s; every number is in ${resultsPath}`,
+);

@@ -59,16 +59,15 @@ export async function measureCeilings(
   const source = { envelopes: envelopes.bodies, targets };
   const ceilings: Ceilings = { http, crypto, storage: {}, submit: {} };
   for (const dialect of dialects) {
+    const database = await freshDatabase(dialect);
     let storage: Measure;
-    if (dialect === 'sqlite') {
-      storage = measureSqliteCeiling(source, ROUNDS);
-    } else {
-      const database = await freshDatabase('postgres');
-      try {
-        storage = await measurePostgresCeiling(database.url, source, ROUNDS);
-      } finally {
-        await database.drop();
-      }
+    try {
+      storage =
+        dialect === 'sqlite'
+          ? await measureSqliteCeiling(database, source, ROUNDS)
+          : await measurePostgresCeiling(database, source, ROUNDS);
+    } finally {
+      await database.drop();
     }
     ceilings.storage[dialect] = storage;
     ceilings.submit[dialect] = composedSubmitCeiling(cores, http, crypto, storage);

@@ -6,6 +6,11 @@ export function makeIdentities(count: number): TestIdentity[] {
   return Array.from({ length: count }, () => TestIdentity.random());
 }
 
+/** Agents whose keys derive from `${prefix} ${i}`, so a worker thread can rebuild them. */
+export function seededIdentities(prefix: string, count: number): TestIdentity[] {
+  return Array.from({ length: count }, (_, i) => TestIdentity.fromSeed(`${prefix} ${i}`));
+}
+
 export interface EnvelopeBatch {
   /** The JSON bodies to submit, each about `bytes` long. */
   bodies: string[];
@@ -29,15 +34,17 @@ function paddedPayload(sender: TestIdentity, target: string, bytes: number): str
  * `count` envelopes signed like uAgents signs them, sent round-robin from `senders` to
  * `targets`, each with its own session and nonce so none is a duplicate of another. s lands
  * in the high and low half in turn: Python's signer sends both, and both must verify.
+ * `firstIndex` makes envelopes `firstIndex`… of a larger set, one slice of it at a time.
  */
 export function signedEnvelopes(
   count: number,
-  options: { senders: TestIdentity[]; targets: string[]; bytes?: number },
+  options: { senders: TestIdentity[]; targets: string[]; bytes?: number; firstIndex?: number },
 ): EnvelopeBatch {
   const { senders, targets } = options;
   const payloadJson = paddedPayload(senders[0]!, targets[0]!, options.bytes ?? 600);
   const envelopes: EnvelopeFields[] = [];
-  for (let i = 0; i < count; i++) {
+  const first = options.firstIndex ?? 0;
+  for (let i = first; i < first + count; i++) {
     const sender = senders[i % senders.length]!;
     const s: SHalf = i % 2 === 0 ? 'high' : 'low';
     envelopes.push(

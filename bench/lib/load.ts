@@ -1,4 +1,5 @@
 import autocannon, { type Request, type RequestParams } from 'autocannon';
+import { Pool } from 'undici';
 import { processCpuSeconds } from './proc.js';
 import { summarize, type LatencySummary } from './stats.js';
 
@@ -137,4 +138,73 @@ export async function measureForDuration(
   const common = { ...options, connections: profile.connections };
   await runLoad({ ...common, until: { seconds: profile.warmupSeconds } });
   return runLoad({ ...common, until: { seconds: profile.durationSeconds } });
+}
+
+export interface PacedOptions {
+  url: string;
+  /** Connections kept open to the server; a request waits for a free one. */
+  connections: number;
+  /** Requests started per second, evenly spaced. */
+  rate: number;
+  requests: number;
+  request: (index: number) => HttpRequest;
+  expectStatus: number;
+  cpuOfPid?: number;
+}
+
+/**
+ * An open-loop run: requests start on a fixed schedule, whatever the answers before them,
+ * and each latency counts from the moment its request was handed to the connection pool
+ * (waiting for a free connection included), so a server that falls behind shows it in the
+ * percentiles where a closed loop would only send less. For latency at a given load rather
+ * than at saturation.
+ */
+export async function runPaced(options: PacedOptions): Promise<LoadResult> {
+  const pool = new Pool(options.url, { connections: options.connections, pipelining: 1 });
+  const latencies: number[] = [];
+  let unexpected: { count: number; first: string } | undefined;
+  const ownCpuBefore = process.cpuUsage();
+  const cpuBefore = options.cpuOfPid === undefined ? 0 : processCpuSeconds(options.cpuOfPid);
+  const startedAt = performance.now();
+  const intervalMs = 1000 / options.rate;
+  const answers: Promise<void>[] = [];
+  const send = async (index: number): Promise<void> => {
+    const { method, path, headers, body } = params(options.request(index));
+    const sentAt = performance.now();
+    const response = await pool.request({ method: method!, path: path!, headers, body });
+    const text = await response.body.text();
+    if (response.statusCode === options.expectStatus) {
+      latencies.push(performance.now() - sentAt);
+    } else {
+      unexpected ??= { count: 0, first: `${response.statusCode} ${text.slice(0, 300)}` };
+      unexpected.count++;
+    }
+  };
+  let sent = 0;
+  while (sent < options.requests) {
+    const now = performance.now();
+    for (; sent < options.requests && startedAt + sent * intervalMs <= now; sent++) {
+      answers.push(send(sent));
+    }
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, intervalMs / 2)));
+  }
+  await Promise.all(answers);
+  const seconds = (performance.now() - startedAt) / 1000;
+  const ownCpu = process.cpuUsage(ownCpuBefore);
+  const cpuSeconds =
+    options.cpuOfPid === undefined ? undefined : processCpuSeconds(options.cpuOfPid) - cpuBefore;
+  await pool.close();
+  if (unexpected) {
+    throw new Error(
+      `${unexpected.count} answers were not ${options.expectStatus}; the first: ${unexpected.first}`,
+    );
+  }
+  return {
+    requests: latencies.length,
+    seconds,
+    requestsPerSecond: latencies.length / seconds,
+    latencyMs: summarize(latencies),
+    loadGeneratorCores: (ownCpu.user + ownCpu.system) / 1e6 / seconds,
+    ...(cpuSeconds === undefined ? {} : { serverCores: cpuSeconds / seconds }),
+  };
 }

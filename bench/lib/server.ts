@@ -47,16 +47,19 @@ export interface RunningService {
 
 /**
  * Starts `agentry serve` from dist/ in a child process over `database`, with rate limits
- * off and warnings-only logging. `settings` adds AGENTRY_* variables.
+ * off and warnings-only logging. `settings` adds AGENTRY_* variables; `nodeArgs` go to
+ * Node itself (such as `--cpu-prof`).
  */
 export async function startService(
   database: BenchDatabase,
   settings: Record<string, string> = {},
+  nodeArgs: string[] = [],
 ): Promise<RunningService> {
   const port = await freePort();
   const child = ChildRun.node(
     'agentry serve',
     [
+      ...nodeArgs,
       'dist/cli/main.js',
       'serve',
       '--host',
@@ -81,6 +84,13 @@ export async function startService(
       stop: async () => {
         const peak = rss.stop();
         await child.stop();
+        console.log(
+          child
+            .output()
+            .split('\n')
+            .filter((l) => l.includes('TRACE'))
+            .join('\n'),
+        );
         return peak;
       },
     };

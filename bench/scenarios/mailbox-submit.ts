@@ -1,0 +1,83 @@
+import { registerAgents } from '../lib/agents.js';
+import { seededIdentities } from '../lib/envelopes.js';
+import { runLoad, type HttpRequest } from '../lib/load.js';
+import { throughputMeasure } from '../lib/report.js';
+import { signInWorkers } from '../lib/signing.js';
+import type { TestIdentity } from '../../test/helpers/uagent.js';
+import type { Scenario } from './scenario.js';
+
+const SENDERS = 64;
+const TARGETS = 100;
+const WARMUP_SUBMITS = 4_000;
+const MEASURED_SUBMITS = 24_000;
+
+interface SubmitWorkload {
+  targets: TestIdentity[];
+  bodies: string[];
+}
+
+let workload: Promise<SubmitWorkload> | undefined;
+
+/** Made on first use and shared by every store: signing costs more than a run. */
+function submitWorkload(): Promise<SubmitWorkload> {
+  workload ??= (async () => {
+    const targets = seededIdentities('bench submit target', TARGETS);
+    const bodies = await signInWorkers(
+      {
+        kind: 'envelopes',
+        senderSeeds: Array.from({ length: SENDERS }, (_, i) => `bench submit sender ${i}`),
+        targets: targets.map((agent) => agent.address),
+        bytes: 600,
+      },
+      WARMUP_SUBMITS + MEASURED_SUBMITS,
+    );
+    return { targets, bodies };
+  })();
+  return workload;
+}
+
+/**
+ * Mailbox submit: distinct, validly signed ~600-byte envelopes from 64 senders to 100 agents
+ * registered through the API, each submitted once. Every 200 is a committed message, so the
+ * run pays one HTTP request, one signature check and one durable insert per request: it is
+ * compared with the submit ceiling composed from those parts.
+ */
+export const mailboxSubmitScenario: Scenario = {
+  name: 'mailbox submit',
+  async run({ service, profile, dialect, ceilings }) {
+    const { targets, bodies } = await submitWorkload();
+    await registerAgents(service, targets);
+    const common = { url: service.url, connections: profile.connections, expectStatus: 200 };
+    const submitOf =
+      (offset: number) =>
+      (index: number): HttpRequest => ({
+        method: 'POST',
+        path: '/v2/agents/mailbox/submit',
+        body: bodies[offset + index],
+      });
+    await runLoad({ ...common, until: { requests: WARMUP_SUBMITS }, request: submitOf(0) });
+    const run = await runLoad({
+      ...common,
+      until: { requests: MEASURED_SUBMITS },
+      request: submitOf(WARMUP_SUBMITS),
+      cpuOfPid: service.pid,
+    });
+    const measure = throughputMeasure(
+      { id: 'mailbox.submit', label: 'mailbox: submit (signed 600 B envelope)', store: dialect },
+      run,
+      ceilings.submit[dialect],
+    );
+    // The load generator and the server share the cores; per core of the server's own CPU
+    // time, the ceiling is what one core does of each part.
+    const ceiling = ceilings.submit[dialect]!;
+    const perServerCore = run.requestsPerSecond / run.serverCores!;
+    const ceilingPerCore = ceiling.value / (ceiling.details!.cores as number);
+    measure.details = {
+      ...measure.details,
+      perServerCore,
+      ceilingPerCore,
+      perCoreRatio: perServerCore / ceilingPerCore,
+    };
+    return [measure];
+  },
+};
