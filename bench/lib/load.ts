@@ -59,6 +59,23 @@ function params(request: HttpRequest): RequestParams {
  * One autocannon run on this thread. Latencies are kept per answer (autocannon's own
  * histogram has whole-millisecond buckets, too coarse for sub-millisecond answers).
  */
+/** A run's measures from its answered latencies and the CPU both sides used over it. */
+function loadResult(
+  latencies: number[],
+  seconds: number,
+  ownCpu: NodeJS.CpuUsage,
+  serverCpuSeconds: number | undefined,
+): LoadResult {
+  return {
+    requests: latencies.length,
+    seconds,
+    requestsPerSecond: latencies.length / seconds,
+    latencyMs: summarize(latencies),
+    loadGeneratorCores: (ownCpu.user + ownCpu.system) / 1e6 / seconds,
+    ...(serverCpuSeconds === undefined ? {} : { serverCores: serverCpuSeconds / seconds }),
+  };
+}
+
 export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   const { request, expectStatus } = options;
   let nextIndex = 0;
@@ -117,14 +134,7 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     throw new Error(`${result.errors} requests failed (${result.timeouts} timed out)`);
   }
   if (latencies.length === 0) throw new Error('no request was answered');
-  return {
-    requests: latencies.length,
-    seconds,
-    requestsPerSecond: latencies.length / seconds,
-    latencyMs: summarize(latencies),
-    loadGeneratorCores: (ownCpu.user + ownCpu.system) / 1e6 / seconds,
-    ...(cpuSeconds === undefined ? {} : { serverCores: cpuSeconds / seconds }),
-  };
+  return loadResult(latencies, seconds, ownCpu, cpuSeconds);
 }
 
 /**
@@ -199,12 +209,5 @@ export async function runPaced(options: PacedOptions): Promise<LoadResult> {
       `${unexpected.count} answers were not ${options.expectStatus}; the first: ${unexpected.first}`,
     );
   }
-  return {
-    requests: latencies.length,
-    seconds,
-    requestsPerSecond: latencies.length / seconds,
-    latencyMs: summarize(latencies),
-    loadGeneratorCores: (ownCpu.user + ownCpu.system) / 1e6 / seconds,
-    ...(cpuSeconds === undefined ? {} : { serverCores: cpuSeconds / seconds }),
-  };
+  return loadResult(latencies, seconds, ownCpu, cpuSeconds);
 }
