@@ -50,7 +50,7 @@ export class ChildRun {
     for (;;) {
       const match = pattern.exec(this.stdout);
       if (match) return match;
-      if (this.child.exitCode !== null || this.child.signalCode !== null) {
+      if (this.hasExited()) {
         throw new Error(`${this.name} exited before it was ready:\n${this.output()}`);
       }
       if (Date.now() > deadline) {
@@ -60,6 +60,11 @@ export class ChildRun {
     }
   }
 
+  /** Whether the process has ended. */
+  hasExited(): boolean {
+    return this.child.exitCode !== null || this.child.signalCode !== null;
+  }
+
   /** Resolves to the exit code once the process has ended by itself. */
   waitForExit(): Promise<number | null> {
     return this.exited;
@@ -67,7 +72,7 @@ export class ChildRun {
 
   /** Asks the process to stop (SIGTERM), killing it if it has not exited within the grace. */
   async stop(graceMs = 10_000): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    if (this.hasExited()) return;
     this.child.kill('SIGTERM');
     const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
     await this.exited;

@@ -117,6 +117,8 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     if (status === expectStatus) latencies.push(ms);
     lastAnswerAt = performance.now();
   });
+  let firstError: string | undefined;
+  instance.on('reqError', (error) => (firstError ??= error.message));
   const result = await instance;
   // autocannon notices the end only at its next one-second sample, and an amount-bound run
   // would count that idle wait: the run ends with its last answer.
@@ -131,7 +133,9 @@ export async function runLoad(options: LoadOptions): Promise<LoadResult> {
     );
   }
   if (result.errors > 0) {
-    throw new Error(`${result.errors} requests failed (${result.timeouts} timed out)`);
+    throw new Error(
+      `${result.errors} requests failed (${result.timeouts} timed out); the first: ${firstError}`,
+    );
   }
   if (latencies.length === 0) throw new Error('no request was answered');
   return loadResult(latencies, seconds, ownCpu, cpuSeconds);

@@ -35,6 +35,25 @@ function cleanEnvironment(settings: Record<string, string>): NodeJS.ProcessEnv {
   return { ...env, ...settings };
 }
 
+/** Asks `GET /health` until it answers 200; fails if the child exits or a minute passes. */
+async function waitUntilHealthy(url: string, child: ChildRun, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const answered = await fetch(`${url}/health`).then(
+      (response) => response.status === 200,
+      () => false,
+    );
+    if (answered) return;
+    if (child.hasExited()) {
+      throw new Error(`${child.name} exited before it answered:\n${child.output()}`);
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`${child.name} did not answer after ${timeoutMs} ms:\n${child.output()}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 export interface RunningService {
   /** Base URL, e.g. http://127.0.0.1:41234 */
   url: string;
@@ -75,22 +94,18 @@ export async function startService(
   );
   const rss = new RssSampler(child.pid);
   try {
-    // The key is printed once the server listens.
+    // The key is printed just before the server listens; at log level warn nothing says
+    // when it does, so its health check is asked until it answers.
     const [, apiKey] = await child.waitForOutput(/API key[^\n]*\n\s*\n\s*(\S+)\s*\n/);
+    const url = `http://127.0.0.1:${port}`;
+    await waitUntilHealthy(url, child);
     return {
-      url: `http://127.0.0.1:${port}`,
+      url,
       apiKey: apiKey!,
       pid: child.pid,
       stop: async () => {
         const peak = rss.stop();
         await child.stop();
-        console.log(
-          child
-            .output()
-            .split('\n')
-            .filter((l) => l.includes('TRACE'))
-            .join('\n'),
-        );
         return peak;
       },
     };
