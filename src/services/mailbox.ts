@@ -3,7 +3,7 @@ import type { Principal } from '../auth/principal.js';
 import { envelopeDigest, type EnvelopeFields } from '../crypto/index.js';
 import { NotFoundError, QuotaExceededError } from '../errors.js';
 import type { Store } from '../store/index.js';
-import type { CounterChange, MailboxRow } from '../store/repositories/mailboxes.js';
+import { counterChanges, type MailboxRow } from '../store/repositories/mailboxes.js';
 import type { NewMessage, PendingMessage } from '../store/repositories/messages.js';
 import type { Clock } from './clock.js';
 import { UNKNOWN_TARGET, type Envelope, type EnvelopeAdmission } from './envelopes.js';
@@ -101,73 +101,63 @@ export class MailboxService {
   }
 
   /**
-   * Writes a group of deliveries in one transaction, in arrival order, each checked against
-   * its owner's quotas as they stand after the deliveries before it. A message stored
-   * already (a client resending after a lost answer) is not stored or counted again. Counters
-   * and usage move in the same transaction.
+   * Writes a group of deliveries, in arrival order, each checked against its owner's quotas
+   * as read just before the group and moved by the deliveries before it in the group. Groups
+   * are written one at a time, so a process never counts past a quota; replicas writing at
+   * the same moment may each let one group through on the same reading. A message stored
+   * already (a client resending after a lost answer) is not stored or counted again. The
+   * messages, their mailboxes' counters and their owners' usage are written atomically.
    */
-  private deliverGroup(group: Delivery[]): Promise<ItemOutcome<void>[]> {
+  private async deliverGroup(group: Delivery[]): Promise<ItemOutcome<void>[]> {
     const now = this.clock.now();
     const period = usagePeriod(now);
     const retained = now + this.policy.retentionMs;
-    return this.store.transaction(async (tx) => {
-      const addresses = [...new Set(group.map((delivery) => delivery.address))];
-      const mailboxes = await tx.mailboxes.findManyWithOwnerUsage(addresses, period);
-      if (mailboxes.size === 0) {
-        return group.map(() => ({ ok: false, error: new NotFoundError(UNKNOWN_TARGET) }));
+    const repos = this.store.repos;
+    const addresses = [...new Set(group.map((delivery) => delivery.address))];
+    // Independent reads: on PostgreSQL they go out together on separate connections.
+    const [mailboxes, bytesStored, taken] = await Promise.all([
+      repos.mailboxes.findManyWithOwnerUsage(addresses, period),
+      repos.mailboxes.bytesStoredByOwnersOf(addresses),
+      repos.messages.existing(group.map((delivery) => delivery.uuid)),
+    ]);
+    if (mailboxes.size === 0) {
+      return group.map(() => ({ ok: false, error: new NotFoundError(UNKNOWN_TARGET) }));
+    }
+    const owners = new Map<string, OwnerTally>();
+    const accepted: NewMessage[] = [];
+    const outcomes = group.map((delivery): ItemOutcome<void> => {
+      const found = mailboxes.get(delivery.address);
+      if (!found) return { ok: false, error: new NotFoundError(UNKNOWN_TARGET) };
+      if (taken.has(delivery.uuid)) return { ok: true, value: undefined };
+      const owner = found.mailbox.user_id;
+      let tally = owners.get(owner);
+      if (!tally) {
+        tally = {
+          limits: this.usage.limitsWith(found.overrides),
+          messagesThisPeriod: found.counters.num_messages,
+          bytesStored: bytesStored.get(owner) ?? 0,
+        };
+        owners.set(owner, tally);
       }
-      const bytesStored = await tx.mailboxes.bytesStoredBy([
-        ...new Set([...mailboxes.values()].map((found) => found.mailbox.user_id)),
-      ]);
-      const taken = await tx.messages.existing(group.map((delivery) => delivery.uuid));
-      const owners = new Map<string, OwnerTally>();
-      const accepted: NewMessage[] = [];
-      const outcomes = group.map((delivery): ItemOutcome<void> => {
-        const found = mailboxes.get(delivery.address);
-        if (!found) return { ok: false, error: new NotFoundError(UNKNOWN_TARGET) };
-        if (taken.has(delivery.uuid)) return { ok: true, value: undefined };
-        const owner = found.mailbox.user_id;
-        let tally = owners.get(owner);
-        if (!tally) {
-          tally = {
-            limits: this.usage.limitsWith(found.overrides),
-            messagesThisPeriod: found.counters.num_messages,
-            bytesStored: bytesStored.get(owner) ?? 0,
-          };
-          owners.set(owner, tally);
-        }
-        const refusal = quotaRefusal(tally, delivery.size);
-        if (refusal) return { ok: false, error: refusal };
-        tally.messagesThisPeriod += 1;
-        tally.bytesStored += delivery.size;
-        taken.add(delivery.uuid);
-        accepted.push({
-          uuid: delivery.uuid,
-          address: delivery.address,
-          envelope: delivery.text,
-          size: delivery.size,
-          received_at: now,
-          expires_at:
-            delivery.expires == null ? retained : Math.min(retained, delivery.expires * 1000),
-        });
-        return { ok: true, value: undefined };
+      const refusal = quotaRefusal(tally, delivery.size);
+      if (refusal) return { ok: false, error: refusal };
+      tally.messagesThisPeriod += 1;
+      tally.bytesStored += delivery.size;
+      taken.add(delivery.uuid);
+      accepted.push({
+        uuid: delivery.uuid,
+        address: delivery.address,
+        envelope: delivery.text,
+        size: delivery.size,
+        received_at: now,
+        expires_at:
+          delivery.expires == null ? retained : Math.min(retained, delivery.expires * 1000),
       });
-      if (accepted.length === 0) return outcomes;
-
-      // Normally all of them; on PostgreSQL a concurrent submit of the same envelope may win.
-      const uuids = await tx.messages.insertMany(accepted);
-      const stored = accepted.filter((message) => uuids.has(message.uuid));
-      await tx.mailboxes.countMany(counterChanges(stored, 1));
-      const perOwner = new Map<string, number>();
-      for (const message of stored) {
-        const owner = mailboxes.get(message.address)!.mailbox.user_id;
-        perOwner.set(owner, (perOwner.get(owner) ?? 0) + 1);
-      }
-      for (const [owner, messages] of perOwner) {
-        await tx.usage.add(owner, period, { num_messages: messages });
-      }
-      return outcomes;
+      return { ok: true, value: undefined };
     });
+    // A uuid another writer stored meanwhile is skipped: that message is stored, as asked.
+    if (accepted.length > 0) await this.store.storeMessages(accepted, period);
+    return outcomes;
   }
 
   /** Unexpired messages, oldest first; their bytes count as transferred. */
@@ -264,21 +254,6 @@ export class MailboxService {
     if (bytes > 0) await repos.usage.add(owner, period, { bytes_transferred: bytes });
     return messages;
   }
-}
-
-/** How adding (`sign` 1) or removing (-1) `messages` moves each mailbox's counters. */
-function counterChanges(
-  messages: { address: string; size: number }[],
-  sign: 1 | -1,
-): CounterChange[] {
-  const changes = new Map<string, CounterChange>();
-  for (const { address, size } of messages) {
-    const change = changes.get(address) ?? { address, messages: 0, bytes: 0 };
-    change.messages += sign;
-    change.bytes += sign * size;
-    changes.set(address, change);
-  }
-  return [...changes.values()];
 }
 
 /** The quota a delivery of `size` bytes would break, as the error its sender gets. */

@@ -6,10 +6,10 @@ import { ApiKeysRepository, UsersRepository } from './repositories/users.js';
 import { ChallengesRepository, IdentitiesRepository } from './repositories/identity.js';
 import { UsageRepository } from './repositories/usage.js';
 import { AgentsRepository } from './repositories/agents.js';
-import { MailboxesRepository } from './repositories/mailboxes.js';
+import { counterChanges, MailboxesRepository } from './repositories/mailboxes.js';
 import { AlmanacRepository } from './repositories/almanac.js';
 import { InteractionsRepository } from './repositories/interactions.js';
-import { MessagesRepository } from './repositories/messages.js';
+import { MessagesRepository, type NewMessage } from './repositories/messages.js';
 
 /** Every repository, bound to one executor (the pool, or one transaction). */
 export interface Repositories {
@@ -70,6 +70,30 @@ export class Store {
 
   transaction<T>(work: (tx: Repositories) => Promise<T>): Promise<T> {
     return this.db.transaction().execute((trx) => work(bindRepositories(trx, this.dialect)));
+  }
+
+  /**
+   * Stores messages and moves, by exactly the messages stored, their mailboxes' counters and
+   * their owners' message usage in `period`; all of it or nothing. A message whose uuid is
+   * taken (stored before, or earlier in the list) is skipped. Returns the uuids stored now.
+   */
+  storeMessages(messages: NewMessage[], period: string): Promise<Set<string>> {
+    if (this.dialect === 'postgres') return this.repos.messages.insertCounted(messages, period);
+    return this.transaction(async (tx) => {
+      const uuids = await tx.messages.insertMany(messages);
+      const stored = messages.filter((message) => uuids.has(message.uuid));
+      const moved = await tx.mailboxes.countMany(counterChanges(stored, 1));
+      const ownerOf = new Map(moved.map((mailbox) => [mailbox.address, mailbox.user_id]));
+      const perOwner = new Map<string, number>();
+      for (const { address } of stored) {
+        const owner = ownerOf.get(address);
+        if (owner !== undefined) perOwner.set(owner, (perOwner.get(owner) ?? 0) + 1);
+      }
+      for (const [owner, count] of perOwner) {
+        await tx.usage.add(owner, period, { num_messages: count });
+      }
+      return uuids;
+    });
   }
 
   /** True when the store answers a trivial query (readiness). */

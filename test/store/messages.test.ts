@@ -11,32 +11,34 @@ for (const dialect of dialects) {
     let owner: string;
     const mailboxes = ['agent1messagesa', 'agent1messagesb'];
 
+    const addMailbox = async (address: string, userId: string) => {
+      await t.store.repos.agents.save({
+        address,
+        user_id: userId,
+        name: address,
+        handle: null,
+        redirect_url: null,
+        agent_type: 'uagent',
+        profile: {
+          description: '',
+          readme: '',
+          avatar_url: '',
+          banner_url: '',
+          starter_prompts: [],
+        },
+        endpoints: [],
+        protocols: [],
+        metadata: null,
+        registered_at: 0,
+        updated_at: 0,
+      });
+      await t.store.repos.mailboxes.create({ address, user_id: userId, created_at: 0 });
+    };
+
     before(async () => {
       t = await openTestStore(dialect);
       owner = await insertUser(t.store);
-      for (const address of mailboxes) {
-        await t.store.repos.agents.save({
-          address,
-          user_id: owner,
-          name: address,
-          handle: null,
-          redirect_url: null,
-          agent_type: 'uagent',
-          profile: {
-            description: '',
-            readme: '',
-            avatar_url: '',
-            banner_url: '',
-            starter_prompts: [],
-          },
-          endpoints: [],
-          protocols: [],
-          metadata: null,
-          registered_at: 0,
-          updated_at: 0,
-        });
-        await t.store.repos.mailboxes.create({ address, user_id: owner, created_at: 0 });
-      }
+      for (const address of mailboxes) await addMailbox(address, owner);
     });
     after(() => t.close());
 
@@ -87,9 +89,48 @@ for (const dialect of dialects) {
       assert.equal(after[1]!.pending_messages, before[1]!.pending_messages - 1);
       assert.equal(after[1]!.bytes_stored, before[1]!.bytes_stored - 10);
       assert.deepEqual(
-        await t.store.repos.mailboxes.bytesStoredBy([owner]),
+        await t.store.repos.mailboxes.bytesStoredByOwnersOf([b]),
         new Map([[owner, after[0]!.bytes_stored + after[1]!.bytes_stored]]),
       );
+    });
+
+    it("stores messages with their counters and owners' usage, counting only what it stored", async () => {
+      const [a, b] = mailboxes as [string, string];
+      const other = await insertUser(t.store);
+      const c = 'agent1messagesc';
+      await addMailbox(c, other);
+      const period = '2031-01';
+      const storedBefore = message(a);
+      await t.store.storeMessages([storedBefore], period);
+      const counters = () => Promise.all([a, b, c].map((m) => t.store.repos.mailboxes.find(m)));
+      const before = await counters();
+
+      const fresh = [message(a), message(b), message(c), message(c)];
+      const stored = await t.store.storeMessages(
+        [fresh[0]!, storedBefore, fresh[1]!, fresh[2]!, fresh[3]!],
+        period,
+      );
+
+      assert.deepEqual([...stored].sort(), fresh.map((m) => m.uuid).sort());
+      const after = await counters();
+      assert.deepEqual(
+        after.map((row, i) => row!.pending_messages - before[i]!.pending_messages),
+        [1, 1, 2],
+      );
+      assert.deepEqual(
+        after.map((row, i) => row!.bytes_stored - before[i]!.bytes_stored),
+        [10, 10, 20],
+      );
+      assert.equal((await t.store.repos.usage.period(owner, period)).num_messages, 1 + 2);
+      assert.equal((await t.store.repos.usage.period(other, period)).num_messages, 2);
+    });
+
+    it('stores nothing of a list whose mailbox is gone', async () => {
+      const [a] = mailboxes as [string];
+      const kept = message(a);
+      await assert.rejects(t.store.storeMessages([kept, message('agent1nomailbox')], '2031-02'));
+      assert.deepEqual(await t.store.repos.messages.existing([kept.uuid]), new Set());
+      assert.equal((await t.store.repos.usage.period(owner, '2031-02')).num_messages, 0);
     });
   });
 }

@@ -20,6 +20,21 @@ export interface CounterChange {
   bytes: number;
 }
 
+/** How adding (`sign` 1) or removing (-1) `messages` moves each mailbox's counters. */
+export function counterChanges(
+  messages: { address: string; size: number }[],
+  sign: 1 | -1,
+): CounterChange[] {
+  const changes = new Map<string, CounterChange>();
+  for (const { address, size } of messages) {
+    const change = changes.get(address) ?? { address, messages: 0, bytes: 0 };
+    change.messages += sign;
+    change.bytes += sign * size;
+    changes.set(address, change);
+  }
+  return [...changes.values()];
+}
+
 /**
  * A registered agent's mailbox and its counters. The counters move in the same transaction
  * as the messages they count, so they never drift from the messages table.
@@ -115,13 +130,23 @@ export class MailboxesRepository {
     );
   }
 
-  /** Bytes held in all the mailboxes of each of `owners` (user ids); absent when none. */
-  async bytesStoredBy(owners: string[]): Promise<Map<string, number>> {
+  /**
+   * Bytes held in all the mailboxes of each owner of the mailboxes at `addresses`, by user id.
+   * Asked by address, so that it needs no answer of another query first.
+   */
+  async bytesStoredByOwnersOf(addresses: string[]): Promise<Map<string, number>> {
     const rows = await this.db
       .selectFrom('mailboxes')
       .select((eb) => ['user_id', eb.fn.sum<number>('bytes_stored').as('total')])
-      .where((eb) =>
-        owners.length === 1 ? eb('user_id', '=', owners[0]!) : eb('user_id', 'in', owners),
+      .where('user_id', 'in', (eb) =>
+        eb
+          .selectFrom('mailboxes as owned')
+          .select('owned.user_id')
+          .where((inner) =>
+            addresses.length === 1
+              ? inner('owned.address', '=', addresses[0]!)
+              : inner('owned.address', 'in', addresses),
+          ),
       )
       .groupBy('user_id')
       .execute();
@@ -133,16 +158,19 @@ export class MailboxesRepository {
     await this.countMany([{ address, messages, bytes }]);
   }
 
-  /** {@link count} for several mailboxes, in one statement. */
-  async countMany(changes: CounterChange[]): Promise<void> {
-    if (changes.length === 0) return;
+  /**
+   * {@link count} for several mailboxes, in one statement; says whose mailboxes moved (those
+   * that exist), so that the caller can charge their owners.
+   */
+  async countMany(changes: CounterChange[]): Promise<Pick<MailboxRow, 'address' | 'user_id'>[]> {
+    if (changes.length === 0) return [];
     // A VALUES list names its columns column1, column2… on both SQLite and PostgreSQL; the
     // casts tell PostgreSQL what the parameters are.
     const values = changes.map(
       ({ address, messages, bytes }) =>
         sql`(${address}, cast(${messages} as bigint), cast(${bytes} as bigint))`,
     );
-    await this.db
+    return this.db
       .updateTable('mailboxes')
       .from(
         sql<{ column1: string; column2: number; column3: number }>`(values ${sql.join(values)})`.as(
@@ -154,6 +182,7 @@ export class MailboxesRepository {
         bytes_stored: sql`mailboxes.bytes_stored + change.column3`,
       })
       .whereRef('mailboxes.address', '=', 'change.column1')
+      .returning(['mailboxes.address', 'mailboxes.user_id'])
       .execute();
   }
 }

@@ -1,4 +1,4 @@
-import type { Insertable, Kysely, Selectable } from 'kysely';
+import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
 import type { Database, MessagesTable } from '../schema.js';
 
 export type MessageRow = Selectable<MessagesTable>;
@@ -57,6 +57,50 @@ export class MessagesRepository {
       for (const row of rows) stored.add(row.uuid);
     }
     return stored;
+  }
+
+  /**
+   * PostgreSQL: {@link insertMany} and, in the same statement, the mailbox counters and the
+   * owners' message usage of `period` moved by exactly the messages stored. One statement is
+   * atomic on its own and costs one round trip where a transaction of three would cost five.
+   * Returns the uuids stored now.
+   */
+  async insertCounted(messages: NewMessage[], period: string): Promise<Set<string>> {
+    if (messages.length === 0) return new Set();
+    if (messages.length > MAX_ROWS_PER_INSERT) {
+      throw new RangeError(`at most ${MAX_ROWS_PER_INSERT} messages per statement`);
+    }
+    const rows = sql.join(
+      messages.map(
+        (m) =>
+          sql`(${m.uuid}, ${m.address}, ${m.envelope}, ${m.size}, ${m.received_at}, ${m.expires_at})`,
+      ),
+    );
+    // Every part sees the tables as they were before the statement: `counted` hands the
+    // owners of the mailboxes it moved on to `charged` through RETURNING.
+    const result = await sql<{ uuid: string }>`
+      with stored as (
+        insert into messages (uuid, address, envelope, size, received_at, expires_at)
+        values ${rows}
+        on conflict (uuid) do nothing
+        returning uuid, address, size
+      ), per_mailbox as (
+        select address, count(*) as messages, sum(size) as bytes from stored group by address
+      ), counted as (
+        update mailboxes
+        set pending_messages = mailboxes.pending_messages + per_mailbox.messages,
+            bytes_stored = mailboxes.bytes_stored + per_mailbox.bytes
+        from per_mailbox
+        where mailboxes.address = per_mailbox.address
+        returning mailboxes.user_id, per_mailbox.messages
+      ), charged as (
+        insert into usage_periods (user_id, period, num_messages, bytes_transferred)
+        select user_id, ${period}, sum(messages), 0 from counted group by user_id
+        on conflict (user_id, period)
+        do update set num_messages = usage_periods.num_messages + excluded.num_messages
+      )
+      select uuid from stored`.execute(this.db);
+    return new Set(result.rows.map((row) => row.uuid));
   }
 
   /** Unexpired messages of a mailbox, oldest first. */
