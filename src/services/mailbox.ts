@@ -251,7 +251,7 @@ export class MailboxService {
     }
     const bytes = messages.reduce((sum, message) => sum + message.size, 0);
     const owner = found.mailbox.user_id;
-    if (bytes > 0) await repos.usage.add(owner, period, { bytes_transferred: bytes });
+    if (bytes > 0) await repos.usage.addTransferred(owner, period, bytes);
     return messages;
   }
 }

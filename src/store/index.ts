@@ -31,7 +31,7 @@ function bindRepositories(db: Kysely<Database>, dialect: DialectName): Repositor
     apiKeys: new ApiKeysRepository(db),
     challenges: new ChallengesRepository(db),
     identities: new IdentitiesRepository(db),
-    usage: new UsageRepository(db),
+    usage: new UsageRepository(db, dialect),
     agents: new AgentsRepository(db),
     mailboxes: new MailboxesRepository(db),
     almanac: new AlmanacRepository(db),

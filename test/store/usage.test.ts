@@ -1,5 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { sql } from 'kysely';
 import { periodEnd, usagePeriod } from '../../src/services/usage.js';
 import { dialects } from '../helpers/server.js';
 import { insertUser, openTestStore, type TestStore } from '../helpers/store.js';
@@ -36,6 +37,29 @@ for (const dialect of dialects) {
         bytes_transferred: 1000,
       });
       assert.equal((await t.store.repos.usage.period(userId, '2026-12')).num_messages, 0);
+    });
+
+    it('adds transfers to the period, also concurrently, and leaves the session as it was', async () => {
+      const userId = await insertUser(t.store);
+      await t.store.repos.usage.add(userId, '2026-10', { num_messages: 3 });
+      await Promise.all(
+        Array.from({ length: 10 }, () => t.store.repos.usage.addTransferred(userId, '2026-10', 70)),
+      );
+      await t.store.repos.usage.addTransferred(userId, '2026-09', 5);
+      assert.deepEqual(await t.store.repos.usage.period(userId, '2026-10'), {
+        num_messages: 3,
+        bytes_transferred: 700,
+      });
+      assert.equal((await t.store.repos.usage.period(userId, '2026-09')).bytes_transferred, 5);
+      if (dialect === 'postgres') {
+        // Every connection of the pool ran one of them: none kept the relaxed commit.
+        const settings = await Promise.all(
+          Array.from({ length: 10 }, () =>
+            sql<{ synchronous_commit: string }>`show synchronous_commit`.execute(t.store.db),
+          ),
+        );
+        for (const { rows } of settings) assert.equal(rows[0]!.synchronous_commit, 'on');
+      }
     });
 
     it('sets quota overrides one at a time and keeps the others', async () => {
