@@ -15,6 +15,7 @@ import { createOutboundDispatcher } from './services/outbound.js';
 import { ProxyService } from './services/proxy.js';
 import { UsageService } from './services/usage.js';
 import { UsersService } from './services/users.js';
+import { inlineSignatureChecker } from './services/signature-checker.js';
 import { VerifierPool } from './services/verifier-pool.js';
 import { Store } from './store/index.js';
 
@@ -73,14 +74,15 @@ export function createContext(config: Config, overrides: ContextOverrides = {}):
   });
 
   const users = new UsersService(store, clock);
-  const identity = new IdentityService(store, verifier, clock, config.challengeTtlSeconds * 1000);
-  const usage = new UsageService(store, clock, config.quotas);
-  const agents = new AgentsService(store, usage, clock);
-  const almanac = new AlmanacService(store, verifier, clock, config.publicUrl);
   const verifierPool =
     config.verifierThreads > 0
       ? new VerifierPool(config.verifierThreads, verifier.kind)
       : undefined;
+  const signatures = verifierPool ?? inlineSignatureChecker(verifier);
+  const identity = new IdentityService(store, signatures, clock, config.challengeTtlSeconds * 1000);
+  const usage = new UsageService(store, clock, config.quotas);
+  const agents = new AgentsService(store, usage, clock);
+  const almanac = new AlmanacService(store, signatures, clock, config.publicUrl);
   const admission = new EnvelopeAdmission(verifierPool ?? inlineEnvelopeVerifier(verifier), clock);
   const mailbox = new MailboxService(store, admission, usage, clock, {
     retentionMs: config.mailboxRetentionSeconds * 1000,

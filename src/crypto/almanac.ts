@@ -1,7 +1,7 @@
 import { pythonJsonDumps } from './canonical-json.js';
 import { CryptoFormatError, unlessMalformed } from './errors.js';
 import { isAgentAddress, signerKeyFromAgentAddress } from './keys.js';
-import { verifyBech32Signature } from './signatures.js';
+import { bech32SignatureCheck, passesCheck, type SignatureCheck } from './signatures.js';
 import type { SignatureVerifier } from './verifier.js';
 
 /**
@@ -57,15 +57,18 @@ export function verifyAlmanacSignature(
   verifier: SignatureVerifier,
   signed: AlmanacSignedFields,
 ): boolean {
+  return passesCheck(verifier, almanacSignatureCheck(signed));
+}
+
+/** The check {@link verifyAlmanacSignature} runs; undefined when an input is malformed. */
+export function almanacSignatureCheck(signed: AlmanacSignedFields): SignatureCheck | undefined {
   const { signature, ...fields } = signed;
-  if (signature == null) return false;
+  if (signature == null) return undefined;
   const publicKey = unlessMalformed(() =>
     signerKeyFromAgentAddress(almanacSignerAddress(signed.agent_identifier).address),
   );
   const message = unlessMalformed(() => almanacSigningBytes(fields));
-  return (
-    publicKey !== undefined &&
-    message !== undefined &&
-    verifyBech32Signature(verifier, message, signature, publicKey)
-  );
+  return publicKey === undefined || message === undefined
+    ? undefined
+    : bech32SignatureCheck(message, signature, publicKey);
 }

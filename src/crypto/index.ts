@@ -1,4 +1,9 @@
-export { almanacSignerAddress, almanacSigningBytes, verifyAlmanacSignature } from './almanac.js';
+export {
+  almanacSignatureCheck,
+  almanacSignerAddress,
+  almanacSigningBytes,
+  verifyAlmanacSignature,
+} from './almanac.js';
 export type { AlmanacNetworkPrefix, AlmanacSignedFields } from './almanac.js';
 export { attestationTimeStatus, parseAttestation, verifyAttestation } from './attestation.js';
 export type { AttestationTimeStatus, ParsedAttestation } from './attestation.js';
@@ -25,6 +30,13 @@ export {
   isUserAddress,
   publicKeyFromAgentAddress,
 } from './keys.js';
-export { verifyBech32Signature, verifyChallengeResponse } from './signatures.js';
+export {
+  bech32SignatureCheck,
+  challengeResponseCheck,
+  passesCheck,
+  verifyBech32Signature,
+  verifyChallengeResponse,
+} from './signatures.js';
+export type { SignatureCheck } from './signatures.js';
 export { createDefaultVerifier, createNativeVerifier, createNodeVerifier } from './verifier.js';
 export type { SignatureVerifier } from './verifier.js';

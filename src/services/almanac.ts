@@ -1,11 +1,10 @@
 import {
+  almanacSignatureCheck,
   almanacSignerAddress,
   CryptoFormatError,
   protocolManifestDigest,
-  verifyAlmanacSignature,
   type AlmanacNetworkPrefix,
   type AlmanacSignedFields,
-  type SignatureVerifier,
 } from '../crypto/index.js';
 import {
   BadRequestError,
@@ -19,6 +18,7 @@ import type { AlmanacRegistrationRow, AlmanacStatusRow } from '../store/reposito
 import { isoTimestamp } from '../time.js';
 import type { Clock } from './clock.js';
 import { agentAddressOr422 } from './identity.js';
+import type { SignatureChecker } from './signature-checker.js';
 
 /** How long a registration resolves after it was signed (uAgents re-registers hourly). */
 const REGISTRATION_LIFETIME_MS = 48 * 3600 * 1000;
@@ -110,7 +110,7 @@ export class AlmanacService {
 
   constructor(
     private readonly store: Store,
-    private readonly verifier: SignatureVerifier,
+    private readonly signatures: SignatureChecker,
     private readonly clock: Clock,
     publicUrl: string,
   ) {
@@ -123,7 +123,7 @@ export class AlmanacService {
 
   async register(attestation: AgentRegistrationAttestation): Promise<void> {
     const identifier = this.identifierOf(attestation, REGISTRATION);
-    const row = this.acceptRegistration(attestation, identifier, REGISTRATION);
+    const row = await this.acceptRegistration(attestation, identifier, REGISTRATION);
     await this.storeRegistration(this.store.repos, row, REGISTRATION);
   }
 
@@ -148,9 +148,16 @@ export class AlmanacService {
       }
     });
     if (issues.length > 0) throw new RequestValidationError(issues);
-    const rows = attestations.map((attestation, index) =>
-      this.acceptRegistration(attestation, identifiers[index]!, subjects[index]!),
+    // The signatures are checked side by side; a refusal names the first refused attestation.
+    const accepted = await Promise.allSettled(
+      attestations.map((attestation, index) =>
+        this.acceptRegistration(attestation, identifiers[index]!, subjects[index]!),
+      ),
     );
+    const rows = accepted.map((outcome) => {
+      if (outcome.status === 'rejected') throw outcome.reason;
+      return outcome.value;
+    });
     await this.store.transaction(async (tx) => {
       for (const [index, row] of rows.entries()) {
         await this.storeRegistration(tx, row, subjects[index]!);
@@ -173,7 +180,7 @@ export class AlmanacService {
       timestamp: update.timestamp,
       is_active: update.is_active,
     };
-    this.checkSignature({ ...signed, signature: update.signature }, STATUS_UPDATE);
+    await this.checkSignature({ ...signed, signature: update.signature }, STATUS_UPDATE);
     const row: AlmanacStatusRow = {
       address,
       is_active: update.is_active ? 1 : 0,
@@ -260,11 +267,11 @@ export class AlmanacService {
   }
 
   /** Checks time and signature, and returns the row to store. */
-  private acceptRegistration(
+  private async acceptRegistration(
     attestation: AgentRegistrationAttestation,
     identifier: SignerIdentifier,
     subject: Subject,
-  ): AlmanacRegistrationRow {
+  ): Promise<AlmanacRegistrationRow> {
     const signedAt = this.checkSignedAt(attestation.timestamp, subject);
     // Exactly what pydantic's model_dump holds: unknown fields dropped, absent metadata null.
     const signed = {
@@ -274,7 +281,7 @@ export class AlmanacService {
       endpoints: attestation.endpoints.map(({ url, weight }) => ({ url, weight })),
       metadata: attestation.metadata ?? null,
     };
-    this.checkSignature({ ...signed, signature: attestation.signature }, subject);
+    await this.checkSignature({ ...signed, signature: attestation.signature }, subject);
     return {
       address: identifier.address,
       prefix: identifier.prefix,
@@ -319,8 +326,8 @@ export class AlmanacService {
     return signedAt;
   }
 
-  private checkSignature(signed: AlmanacSignedFields, { name }: Subject): void {
-    if (!verifyAlmanacSignature(this.verifier, signed)) {
+  private async checkSignature(signed: AlmanacSignedFields, { name }: Subject): Promise<void> {
+    if (!(await this.signatures.check(almanacSignatureCheck(signed)))) {
       throw new InvalidSignatureError(
         `${name} signature does not match its fields and the agent its agent_identifier names`,
       );

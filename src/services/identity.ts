@@ -1,9 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import {
-  isAgentAddress,
-  verifyChallengeResponse,
-  type SignatureVerifier,
-} from '../crypto/index.js';
+import { challengeResponseCheck, isAgentAddress } from '../crypto/index.js';
 import {
   ConflictError,
   InvalidChallengeError,
@@ -12,6 +8,7 @@ import {
 } from '../errors.js';
 import type { Store } from '../store/index.js';
 import type { Clock } from './clock.js';
+import type { SignatureChecker } from './signature-checker.js';
 
 export interface IdentityProof {
   address: string;
@@ -38,7 +35,7 @@ export function agentAddressOr422(address: string, loc: (string | number)[]): st
 export class IdentityService {
   constructor(
     private readonly store: Store,
-    private readonly verifier: SignatureVerifier,
+    private readonly signatures: SignatureChecker,
     private readonly clock: Clock,
     private readonly challengeTtlMs: number,
   ) {}
@@ -64,9 +61,8 @@ export class IdentityService {
         'Invalid challenge: it is unknown, expired, already used, or was issued for another account or address',
       );
     }
-    if (
-      !verifyChallengeResponse(this.verifier, address, proof.challenge, proof.challenge_response)
-    ) {
+    const check = challengeResponseCheck(address, proof.challenge, proof.challenge_response);
+    if (!(await this.signatures.check(check))) {
       throw new InvalidSignatureError(
         'Invalid challenge response: signature does not match the address',
       );

@@ -1,24 +1,24 @@
 import type { Worker } from 'node:worker_threads';
-import type { EnvelopeFields, SignatureVerifier } from '../crypto/index.js';
+import type { EnvelopeFields, SignatureCheck, SignatureVerifier } from '../crypto/index.js';
 import { startWorker } from '../worker-threads.js';
 import type { EnvelopeVerifier } from './envelopes.js';
+import type { SignatureChecker } from './signature-checker.js';
 
 export type VerifierKind = SignatureVerifier['kind'];
 
-/** What the pool sends a thread: one envelope to check. */
-export interface VerificationRequest {
-  id: number;
-  envelope: EnvelopeFields;
-}
+/** What the pool sends a thread: one envelope, or one prepared signature, to check. */
+export type VerificationRequest =
+  { id: number; envelope: EnvelopeFields } | { id: number; check: SignatureCheck };
 
-/** The digest of the envelope of request `id` if its sender signed it, else null. */
-export interface VerificationAnswer {
-  id: number;
-  digest: Uint8Array | null;
-}
+/**
+ * The answer to request `id`: for an envelope, its digest if its sender signed it, else null;
+ * for a prepared check, whether it passed.
+ */
+export type VerificationAnswer =
+  { id: number; digest: Uint8Array | null } | { id: number; valid: boolean };
 
 interface Waiting {
-  resolve(digest: Uint8Array | undefined): void;
+  resolve(answer: VerificationAnswer): void;
   reject(error: unknown): void;
 }
 
@@ -44,10 +44,10 @@ class PoolThread {
 
   constructor(verifier: VerifierKind, onExit: (thread: PoolThread, error: unknown) => void) {
     this.worker = startWorker(import.meta.url, 'verifier-worker', { workerData: { verifier } });
-    this.worker.on('message', ({ id, digest }: VerificationAnswer) => {
-      const waiting = this.waiting.get(id);
-      this.waiting.delete(id);
-      waiting?.resolve(digest ?? undefined);
+    this.worker.on('message', (answer: VerificationAnswer) => {
+      const waiting = this.waiting.get(answer.id);
+      this.waiting.delete(answer.id);
+      waiting?.resolve(answer);
     });
     let failure: unknown;
     this.worker.on('error', (error) => (failure = error));
@@ -56,9 +56,9 @@ class PoolThread {
     );
   }
 
-  check(id: number, envelope: EnvelopeFields, waiting: Waiting): void {
-    this.waiting.set(id, waiting);
-    this.worker.postMessage({ id, envelope: signedFields(envelope) } satisfies VerificationRequest);
+  send(request: VerificationRequest, waiting: Waiting): void {
+    this.waiting.set(request.id, waiting);
+    this.worker.postMessage(request);
   }
 
   failAll(error: unknown): void {
@@ -68,14 +68,14 @@ class PoolThread {
 }
 
 /**
- * Checks envelope signatures in worker threads, so that the event loop only parses, stores
- * and answers. Each check goes to the thread with the fewest unanswered ones as soon as it
+ * Checks signatures in worker threads (envelopes, identity proofs, Almanac attestations), so
+ * that the event loop only parses, stores and answers. Each check goes to the thread with the fewest unanswered ones as soon as it
  * is asked for: the thread starts on it while the event loop reads the next request, which
  * measured better than gathering the checks of one turn of the loop into one message. A
  * thread starts when there is work for it, so one that died is replaced by the next check;
  * `close` stops them all.
  */
-export class VerifierPool implements EnvelopeVerifier {
+export class VerifierPool implements EnvelopeVerifier, SignatureChecker {
   private readonly threads: (PoolThread | undefined)[];
   private nextId = 0;
   private closed = false;
@@ -91,16 +91,25 @@ export class VerifierPool implements EnvelopeVerifier {
     this.threads = Array.from({ length: size }, () => undefined);
   }
 
-  verify(envelope: EnvelopeFields): Promise<Uint8Array | undefined> {
+  async verify(envelope: EnvelopeFields): Promise<Uint8Array | undefined> {
+    const answer = await this.ask({ id: this.nextId++, envelope: signedFields(envelope) });
+    return 'digest' in answer ? (answer.digest ?? undefined) : undefined;
+  }
+
+  async check(check: SignatureCheck | undefined): Promise<boolean> {
+    if (check === undefined) return false;
+    const answer = await this.ask({ id: this.nextId++, check });
+    return 'valid' in answer && answer.valid;
+  }
+
+  private ask(request: VerificationRequest): Promise<VerificationAnswer> {
     if (this.closed) return Promise.reject(new Error('the verifier pool is closed'));
     let least: PoolThread | undefined;
     for (const [slot, running] of this.threads.entries()) {
       const thread = running ?? this.startThread(slot);
       if (!least || thread.waiting.size < least.waiting.size) least = thread;
     }
-    return new Promise((resolve, reject) =>
-      least!.check(this.nextId++, envelope, { resolve, reject }),
-    );
+    return new Promise((resolve, reject) => least!.send(request, { resolve, reject }));
   }
 
   /** Stops the threads; checks not answered yet fail. */

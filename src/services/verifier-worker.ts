@@ -2,16 +2,19 @@ import { parentPort, workerData } from 'node:worker_threads';
 import {
   createNativeVerifier,
   createNodeVerifier,
+  passesCheck,
   verifiedEnvelopeDigest,
 } from '../crypto/index.js';
 import type { VerificationAnswer, VerificationRequest, VerifierKind } from './verifier-pool.js';
 
-/** A thread of the {@link VerifierPool}: checks envelope signatures, one message each. */
+/** A thread of the {@link VerifierPool}: checks one signature per message. */
 const { verifier: kind } = workerData as { verifier: VerifierKind };
 const verifier = kind === 'libsecp256k1' ? createNativeVerifier() : createNodeVerifier();
 
-parentPort!.on('message', ({ id, envelope }: VerificationRequest) => {
-  const digest = verifiedEnvelopeDigest(verifier, envelope) ?? null;
-  const answer: VerificationAnswer = { id, digest };
+parentPort!.on('message', (request: VerificationRequest) => {
+  const answer: VerificationAnswer =
+    'envelope' in request
+      ? { id: request.id, digest: verifiedEnvelopeDigest(verifier, request.envelope) ?? null }
+      : { id: request.id, valid: passesCheck(verifier, request.check) };
   parentPort!.postMessage(answer);
 });

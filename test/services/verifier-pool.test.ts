@@ -1,6 +1,11 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { decodeSignature, envelopeDigest, type EnvelopeFields } from '../../src/crypto/index.js';
+import {
+  challengeResponseCheck,
+  decodeSignature,
+  envelopeDigest,
+  type EnvelopeFields,
+} from '../../src/crypto/index.js';
 import { VerifierPool } from '../../src/services/verifier-pool.js';
 import { CURVE_ORDER, makeEnvelope, sValue, TestIdentity } from '../helpers/uagent.js';
 import { verifiers } from '../crypto/verifiers.js';
@@ -51,6 +56,27 @@ for (const { kind } of verifiers) {
         pool.verify({ ...good, signature: 'sig1notasignature' }),
       ]);
       assert.deepEqual(answers, [undefined, undefined, undefined, undefined, undefined]);
+    });
+
+    it('runs prepared checks (identity proofs) beside envelope checks, each with its verdict', async () => {
+      const envelope = signed({ nonce: 9 });
+      const proof = (challenge: string, s: 'high' | 'low') =>
+        challengeResponseCheck(sender.address, challenge, sender.signChallenge(challenge, { s }));
+      const [digest, high, low, wrongChallenge, wrongKey, malformed] = await Promise.all([
+        pool.verify(envelope),
+        pool.check(proof('first', 'high')),
+        pool.check(proof('second', 'low')),
+        pool.check(
+          challengeResponseCheck(sender.address, 'asked', sender.signChallenge('answered')),
+        ),
+        pool.check(challengeResponseCheck(target.address, 'c', sender.signChallenge('c'))),
+        pool.check(challengeResponseCheck(sender.address, 'c', 'sig1notasignature')),
+      ]);
+      assert.equal(hex(digest), hex(envelopeDigest(envelope)));
+      assert.deepEqual(
+        [high, low, wrongChallenge, wrongKey, malformed],
+        [true, true, false, false, false],
+      );
     });
 
     it('answers every check of a burst with its own verdict', async () => {
