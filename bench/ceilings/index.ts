@@ -9,8 +9,8 @@ import { measureCryptoCeiling } from './crypto.js';
 import { measureHttpCeiling } from './http.js';
 import { measurePostgresCeiling, measureSqliteCeiling } from './storage.js';
 
-/** How the crypto and storage ceilings are timed: the median of three one-second rounds. */
-const ROUNDS: Rounds = { count: 3, seconds: 1 };
+/** How the crypto and storage ceilings are timed: the median of five one-second rounds. */
+const ROUNDS: Rounds = { count: 5, seconds: 1 };
 
 /** What one core does of each part of a mailbox submit, and the composed ceiling per store. */
 export interface Ceilings {
