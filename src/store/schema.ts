@@ -12,6 +12,7 @@ export interface Database {
   agents: AgentsTable;
   mailboxes: MailboxesTable;
   user_quotas: UserQuotasTable;
+  user_storage: UserStorageTable;
   usage_periods: UsagePeriodsTable;
   almanac_registrations: AlmanacRegistrationsTable;
   almanac_statuses: AlmanacStatusesTable;
@@ -74,6 +75,12 @@ export interface MailboxesTable {
   pending_messages: number;
   bytes_stored: number;
   created_at: number;
+}
+
+/** Bytes held in all of a user's mailboxes: the sum of their `bytes_stored`. */
+export interface UserStorageTable {
+  user_id: string;
+  bytes_stored: number;
 }
 
 /** Per-user overrides of the configured quotas; null keeps the default. */

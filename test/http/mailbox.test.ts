@@ -484,6 +484,59 @@ for (const dialect of dialects) {
       assert.equal((await submit(envelopeFrom(sender, recipient.address))).status, 200);
     });
 
+    it("keeps each owner's stored total equal to its mailboxes through every change", async () => {
+      const owner = await t.addUser('stored-total');
+      const principal = await t.server.ctx.services.users.authenticate(owner);
+      assert.equal(principal.kind, 'user');
+      const store = t.server.ctx.store;
+      const totalMatches = async (expected: number) => {
+        const mailboxes = await store.db
+          .selectFrom('mailboxes')
+          .select('bytes_stored')
+          .where('user_id', '=', principal.userId)
+          .execute();
+        const summed = mailboxes.reduce((sum, row) => sum + Number(row.bytes_stored), 0);
+        const kept = await store.db
+          .selectFrom('user_storage')
+          .select('bytes_stored')
+          .where('user_id', '=', principal.userId)
+          .executeTakeFirst();
+        assert.equal(summed, expected);
+        assert.equal(Number(kept?.bytes_stored ?? 0), expected);
+      };
+      const [a, b, sender] = [await newAgent(owner), await newAgent(owner), TestIdentity.random()];
+      const nowSeconds = Math.floor(clock.now() / 1000);
+      const sent = [
+        envelopeFrom(sender, a.address),
+        envelopeFrom(sender, a.address, { expires: nowSeconds + 5 }),
+        envelopeFrom(sender, b.address),
+        envelopeFrom(sender, b.address),
+      ];
+      const results = await Promise.all(sent.map((envelope) => submit(envelope)));
+      assert.deepEqual(
+        results.map((res) => res.status),
+        [200, 200, 200, 200],
+      );
+      assert.equal((await submit(sent[0])).status, 200, 'a resubmission stores nothing');
+      const sizes = sent.map((envelope) => Buffer.byteLength(JSON.stringify(envelope)));
+      await totalMatches(sizes[0]! + sizes[1]! + sizes[2]! + sizes[3]!);
+
+      const [first] = (await list(a)).body;
+      const deleted = await call(t.url, 'DELETE', `/v2/agents/${a.address}/mailbox/${first.uuid}`, {
+        authorization: agentAuth(a),
+      });
+      assert.equal(deleted.status, 200);
+      await totalMatches(sizes[1]! + sizes[2]! + sizes[3]!);
+
+      clock.advance(6000);
+      await t.server.ctx.services.mailbox.sweepExpired();
+      await totalMatches(sizes[2]! + sizes[3]!);
+
+      const removed = await call(t.url, 'DELETE', `/v2/agents/${b.address}`, { key: owner });
+      assert.equal(removed.status, 200, removed.text);
+      await totalMatches(0);
+    });
+
     it('counts bytes served and refuses to serve once the transfer quota is spent', async () => {
       const owner = await t.addUser('transfer-quota');
       const principal = await t.server.ctx.services.users.authenticate(owner);

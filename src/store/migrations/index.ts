@@ -3,6 +3,7 @@ import * as foundation from './0001_foundation.js';
 import * as registry from './0002_registry.js';
 import * as almanac from './0004_almanac.js';
 import * as mailbox from './0003_mailbox.js';
+import * as userStorage from './0005_user_storage.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -13,4 +14,5 @@ export const migrations: Record<string, Migration> = {
   '0002_registry': registry,
   '0004_almanac': almanac,
   '0003_mailbox': mailbox,
+  '0005_user_storage': userStorage,
 };

@@ -58,13 +58,19 @@ export class MailboxesRepository {
       .executeTakeFirst();
   }
 
-  /** Removes the mailbox and, by cascade, every message in it. */
+  /**
+   * Removes the mailbox and, by cascade, every message in it, and takes its bytes off its
+   * owner's total. Run it in a transaction.
+   */
   async delete(address: string): Promise<boolean> {
-    const result = await this.db
+    const removed = await this.db
       .deleteFrom('mailboxes')
       .where('address', '=', address)
+      .returning(['user_id', 'bytes_stored'])
       .executeTakeFirst();
-    return result.numDeletedRows > 0n;
+    if (!removed) return false;
+    await this.addToOwners(new Map([[removed.user_id, -Number(removed.bytes_stored)]]));
+    return true;
   }
 
   /**
@@ -131,26 +137,25 @@ export class MailboxesRepository {
   }
 
   /**
-   * Bytes held in all the mailboxes of each owner of the mailboxes at `addresses`, by user id.
-   * Asked by address, so that it needs no answer of another query first.
+   * Bytes held in all the mailboxes of each owner of the mailboxes at `addresses`, by user id
+   * (absent: none). Asked by address, so that it needs no answer of another query first.
    */
   async bytesStoredByOwnersOf(addresses: string[]): Promise<Map<string, number>> {
     const rows = await this.db
-      .selectFrom('mailboxes')
-      .select((eb) => ['user_id', eb.fn.sum<number>('bytes_stored').as('total')])
+      .selectFrom('user_storage')
+      .select(['user_id', 'bytes_stored'])
       .where('user_id', 'in', (eb) =>
         eb
-          .selectFrom('mailboxes as owned')
-          .select('owned.user_id')
+          .selectFrom('mailboxes')
+          .select('mailboxes.user_id')
           .where((inner) =>
             addresses.length === 1
-              ? inner('owned.address', '=', addresses[0]!)
-              : inner('owned.address', 'in', addresses),
+              ? inner('mailboxes.address', '=', addresses[0]!)
+              : inner('mailboxes.address', 'in', addresses),
           ),
       )
-      .groupBy('user_id')
       .execute();
-    return new Map(rows.map((row) => [row.user_id, Number(row.total)]));
+    return new Map(rows.map((row) => [row.user_id, Number(row.bytes_stored)]));
   }
 
   /** Adds (or, with negative numbers, removes) messages to the counters. */
@@ -159,8 +164,9 @@ export class MailboxesRepository {
   }
 
   /**
-   * {@link count} for several mailboxes, in one statement; says whose mailboxes moved (those
-   * that exist), so that the caller can charge their owners.
+   * {@link count} for several mailboxes, and their owners' totals by the same bytes; says
+   * whose mailboxes moved (those that exist), so that the caller can charge their owners.
+   * Run it in a transaction.
    */
   async countMany(changes: CounterChange[]): Promise<Pick<MailboxRow, 'address' | 'user_id'>[]> {
     if (changes.length === 0) return [];
@@ -170,7 +176,7 @@ export class MailboxesRepository {
       ({ address, messages, bytes }) =>
         sql`(${address}, cast(${messages} as bigint), cast(${bytes} as bigint))`,
     );
-    return this.db
+    const moved = await this.db
       .updateTable('mailboxes')
       .from(
         sql<{ column1: string; column2: number; column3: number }>`(values ${sql.join(values)})`.as(
@@ -183,6 +189,28 @@ export class MailboxesRepository {
       })
       .whereRef('mailboxes.address', '=', 'change.column1')
       .returning(['mailboxes.address', 'mailboxes.user_id'])
+      .execute();
+    const bytesOf = new Map(changes.map((change) => [change.address, change.bytes]));
+    const perOwner = new Map<string, number>();
+    for (const { address, user_id } of moved) {
+      perOwner.set(user_id, (perOwner.get(user_id) ?? 0) + bytesOf.get(address)!);
+    }
+    await this.addToOwners(perOwner);
+    return moved;
+  }
+
+  /** Moves owners' totals of stored bytes (user id → bytes, negative to take off). */
+  private async addToOwners(bytesByOwner: Map<string, number>): Promise<void> {
+    const changes = [...bytesByOwner].filter(([, bytes]) => bytes !== 0);
+    if (changes.length === 0) return;
+    await this.db
+      .insertInto('user_storage')
+      .values(changes.map(([user_id, bytes_stored]) => ({ user_id, bytes_stored })))
+      .onConflict((oc) =>
+        oc.column('user_id').doUpdateSet({
+          bytes_stored: sql`user_storage.bytes_stored + excluded.bytes_stored`,
+        }),
+      )
       .execute();
   }
 }

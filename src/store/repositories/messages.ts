@@ -60,8 +60,9 @@ export class MessagesRepository {
   }
 
   /**
-   * PostgreSQL: {@link insertMany} and, in the same statement, the mailbox counters and the
-   * owners' message usage of `period` moved by exactly the messages stored. One statement is
+   * PostgreSQL: {@link insertMany} and, in the same statement, the mailbox counters, the
+   * owners' stored bytes and the owners' message usage of `period` moved by exactly the
+   * messages stored. One statement is
    * atomic on its own and costs one round trip where a transaction of three would cost five.
    * Returns the uuids stored now.
    */
@@ -92,7 +93,12 @@ export class MessagesRepository {
             bytes_stored = mailboxes.bytes_stored + per_mailbox.bytes
         from per_mailbox
         where mailboxes.address = per_mailbox.address
-        returning mailboxes.user_id, per_mailbox.messages
+        returning mailboxes.user_id, per_mailbox.messages, per_mailbox.bytes
+      ), owned as (
+        insert into user_storage (user_id, bytes_stored)
+        select user_id, sum(bytes) from counted group by user_id
+        on conflict (user_id)
+        do update set bytes_stored = user_storage.bytes_stored + excluded.bytes_stored
       ), charged as (
         insert into usage_periods (user_id, period, num_messages, bytes_transferred)
         select user_id, ${period}, sum(messages), 0 from counted group by user_id
