@@ -106,7 +106,8 @@ export class MailboxService {
    * are written one at a time, so a process never counts past a quota; replicas writing at
    * the same moment may each let one group through on the same reading. A message stored
    * already (a client resending after a lost answer) is not stored or counted again. The
-   * messages, their mailboxes' counters and their owners' usage are written atomically.
+   * messages, their mailboxes' counters and their owners' usage and stored bytes are written
+   * atomically.
    */
   private async deliverGroup(group: Delivery[]): Promise<ItemOutcome<void>[]> {
     const now = this.clock.now();
