@@ -69,11 +69,11 @@ class PoolThread {
 
 /**
  * Checks signatures in worker threads (envelopes, identity proofs, Almanac attestations), so
- * that the event loop only parses, stores and answers. Each check goes to the thread with the fewest unanswered ones as soon as it
- * is asked for: the thread starts on it while the event loop reads the next request, which
- * measured better than gathering the checks of one turn of the loop into one message. A
- * thread starts when there is work for it, so one that died is replaced by the next check;
- * `close` stops them all.
+ * that the event loop only parses, stores and answers. Each check goes to the thread with the
+ * fewest unanswered ones as soon as it is asked for: the thread starts on it while the event
+ * loop reads the next request, which measured better than gathering the checks of one turn
+ * of the loop into one message. A thread starts when there is work for it, so one that died
+ * is replaced by the next check; `close` stops them all.
  */
 export class VerifierPool implements EnvelopeVerifier, SignatureChecker {
   private readonly threads: (PoolThread | undefined)[];

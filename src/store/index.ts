@@ -73,9 +73,10 @@ export class Store {
   }
 
   /**
-   * Stores messages and moves, by exactly the messages stored, their mailboxes' counters, their
-   * owners' stored bytes and their owners' message usage in `period`; all of it or nothing. A message whose uuid is
-   * taken (stored before, or earlier in the list) is skipped. Returns the uuids stored now.
+   * Stores messages and moves, by exactly the messages stored, their mailboxes' counters,
+   * their owners' stored bytes and their owners' message usage in `period`; all of it or
+   * nothing. A message whose uuid is taken (stored before, or earlier in the list) is
+   * skipped. Returns the uuids stored now.
    */
   storeMessages(messages: NewMessage[], period: string): Promise<Set<string>> {
     if (this.dialect === 'postgres') return this.repos.messages.insertCounted(messages, period);

@@ -62,9 +62,9 @@ export class MessagesRepository {
   /**
    * PostgreSQL: {@link insertMany} and, in the same statement, the mailbox counters, the
    * owners' stored bytes and the owners' message usage of `period` moved by exactly the
-   * messages stored. One statement is
-   * atomic on its own and costs one round trip where a transaction of three would cost five.
-   * Returns the uuids stored now.
+   * messages stored. One statement is atomic on its own and costs one round trip, where a
+   * transaction costs one per statement and two more for its begin and commit. Returns the
+   * uuids stored now.
    */
   async insertCounted(messages: NewMessage[], period: string): Promise<Set<string>> {
     if (messages.length === 0) return new Set();
@@ -78,7 +78,8 @@ export class MessagesRepository {
       ),
     );
     // Every part sees the tables as they were before the statement: `counted` hands the
-    // owners of the mailboxes it moved on to `charged` through RETURNING.
+    // owners of the mailboxes it moved, with what moved, to `owned` and `charged` through
+    // RETURNING.
     const result = await sql<{ uuid: string }>`
       with stored as (
         insert into messages (uuid, address, envelope, size, received_at, expires_at)
