@@ -116,9 +116,8 @@ export class MailboxService {
     const repos = this.store.repos;
     const addresses = [...new Set(group.map((delivery) => delivery.address))];
     // Independent reads: on PostgreSQL they go out together on separate connections.
-    const [mailboxes, bytesStored, taken] = await Promise.all([
+    const [mailboxes, taken] = await Promise.all([
       repos.mailboxes.findManyWithOwnerUsage(addresses, period),
-      repos.mailboxes.bytesStoredByOwnersOf(addresses),
       repos.messages.existing(group.map((delivery) => delivery.uuid)),
     ]);
     if (mailboxes.size === 0) {
@@ -136,7 +135,7 @@ export class MailboxService {
         tally = {
           limits: this.usage.limitsWith(found.overrides),
           messagesThisPeriod: found.counters.num_messages,
-          bytesStored: bytesStored.get(owner) ?? 0,
+          bytesStored: found.ownerBytesStored,
         };
         owners.set(owner, tally);
       }

@@ -89,8 +89,8 @@ for (const dialect of dialects) {
       assert.equal(after[1]!.pending_messages, before[1]!.pending_messages - 1);
       assert.equal(after[1]!.bytes_stored, before[1]!.bytes_stored - 10);
       assert.deepEqual(
-        await t.store.repos.mailboxes.bytesStoredByOwnersOf([b]),
-        new Map([[owner, after[0]!.bytes_stored + after[1]!.bytes_stored]]),
+        (await t.store.repos.mailboxes.findWithOwnerUsage(b, '2031-01'))!.ownerBytesStored,
+        after[0]!.bytes_stored + after[1]!.bytes_stored,
       );
     });
 
