@@ -53,9 +53,9 @@ const RETENTION_MS = defaults.mailboxRetentionSeconds * 1000;
  * texts in turn, the default retention), with the mailboxes' counters moved to match. On
  * PostgreSQL the table is then vacuumed and analysed, as autovacuum does for a table that
  * grows over days; a load of this size in seconds outruns it, and the planner would work
- * from the statistics of a table a hundredth of the size. A checkpoint then writes the load
- * out, so that the disk flushes of a checkpoint paced over minutes (this load's, or the
- * previous scenario's) do not fall into the measurement that follows.
+ * from the statistics of a table a hundredth of the size. A checkpoint then writes this load
+ * out, so that its disk flushes, paced over minutes, do not fall into the measurement that
+ * follows (`freshDatabase` does the same for what the scenario before left).
  */
 export async function seedMessages(
   store: Store,
