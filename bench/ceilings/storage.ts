@@ -4,6 +4,7 @@ import pg from 'pg';
 import { DEFAULT_POOL_SIZE, openSqliteConnection, sqlitePath } from '../../src/store/database.js';
 import { Store } from '../../src/store/index.js';
 import { insertMessagesQuery, type NewMessage } from '../../src/store/repositories/messages.js';
+import { insertAgentWithMailbox } from '../../test/helpers/store.js';
 import { pgClientConfig, type BenchDatabase } from '../lib/databases.js';
 import { processCpuSeconds, processName } from '../lib/proc.js';
 import type { Measure } from '../lib/report.js';
@@ -49,27 +50,14 @@ async function prepareMessageInsert(url: string, source: MessageSource): Promise
     const owner = 'bench-ceiling';
     await store.repos.users.insert({ id: owner, name: owner, created_at: now });
     for (const address of source.targets) {
-      await store.repos.agents.save({
+      await insertAgentWithMailbox(store, {
         address,
         user_id: owner,
         name: owner,
-        handle: null,
-        redirect_url: null,
         agent_type: 'mailbox',
-        profile: {
-          description: '',
-          readme: '',
-          avatar_url: '',
-          banner_url: '',
-          starter_prompts: [],
-        },
-        endpoints: [],
-        protocols: [],
-        metadata: null,
         registered_at: now,
         updated_at: now,
       });
-      await store.repos.mailboxes.create({ address, user_id: owner, created_at: now });
     }
     const sample = messageRow(source, 0);
     const compiled = insertMessagesQuery(store.db, [sample]).compile();

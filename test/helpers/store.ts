@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Store, type DialectName } from '../../src/store/index.js';
+import type { AgentListing } from '../../src/store/repositories/agents.js';
 import { createTestDatabase } from './server.js';
 
 export interface TestStore {
@@ -28,4 +29,37 @@ export async function insertUser(
   const id = randomUUID();
   await store.repos.users.insert({ id, name, created_at: Date.now() });
   return id;
+}
+
+/** A registry entry with every optional field empty, as a registration that sets none. */
+export function agentListing(
+  fields: Pick<AgentListing, 'address' | 'user_id'> & Partial<AgentListing>,
+): AgentListing {
+  return {
+    name: fields.address,
+    handle: null,
+    redirect_url: null,
+    agent_type: 'uagent',
+    profile: { description: '', readme: '', avatar_url: '', banner_url: '', starter_prompts: [] },
+    endpoints: [],
+    protocols: [],
+    metadata: null,
+    registered_at: 0,
+    updated_at: 0,
+    ...fields,
+  };
+}
+
+/** Registers an agent with its mailbox straight in the store (no identity proof). */
+export async function insertAgentWithMailbox(
+  store: Store,
+  fields: Parameters<typeof agentListing>[0],
+): Promise<void> {
+  const listing = agentListing(fields);
+  await store.repos.agents.save(listing);
+  await store.repos.mailboxes.create({
+    address: listing.address,
+    user_id: listing.user_id,
+    created_at: listing.registered_at,
+  });
 }

@@ -3,27 +3,20 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AgentListing } from '../../src/store/repositories/agents.js';
 import { dialects } from '../helpers/server.js';
-import { insertUser, openTestStore, type TestStore } from '../helpers/store.js';
+import { agentListing, insertUser, openTestStore, type TestStore } from '../helpers/store.js';
 
 let serial = 0;
 
 function listing(userId: string, fields: Partial<AgentListing> = {}): AgentListing {
   serial += 1;
-  return {
+  return agentListing({
     address: `agent1store${serial}`,
     user_id: userId,
     name: `agent ${serial}`,
-    handle: null,
-    redirect_url: null,
-    agent_type: 'uagent',
-    profile: { description: '', readme: '', avatar_url: '', banner_url: '', starter_prompts: [] },
-    endpoints: [],
-    protocols: [],
-    metadata: null,
     registered_at: 1_790_000_000_000,
     updated_at: 1_790_000_000_000,
     ...fields,
-  };
+  });
 }
 
 for (const dialect of dialects) {

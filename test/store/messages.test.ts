@@ -3,7 +3,12 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { NewMessage } from '../../src/store/repositories/messages.js';
 import { dialects } from '../helpers/server.js';
-import { insertUser, openTestStore, type TestStore } from '../helpers/store.js';
+import {
+  insertAgentWithMailbox,
+  insertUser,
+  openTestStore,
+  type TestStore,
+} from '../helpers/store.js';
 
 for (const dialect of dialects) {
   describe(`messages and mailbox counters store (${dialect})`, () => {
@@ -11,29 +16,8 @@ for (const dialect of dialects) {
     let owner: string;
     const mailboxes = ['agent1messagesa', 'agent1messagesb'];
 
-    const addMailbox = async (address: string, userId: string) => {
-      await t.store.repos.agents.save({
-        address,
-        user_id: userId,
-        name: address,
-        handle: null,
-        redirect_url: null,
-        agent_type: 'uagent',
-        profile: {
-          description: '',
-          readme: '',
-          avatar_url: '',
-          banner_url: '',
-          starter_prompts: [],
-        },
-        endpoints: [],
-        protocols: [],
-        metadata: null,
-        registered_at: 0,
-        updated_at: 0,
-      });
-      await t.store.repos.mailboxes.create({ address, user_id: userId, created_at: 0 });
-    };
+    const addMailbox = (address: string, userId: string) =>
+      insertAgentWithMailbox(t.store, { address, user_id: userId });
 
     before(async () => {
       t = await openTestStore(dialect);

@@ -4,6 +4,7 @@ import { Migrator, sql } from 'kysely';
 import { Store } from '../../src/store/index.js';
 import { migrations } from '../../src/store/migrations/index.js';
 import { createTestDatabase, dialects, type TestDatabase } from '../helpers/server.js';
+import { agentListing } from '../helpers/store.js';
 
 for (const dialect of dialects) {
   describe(`migrations of existing data (${dialect})`, () => {
@@ -40,10 +41,7 @@ for (const dialect of dialects) {
         await store.db.insertInto('users').values({ id, name: id, created_at: 0 }).execute();
       }
       for (const { user, address, bytes } of mailboxes) {
-        await sql`insert into agents (address, user_id, name, agent_type, profile, endpoints, protocols, registered_at, updated_at)
-          values (${address}, ${user}, ${address}, 'mailbox', '{}', '[]', '[]', 0, 0)`.execute(
-          store.db,
-        );
+        await store.repos.agents.save(agentListing({ address, user_id: user }));
         await sql`insert into mailboxes (address, user_id, pending_messages, bytes_stored, created_at)
           values (${address}, ${user}, 1, ${bytes}, 0)`.execute(store.db);
       }
