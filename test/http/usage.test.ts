@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { usagePeriod } from '../../src/services/usage.js';
+import { hostOf, registerAgent } from '../helpers/agents.js';
 import { call } from '../helpers/http.js';
 import { dialects, ManualClock, startTestServer, type TestServer } from '../helpers/server.js';
 import { TestIdentity } from '../helpers/uagent.js';
@@ -33,24 +34,9 @@ for (const dialect of dialects) {
       return res.body;
     }
 
-    async function registerAgent(key: string): Promise<TestIdentity> {
+    async function newAgent(key: string): Promise<TestIdentity> {
       const agent = TestIdentity.random();
-      const issued = await call(t.url, 'GET', `/v2/identity/${agent.address}/challenge`, { key });
-      const { challenge } = issued.body;
-      const proof = await call(t.url, 'POST', '/v2/identity', {
-        key,
-        body: {
-          address: agent.address,
-          challenge,
-          challenge_response: agent.signChallenge(challenge),
-        },
-      });
-      assert.equal(proof.status, 200, proof.text);
-      const res = await call(t.url, 'POST', '/v2/agents', {
-        key,
-        body: { address: agent.address, name: 'counted' },
-      });
-      assert.equal(res.status, 200, res.text);
+      await registerAgent(hostOf(t), key, agent);
       return agent;
     }
 
@@ -71,8 +57,8 @@ for (const dialect of dialects) {
 
     it('counts agents as they are registered and deleted', async () => {
       const { key } = await newUser('counter');
-      const first = await registerAgent(key);
-      await registerAgent(key);
+      const first = await newAgent(key);
+      await newAgent(key);
       assert.equal((await usage(key)).num_agents, 2);
       const deleted = await call(t.url, 'DELETE', `/v2/agents/${first.address}`, { key });
       assert.equal(deleted.status, 200);
@@ -82,7 +68,7 @@ for (const dialect of dialects) {
 
     it("totals the bytes held in the user's mailboxes", async () => {
       const { key } = await newUser('storer');
-      const agents = [await registerAgent(key), await registerAgent(key)];
+      const agents = [await newAgent(key), await newAgent(key)];
       for (const [i, agent] of agents.entries()) {
         await t.server.ctx.store.db
           .updateTable('mailboxes')
