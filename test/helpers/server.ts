@@ -32,41 +32,56 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
+/** Connection settings for `url`; without a user in it, pg would fall back to $USER. */
+export function pgClientConfig(url: string): pg.ClientConfig {
+  return { connectionString: url, user: new URL(url).username || 'postgres' };
+}
+
+/** Runs one statement on a connection of its own to `url`. */
+export async function runOnPostgres(url: string, statement: string): Promise<void> {
+  const client = new pg.Client(pgClientConfig(url));
+  await client.connect();
+  try {
+    await client.query(statement);
+  } finally {
+    await client.end();
+  }
+}
+
 /**
- * A fresh, empty database: a SQLite file in a temporary directory, or a new schema on the
- * PostgreSQL test server (selected through `search_path`), dropped afterwards.
+ * An empty database: a SQLite file in a new temporary directory, or a new schema (named
+ * `<prefix>_<random>`) on the PostgreSQL server at `pgUrl`, selected through `search_path`;
+ * `drop` removes either.
  */
-export async function createTestDatabase(dialect: DialectName): Promise<TestDatabase> {
+export async function createScratchDatabase(
+  dialect: DialectName,
+  { pgUrl, prefix }: { pgUrl: string | undefined; prefix: string },
+): Promise<TestDatabase> {
   if (dialect === 'sqlite') {
-    const dir = mkdtempSync(join(tmpdir(), 'agentry-test-'));
+    const dir = mkdtempSync(join(tmpdir(), `agentry-${prefix}-`));
     return {
       url: `sqlite:${join(dir, 'agentry.db')}`,
       drop: async () => rmSync(dir, { recursive: true, force: true }),
     };
   }
-  if (!testPgUrl) throw new Error('AGENTRY_TEST_PG_URL is not set');
-  const schema = `test_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({
-    connectionString: testPgUrl,
-    user: new URL(testPgUrl).username || 'postgres',
-  });
-  await admin.connect();
-  await admin.query(`create schema ${schema}`);
-  await admin.end();
-  const url = new URL(testPgUrl);
+  if (!pgUrl) throw new Error('no PostgreSQL URL to create a schema on');
+  const schema = `${prefix}_${randomBytes(6).toString('hex')}`;
+  await runOnPostgres(pgUrl, `create schema ${schema}`);
+  const url = new URL(pgUrl);
   url.searchParams.set('options', `-c search_path=${schema}`);
   return {
     url: url.toString(),
-    drop: async () => {
-      const client = new pg.Client({
-        connectionString: testPgUrl,
-        user: new URL(testPgUrl).username || 'postgres',
-      });
-      await client.connect();
-      await client.query(`drop schema ${schema} cascade`);
-      await client.end();
-    },
+    drop: () => runOnPostgres(pgUrl, `drop schema ${schema} cascade`),
   };
+}
+
+/**
+ * A fresh, empty database for a test: a SQLite file, or a new schema on the PostgreSQL test
+ * server (`AGENTRY_TEST_PG_URL`), dropped afterwards.
+ */
+export async function createTestDatabase(dialect: DialectName): Promise<TestDatabase> {
+  if (dialect === 'postgres' && !testPgUrl) throw new Error('AGENTRY_TEST_PG_URL is not set');
+  return createScratchDatabase(dialect, { pgUrl: testPgUrl, prefix: 'test' });
 }
 
 export interface TestServer {
