@@ -1,7 +1,17 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteDialect, type SqliteDatabase } from 'kysely';
+import {
+  CompiledQuery,
+  Kysely,
+  PostgresDialect,
+  SqliteDialect,
+  SqliteDriver,
+  type DatabaseConnection,
+  type Driver,
+  type SqliteDatabase,
+  type SqliteDialectConfig,
+} from 'kysely';
 import pg from 'pg';
 import { BackgroundCheckpointer } from './checkpointer.js';
 import type { Database } from './schema.js';
@@ -63,6 +73,31 @@ function withStatementCache(sqlite: BetterSqlite3.Database, limit = 1000): Sqlit
 }
 
 /**
+ * Transactions that take the write lock when they begin. Kysely begins deferred ones, which
+ * take it at their first write: if another process (an admin command, a second server on the
+ * same file) committed after such a transaction's first read, its first write fails at once
+ * with SQLITE_BUSY_SNAPSHOT, which no busy timeout retries. Beginning immediately makes the
+ * transaction wait for the lock (up to `busy_timeout`) before it reads anything instead.
+ * Within one process nothing changes: Kysely runs one transaction at a time on the one
+ * connection.
+ */
+class ImmediateSqliteDriver extends SqliteDriver {
+  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
+  }
+}
+
+class ImmediateSqliteDialect extends SqliteDialect {
+  constructor(private readonly settings: SqliteDialectConfig) {
+    super(settings);
+  }
+
+  override createDriver(): Driver {
+    return new ImmediateSqliteDriver(this.settings);
+  }
+}
+
+/**
  * A better-sqlite3 connection with the settings the service runs on; exported so that
  * `npm run bench` measures its storage ceiling on exactly these settings.
  */
@@ -92,7 +127,7 @@ function openSqlite(url: string, options: DatabaseOptions): DatabaseHandle {
     );
   }
   const db = new Kysely<Database>({
-    dialect: new SqliteDialect({ database: withStatementCache(sqlite) }),
+    dialect: new ImmediateSqliteDialect({ database: withStatementCache(sqlite) }),
   });
   return {
     db,

@@ -14,8 +14,8 @@ export class UsersRepository {
   /**
    * Inside a transaction, makes other transactions that lock the same user wait until this
    * one ends, so a rule over everything a user owns (a quota) sees no concurrent change.
-   * PostgreSQL locks the user's row; SQLite needs nothing, as its single connection already
-   * runs transactions one after another.
+   * PostgreSQL locks the user's row; SQLite needs nothing, as its transactions take the
+   * database's write lock when they begin.
    */
   async lock(id: string): Promise<void> {
     if (this.dialect === 'sqlite') return;
