@@ -141,8 +141,8 @@ for (const dialect of dialects) {
 
 /**
  * Another writer on the same SQLite file, as an admin command run beside the server is: a
- * connection of its own on a thread of its own, which inserts a user when told to and then
- * says so.
+ * connection of its own on a thread of its own, which says when it is open, then inserts a
+ * user when told to and says so.
  */
 function otherWriter(path: string): Worker {
   const code = `
@@ -150,6 +150,7 @@ function otherWriter(path: string): Worker {
     const Database = require(workerData.module);
     const db = new Database(workerData.path);
     db.pragma('busy_timeout = 5000');
+    parentPort.postMessage('ready');
     parentPort.once('message', () => {
       db.prepare("insert into users (id, name, created_at) values ('other', 'other', 0)").run();
       db.close();
@@ -167,6 +168,7 @@ describe('store on SQLite beside another writer', () => {
     try {
       await store.migrate();
       const writer = otherWriter(sqlitePath(database.url));
+      await once(writer, 'message');
       const written = once(writer, 'message');
       const firstToWrite = await store.transaction(async (tx) => {
         const before = await tx.users.count();
