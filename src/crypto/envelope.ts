@@ -40,7 +40,11 @@ export function envelopeSigningBytes(envelope: EnvelopeFields): Uint8Array {
 
 /** sha256 of the signing bytes: what uAgents signs, and a stable idempotency key. */
 export function envelopeDigest(envelope: EnvelopeFields): Uint8Array {
-  return createHash('sha256').update(envelopeSigningBytes(envelope)).digest();
+  return digestOf(envelopeSigningBytes(envelope));
+}
+
+function digestOf(signingBytes: Uint8Array): Uint8Array {
+  return createHash('sha256').update(signingBytes).digest();
 }
 
 /**
@@ -72,7 +76,7 @@ export function verifiedEnvelopeDigest(
   ) {
     return undefined;
   }
-  return createHash('sha256').update(message).digest();
+  return digestOf(message);
 }
 
 const HYPHENATED_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
