@@ -120,9 +120,6 @@ export class MailboxService {
       repos.mailboxes.findManyWithOwnerUsage(addresses, period),
       repos.messages.existing(group.map((delivery) => delivery.uuid)),
     ]);
-    if (mailboxes.size === 0) {
-      return group.map(() => ({ ok: false, error: new NotFoundError(UNKNOWN_TARGET) }));
-    }
     const owners = new Map<string, OwnerTally>();
     const accepted: NewMessage[] = [];
     const outcomes = group.map((delivery): ItemOutcome<void> => {
