@@ -36,7 +36,10 @@ export interface Config {
   mailboxRetentionSeconds: number;
   proxyTimeoutMs: number;
   proxySyncTimeoutMs: number;
-  /** Worker threads that check envelope signatures; 0 checks them on the event loop. */
+  /**
+   * Worker threads that check signatures (envelopes, identity proofs, Almanac attestations);
+   * 0 checks them on the event loop.
+   */
   verifierThreads: number;
   quotas: Quotas;
   rateLimit: { max: number; windowMs: number };
