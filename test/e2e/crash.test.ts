@@ -20,7 +20,7 @@ for (const dialect of dialects) {
         const key = first.bootstrapKey;
         assert.ok(key, 'a fresh store prints a key');
         const recipient = TestIdentity.random();
-        await registerAgent({ url: first.url, store }, key, recipient);
+        await registerAgent({ url: first.url }, key, recipient);
 
         // Senders submit until the connection breaks; a 200 is a promise of durability.
         const acknowledged: string[] = [];

@@ -1,17 +1,15 @@
 import assert from 'node:assert/strict';
-import type { Store } from '../../src/store/index.js';
 import { call } from './http.js';
 import type { TestServer } from './server.js';
 import type { TestIdentity } from './uagent.js';
 
-/** A running service and the store behind it. */
+/** A running service (a test server, or the benchmark's child process). */
 export interface AgentHost {
   url: string;
-  store: Store;
 }
 
 export function hostOf(t: TestServer): AgentHost {
-  return { url: t.url, store: t.server.ctx.store };
+  return { url: t.url };
 }
 
 export interface RegisterOptions {
