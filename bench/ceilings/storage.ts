@@ -1,36 +1,14 @@
-import { randomUUID } from 'node:crypto';
-import { defaults } from '../../src/config/index.js';
 import pg from 'pg';
 import { DEFAULT_POOL_SIZE, openSqliteConnection, sqlitePath } from '../../src/store/database.js';
 import { Store } from '../../src/store/index.js';
-import { insertMessagesQuery, type NewMessage } from '../../src/store/repositories/messages.js';
+import { insertMessagesQuery } from '../../src/store/repositories/messages.js';
 import { pgClientConfig } from '../../test/helpers/server.js';
 import { insertAgentWithMailbox } from '../../test/helpers/store.js';
 import type { BenchDatabase } from '../lib/databases.js';
+import { messageRow, type MessageSource } from '../lib/seed.js';
 import { processCpuSeconds, processName } from '../lib/proc.js';
 import type { Measure } from '../lib/report.js';
 import { medianBy, medianRepeat, type Rounds } from '../lib/repeat.js';
-
-/** The service's default mailbox retention. */
-const RETENTION_MS = defaults.mailboxRetentionSeconds * 1000;
-
-export interface MessageSource {
-  envelopes: string[];
-  targets: string[];
-}
-
-function messageRow(source: MessageSource, i: number): NewMessage {
-  const now = Date.now();
-  const envelope = source.envelopes[i % source.envelopes.length]!;
-  return {
-    uuid: randomUUID(),
-    address: source.targets[i % source.targets.length]!,
-    envelope,
-    size: Buffer.byteLength(envelope),
-    received_at: now,
-    expires_at: now + RETENTION_MS,
-  };
-}
 
 /** The service's INSERT of one message, as SQL text and the parameters of message `i`. */
 interface MessageInsert {
@@ -129,9 +107,10 @@ function cpuOfInserts(pgPids: number[]): number | undefined {
 
 /**
  * Single-row commits per second of the service's message INSERT on PostgreSQL, into the
- * service's schema, from as many concurrent clients as the service's pool holds. Per core divides by the CPU time this process and PostgreSQL's
- * processes spent, which other load on the machine does not disturb; for a server on
- * another machine that cannot be read, and the commits per second are reported as they are.
+ * service's schema, from as many concurrent clients as the service's pool holds. Per core
+ * divides by the CPU time this process and PostgreSQL's processes spent, which other load on
+ * the machine does not disturb; for a server on another machine that cannot be read, and the
+ * commits per second are reported as they are.
  */
 export async function measurePostgresCeiling(
   database: BenchDatabase,

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { defaults } from '../../src/config/index.js';
 import { sql, type Insertable } from 'kysely';
 import { Store } from '../../src/store/index.js';
+import type { NewMessage } from '../../src/store/repositories/messages.js';
 import type { Database } from '../../src/store/schema.js';
 
 /** Bound parameters per statement, under SQLite's limit (32,766) and PostgreSQL's (65,535). */
@@ -47,6 +48,28 @@ export function openStore(databaseUrl: string): Store {
 /** The service's default mailbox retention. */
 const RETENTION_MS = defaults.mailboxRetentionSeconds * 1000;
 
+/** Where a load of messages goes and what they carry, each list used in turn. */
+export interface MessageSource {
+  envelopes: string[];
+  targets: string[];
+}
+
+/**
+ * Message `i` of a load from `source`, as the service would have stored it at `now`: a
+ * version-4 uuid, the next target and envelope text in turn, the default retention.
+ */
+export function messageRow(source: MessageSource, i: number, now = Date.now()): NewMessage {
+  const envelope = source.envelopes[i % source.envelopes.length]!;
+  return {
+    uuid: randomUUID(),
+    address: source.targets[i % source.targets.length]!,
+    envelope,
+    size: Buffer.byteLength(envelope),
+    received_at: now,
+    expires_at: now + RETENTION_MS,
+  };
+}
+
 /**
  * `count` messages spread round-robin over the mailboxes of `addresses`, written straight
  * into the store as the service would have stored them (version-4 uuids, the given envelope
@@ -63,18 +86,8 @@ export async function seedMessages(
 ): Promise<void> {
   const { addresses, count, envelopes } = options;
   const now = Date.now();
-  function* rows(): Generator<Insertable<Database['messages']>> {
-    for (let i = 0; i < count; i++) {
-      const envelope = envelopes[i % envelopes.length]!;
-      yield {
-        uuid: randomUUID(),
-        address: addresses[i % addresses.length]!,
-        envelope,
-        size: Buffer.byteLength(envelope),
-        received_at: now,
-        expires_at: now + RETENTION_MS,
-      };
-    }
+  function* rows(): Generator<NewMessage> {
+    for (let i = 0; i < count; i++) yield messageRow({ envelopes, targets: addresses }, i, now);
   }
   await insertInBatches(store, 'messages', rows());
   const sizes = envelopes.map((envelope) => Buffer.byteLength(envelope));
