@@ -55,10 +55,6 @@ function params(request: HttpRequest): RequestParams {
   return { method: request.method, path: request.path, headers, body: request.body };
 }
 
-/**
- * One autocannon run on this thread. Latencies are kept per answer (autocannon's own
- * histogram has whole-millisecond buckets, too coarse for sub-millisecond answers).
- */
 /** A run's measures from its answered latencies and the CPU both sides used over it. */
 function loadResult(
   latencies: number[],
@@ -76,6 +72,10 @@ function loadResult(
   };
 }
 
+/**
+ * One autocannon run on this thread. Latencies are kept per answer (autocannon's own
+ * histogram has whole-millisecond buckets, too coarse for sub-millisecond answers).
+ */
 export async function runLoad(options: LoadOptions): Promise<LoadResult> {
   const { request, expectStatus } = options;
   let nextIndex = 0;
