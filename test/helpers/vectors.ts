@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import type { EnvelopeFields } from '../../src/crypto/index.js';
 
 /**
- * Vectors made by the real uagents-core Python code (../shared beside the repository, in CI
- * too). Every test of the crypto module replays all of them, valid and invalid.
+ * Vectors made by the real uagents-core Python code (see test/fixtures/README.md). Every test
+ * of the crypto module replays all of them, valid and invalid.
  */
 export interface UagentsVectors {
   about: string;
@@ -51,7 +51,7 @@ export type Bech32Vector =
   | { string: string; valid: false; note: string };
 
 export const vectors = JSON.parse(
-  readFileSync(new URL('../../../shared/vectors/uagents-crypto.json', import.meta.url), 'utf8'),
+  readFileSync(new URL('../fixtures/uagents-crypto.json', import.meta.url), 'utf8'),
 ) as UagentsVectors;
 
 /** The identity vector whose seed ends in `name`: alice, bob or carol. */
