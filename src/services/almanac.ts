@@ -101,8 +101,9 @@ const STATUS_UPDATE: Subject = { loc: ['body'], name: 'Status update' };
 /**
  * The Almanac: agents register their endpoints with signed attestations and resolve one
  * another here. No credentials: each write is signed by the agent it is about, and accepted
- * only when newer than what is stored for that agent, so a captured message cannot be
- * replayed to roll an agent back.
+ * only when not older than what is stored for that agent, so a captured message cannot be
+ * replayed to roll an agent back across seconds. uAgents signs whole seconds, so writes of the
+ * same second are all taken, the last one received winning.
  */
 export class AlmanacService {
   /** Normalised URL of this service's submit endpoints → the agent type they imply. */
@@ -191,7 +192,7 @@ export class AlmanacService {
     const almanac = this.store.repos.almanac;
     if (await almanac.upsertStatus(row)) return;
     if (isResent(await almanac.findStatus(address), row)) return;
-    throw notNewer(STATUS_UPDATE);
+    throw olderThanStored(STATUS_UPDATE);
   }
 
   /** The registration of an agent; 404 when there is none, it expired, or is on another network. */
@@ -302,7 +303,7 @@ export class AlmanacService {
   ): Promise<void> {
     if (await repos.almanac.upsertRegistration(row)) return;
     if (isResent(await repos.almanac.findRegistration(row.address), row)) return;
-    throw notNewer(subject);
+    throw olderThanStored(subject);
   }
 
   /**
@@ -354,9 +355,9 @@ function isResent(
   return stored?.signed_at === row.signed_at && stored.signature === row.signature;
 }
 
-function notNewer({ name }: Subject): BadRequestError {
+function olderThanStored({ name }: Subject): BadRequestError {
   return new BadRequestError(
-    `${name} is not newer than the one stored for this agent (replayed or out of order); sign it again with the current time`,
+    `${name} is older than the one stored for this agent (replayed or out of order); sign it again with the current time`,
   );
 }
 

@@ -70,7 +70,7 @@ for (const dialect of dialects) {
       );
     });
 
-    it('reports a registration not newer than the stored one as not stored', async () => {
+    it('reports an older registration, or the stored one again, as not stored', async () => {
       const { address } = TestIdentity.random();
       const row = registration(address, Date.UTC(2026, 10, 21), 'http://127.0.0.1:8001/submit');
       assert.equal(await t.store.repos.almanac.upsertRegistration(row), true);
@@ -81,9 +81,12 @@ for (const dialect of dialects) {
         (await t.store.repos.almanac.findRegistration(address))?.endpoints,
         row.endpoints,
       );
+      const sameSecond = { ...row, signature: 'another', endpoints: '[]' };
+      assert.equal(await t.store.repos.almanac.upsertRegistration(sameSecond), true);
+      assert.equal((await t.store.repos.almanac.findRegistration(address))?.endpoints, '[]');
     });
 
-    it('settles statuses signed in the same second on inactive, whatever order they commit in', async () => {
+    it('lets the last status of a second win, whatever it says', async () => {
       const almanac = t.store.repos.almanac;
       const signedAt = Date.UTC(2026, 10, 21);
       for (const activeFirst of [true, false]) {
@@ -92,9 +95,11 @@ for (const dialect of dialects) {
         const inactive = { ...status(address, signedAt), signature: 'sig-off' };
         const [first, second] = activeFirst ? [active, inactive] : [inactive, active];
         assert.equal(await almanac.upsertStatus(first), true);
-        assert.equal(await almanac.upsertStatus(second), activeFirst);
-        assert.equal((await almanac.findStatus(address))?.is_active, 0);
-        assert.equal(await almanac.upsertStatus(inactive), false, 'the same status again');
+        assert.equal(await almanac.upsertStatus(second), true);
+        assert.equal((await almanac.findStatus(address))?.is_active, second.is_active);
+        assert.equal(await almanac.upsertStatus(second), false, 'the same status again');
+        const older = { ...first, signed_at: signedAt - 1000, signature: 'sig-older' };
+        assert.equal(await almanac.upsertStatus(older), false);
       }
     });
 

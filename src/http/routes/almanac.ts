@@ -27,7 +27,7 @@ export function almanacRoutes(app: FastifyInstance, ctx: AppContext): void {
         tags: ['almanac'],
         summary: 'Register Agent',
         description:
-          "Stores the agent's endpoints, protocols and metadata for 48 hours from the signed timestamp. Refused unless signed by the agent and newer than the stored registration.",
+          "Stores the agent's endpoints, protocols and metadata for 48 hours from the signed timestamp. Refused unless signed by the agent and no older than the stored registration (of two signed in the same second, the last received wins).",
         body: AgentRegistrationAttestation,
         response: { 200: EmptyObject, ...errorResponses(400, 422) },
       },

@@ -1,4 +1,4 @@
-import type { Kysely, Selectable } from 'kysely';
+import { sql, type Kysely, type Selectable } from 'kysely';
 import type {
   AlmanacManifestsTable,
   AlmanacRegistrationsTable,
@@ -13,13 +13,27 @@ export type AlmanacManifestRow = Selectable<AlmanacManifestsTable>;
 /** A registration with the agent's last signed status, null when it never sent one. */
 export type ResolvableRow = AlmanacRegistrationRow & { is_active: number | null };
 
+/**
+ * The upsert condition of a signed write: the incoming message was signed later than the
+ * stored one, or in the same second with another signature (a different message of that
+ * second). A message older than the stored one, or the stored one itself again, is not
+ * written.
+ */
+function newerOrSameSecond(table: 'almanac_registrations' | 'almanac_statuses') {
+  const signedAt = sql.ref(`${table}.signed_at`);
+  const signature = sql.ref(`${table}.signature`);
+  return sql<boolean>`(${signedAt} < excluded.signed_at or (${signedAt} = excluded.signed_at and ${signature} <> excluded.signature))`;
+}
+
 /** Signed registrations and status updates, and protocol manifests. */
 export class AlmanacRepository {
   constructor(private readonly db: Kysely<Database>) {}
 
   /**
-   * Stores the registration unless the stored one was signed at the same time or later, in
-   * one statement so that of two racing writers the newer always wins. True when stored.
+   * Stores the registration unless the stored one was signed later, or is this very message
+   * (same timestamp and signature: a resend changes nothing), in one statement so that of two
+   * racing writers the newer always wins. uAgents signs whole seconds, so two registrations
+   * of the same second are both genuine: the last one received wins. True when stored.
    */
   async upsertRegistration(row: AlmanacRegistrationRow): Promise<boolean> {
     const stored = await this.db
@@ -38,7 +52,7 @@ export class AlmanacRepository {
             expires_at: eb.ref('excluded.expires_at'),
             updated_at: eb.ref('excluded.updated_at'),
           }))
-          .where((eb) => eb('almanac_registrations.signed_at', '<', eb.ref('excluded.signed_at'))),
+          .where(newerOrSameSecond('almanac_registrations')),
       )
       .returning('address')
       .executeTakeFirst();
@@ -64,12 +78,7 @@ export class AlmanacRepository {
       .executeTakeFirst();
   }
 
-  /**
-   * As {@link upsertRegistration}, for status updates and their own watermark, except that
-   * of two signed in the same second the inactive one wins: an agent stopped within a second
-   * of starting signs off with its start-up's timestamp (uAgents signs whole seconds), and a
-   * replayed start-up of that second still cannot bring it back.
-   */
+  /** As {@link upsertRegistration}, for status updates and their own watermark. */
   async upsertStatus(row: AlmanacStatusRow): Promise<boolean> {
     const stored = await this.db
       .insertInto('almanac_statuses')
@@ -83,15 +92,7 @@ export class AlmanacRepository {
             signature: eb.ref('excluded.signature'),
             updated_at: eb.ref('excluded.updated_at'),
           }))
-          .where((eb) =>
-            eb.or([
-              eb('almanac_statuses.signed_at', '<', eb.ref('excluded.signed_at')),
-              eb.and([
-                eb('almanac_statuses.signed_at', '=', eb.ref('excluded.signed_at')),
-                eb('almanac_statuses.is_active', '>', eb.ref('excluded.is_active')),
-              ]),
-            ]),
-          ),
+          .where(newerOrSameSecond('almanac_statuses')),
       )
       .returning('address')
       .executeTakeFirst();
