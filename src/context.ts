@@ -64,7 +64,8 @@ export interface ContextOverrides {
  * Tests replace parts through `overrides`.
  */
 export function createContext(config: Config, overrides: ContextOverrides = {}): AppContext {
-  const logger = overrides.logger ?? createLogger(config.logLevel);
+  const logger =
+    overrides.logger ?? createLogger({ level: config.logLevel, format: config.logFormat });
   const clock = overrides.clock ?? systemClock;
   const store = overrides.store ?? Store.open(config.databaseUrl);
   const verifier = overrides.verifier ?? createDefaultVerifier();

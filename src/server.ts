@@ -28,7 +28,9 @@ export class Server {
   static async create(config: Config, options: ServerOptions = {}): Promise<Server> {
     // A serving process checkpoints SQLite from a thread of its own; admin commands, which
     // write little and exit, leave it to their commits.
-    const logger = options.overrides?.logger ?? createLogger(config.logLevel);
+    const logger =
+      options.overrides?.logger ??
+      createLogger({ level: config.logLevel, format: config.logFormat });
     const store =
       options.overrides?.store ??
       Store.open(config.databaseUrl, {

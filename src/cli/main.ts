@@ -5,8 +5,10 @@ import { version } from '../app.js';
 import {
   ConfigError,
   loadConfig,
+  logFormats,
   logLevels,
   parseDuration,
+  type Config,
   type ConfigOverrides,
   type Quotas,
 } from '../config/index.js';
@@ -57,13 +59,18 @@ async function withServices<T>(
 ): Promise<T> {
   const config = loadConfig({ ...storeOverrides(flags), logLevel: 'warn' });
   // Admin output goes to stdout; keep logs on stderr.
-  const ctx = createContext(config, { logger: createLogger('warn') });
+  const ctx = createContext(config, { logger: adminLogger(config) });
   try {
     await ctx.store.migrate();
     return await work(ctx);
   } finally {
     await ctx.close();
   }
+}
+
+/** Commands print their answer on stdout; their (warning) logs go to stderr. */
+function adminLogger(config: Config) {
+  return createLogger({ level: 'warn', format: config.logFormat, fd: 2 });
 }
 
 function formatTime(ms: number | null): string {
@@ -81,6 +88,12 @@ withStoreOptions(program.command('serve', { isDefault: true }).description('run 
   .option('--allow-private-targets', 'let the proxy forward to loopback and private networks')
   .option('--no-migrate', 'do not migrate the database at start')
   .addOption(new Option('--log-level <level>', 'log level (AGENTRY_LOG_LEVEL)').choices(logLevels))
+  .addOption(
+    new Option(
+      '--log-format <format>',
+      'json, or pretty for people (AGENTRY_LOG_FORMAT; default pretty on a terminal)',
+    ).choices(logFormats),
+  )
   .action(async (flags) => {
     const config = loadConfig({
       ...storeOverrides(flags),
@@ -90,6 +103,7 @@ withStoreOptions(program.command('serve', { isDefault: true }).description('run 
       allowPrivateTargets: flags.allowPrivateTargets,
       migrateOnStart: flags.migrate === false ? false : undefined,
       logLevel: flags.logLevel,
+      logFormat: flags.logFormat,
     });
     const server = await Server.create(config);
     server.closeOnSignals();
@@ -115,7 +129,7 @@ withStoreOptions(
   program.command('migrate').description('bring the database schema up to date'),
 ).action(async (flags) => {
   const config = loadConfig({ ...storeOverrides(flags), migrateOnStart: false });
-  const ctx = createContext(config, { logger: createLogger('warn') });
+  const ctx = createContext(config, { logger: adminLogger(config) });
   try {
     const { applied } = await ctx.store.migrate();
     console.log(applied.length ? `applied: ${applied.join(', ')}` : 'database is up to date');

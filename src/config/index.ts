@@ -7,6 +7,8 @@ import { availableParallelism } from 'node:os';
  */
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+export type LogFormat = 'json' | 'pretty';
+export const logFormats: readonly LogFormat[] = ['json', 'pretty'];
 
 export interface Quotas {
   agents: number;
@@ -24,6 +26,8 @@ export interface Config {
   allowPrivateTargets: boolean;
   migrateOnStart: boolean;
   logLevel: LogLevel;
+  /** Human-readable lines on a terminal, JSON otherwise, unless set. */
+  logFormat: LogFormat;
   /** Create one user and print its key when the store has no users (first start). */
   bootstrapUser: boolean;
   challengeTtlSeconds: number;
@@ -61,6 +65,7 @@ export const defaults: Config = {
   allowPrivateTargets: false,
   migrateOnStart: true,
   logLevel: 'info',
+  logFormat: 'json',
   bootstrapUser: true,
   challengeTtlSeconds: 300,
   attestationSkewSeconds: 60,
@@ -124,6 +129,7 @@ export type ConfigOverrides = Partial<
     | 'allowPrivateTargets'
     | 'migrateOnStart'
     | 'logLevel'
+    | 'logFormat'
   >
 >;
 
@@ -157,6 +163,9 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   bool('AGENTRY_BOOTSTRAP_USER', (b) => (config.bootstrapUser = b));
   const logLevel = read('AGENTRY_LOG_LEVEL');
   if (logLevel) config.logLevel = logLevel as LogLevel;
+  config.logFormat =
+    (read('AGENTRY_LOG_FORMAT') as LogFormat | undefined) ??
+    (process.stdout.isTTY ? 'pretty' : 'json');
   int('AGENTRY_CHALLENGE_TTL_SECONDS', 1, (n) => (config.challengeTtlSeconds = n));
   int('AGENTRY_ATTESTATION_SKEW_SECONDS', 0, (n) => (config.attestationSkewSeconds = n));
   int('AGENTRY_ATTESTATION_MAX_WINDOW_SECONDS', 1, (n) => (config.attestationMaxWindowSeconds = n));
@@ -206,6 +215,9 @@ function validate(config: Config): void {
   config.publicUrl = config.publicUrl.replace(/\/+$/, '');
   if (!logLevels.includes(config.logLevel)) {
     throw new ConfigError(`AGENTRY_LOG_LEVEL must be one of ${logLevels.join(', ')}.`);
+  }
+  if (!logFormats.includes(config.logFormat)) {
+    throw new ConfigError(`AGENTRY_LOG_FORMAT must be one of ${logFormats.join(', ')}.`);
   }
   if (config.attestationMaxWindowSeconds > 24 * 3600) {
     throw new ConfigError('AGENTRY_ATTESTATION_MAX_WINDOW_SECONDS must be at most 86400 (24 h).');

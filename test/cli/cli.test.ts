@@ -1,10 +1,11 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { stripVTControlCharacters } from 'node:util';
 import { loadConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/logger.js';
 import { Server } from '../../src/server.js';
@@ -108,7 +109,7 @@ describe('command line', () => {
         },
         {},
       ),
-      { overrides: { logger: createLogger('silent') } },
+      { overrides: { logger: createLogger({ level: 'silent' }) } },
     );
     try {
       const url = await server.start();
@@ -158,6 +159,40 @@ describe('command line', () => {
       assert.equal(await server.exited, 0);
     } finally {
       server.child.kill('SIGKILL');
+      rmSync(fresh, { recursive: true, force: true });
+    }
+  });
+
+  it('prints readable log lines on a terminal, with the first-start key on its own', async () => {
+    const fresh = mkdtempSync(join(tmpdir(), 'agentry-tty-'));
+    const command = [process.execPath, '--import', 'tsx', entry, 'serve', '--data-dir', fresh]
+      .concat(['--port', '0', '--host', '127.0.0.1'])
+      .map((arg) => `'${arg}'`)
+      .join(' ');
+    const env = Object.fromEntries(
+      Object.entries(process.env).filter(([name]) => !name.startsWith('AGENTRY_')),
+    );
+    // script(1) runs the server under a pseudo-terminal, as a person starting it would.
+    const child = spawn('script', ['-qfec', command, '/dev/null'], { cwd: root, env });
+    let out = '';
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no listening line:\n${out}`)), 30_000);
+        child.stdout.on('data', (chunk: Buffer) => {
+          out += chunk.toString();
+          if (/agentry listening/.test(out)) {
+            clearTimeout(timer);
+            resolve();
+          }
+        });
+      });
+      const text = stripVTControlCharacters(out);
+      assert.match(text, /^\s+agy_[a-z2-7]{12}_[A-Za-z0-9_-]{43}\r?$/m, 'the key stands alone');
+      assert.match(text, /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: agentry listening/m);
+      assert.doesNotMatch(text, /"level":/, 'no JSON lines');
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
       rmSync(fresh, { recursive: true, force: true });
     }
   });

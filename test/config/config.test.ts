@@ -20,3 +20,19 @@ describe('verifier threads setting', () => {
     );
   });
 });
+
+describe('log format setting', () => {
+  it('takes AGENTRY_LOG_FORMAT and refuses anything but json or pretty', () => {
+    assert.equal(loadConfig({}, { AGENTRY_LOG_FORMAT: 'pretty' }).logFormat, 'pretty');
+    assert.equal(loadConfig({}, { AGENTRY_LOG_FORMAT: 'json' }).logFormat, 'json');
+    assert.throws(
+      () => loadConfig({}, { AGENTRY_LOG_FORMAT: 'xml' }),
+      (error) => error instanceof ConfigError && /AGENTRY_LOG_FORMAT/.test(error.message),
+    );
+  });
+
+  it('writes JSON when stdout is not a terminal, as under a test runner', () => {
+    assert.equal(process.stdout.isTTY, undefined);
+    assert.equal(loadConfig({}, {}).logFormat, 'json');
+  });
+});

@@ -28,7 +28,13 @@ export async function spawnServer(
     ['--import', 'tsx', entry, 'serve', ...storeArgs, '--port', '0', '--host', '127.0.0.1'],
     {
       cwd: root,
-      env: { ...process.env, AGENTRY_LOG_LEVEL: 'info', AGENTRY_RATE_LIMIT_MAX: '0', ...env },
+      env: {
+        ...process.env,
+        AGENTRY_LOG_LEVEL: 'info',
+        AGENTRY_LOG_FORMAT: 'json',
+        AGENTRY_RATE_LIMIT_MAX: '0',
+        ...env,
+      },
     },
   );
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));

@@ -133,7 +133,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   };
   const server = await Server.create(config, {
     overrides: {
-      logger: createLogger('silent'),
+      logger: createLogger({ level: 'silent' }),
       ...(options.clock ? { clock: options.clock } : {}),
     },
   });
