@@ -1,8 +1,8 @@
 import type { Migration } from 'kysely';
 import * as foundation from './0001_foundation.js';
 import * as registry from './0002_registry.js';
-import * as almanac from './0004_almanac.js';
 import * as mailbox from './0003_mailbox.js';
+import * as almanac from './0004_almanac.js';
 import * as userStorage from './0005_user_storage.js';
 
 /**
@@ -12,7 +12,7 @@ import * as userStorage from './0005_user_storage.js';
 export const migrations: Record<string, Migration> = {
   '0001_foundation': foundation,
   '0002_registry': registry,
-  '0004_almanac': almanac,
   '0003_mailbox': mailbox,
+  '0004_almanac': almanac,
   '0005_user_storage': userStorage,
 };
