@@ -10,7 +10,6 @@ export type DomainErrorKind =
   | 'not-found'
   | 'quota'
   | 'conflict'
-  | 'too-large'
   | 'rate-limited'
   | 'bad-gateway'
   | 'gateway-timeout'
@@ -68,12 +67,6 @@ export class ConflictError extends DomainError {
 export class QuotaExceededError extends DomainError {
   constructor(message: string) {
     super('quota', message);
-  }
-}
-
-export class PayloadTooLargeError extends DomainError {
-  constructor(message = 'Request body is too large') {
-    super('too-large', message);
   }
 }
 

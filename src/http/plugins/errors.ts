@@ -16,7 +16,6 @@ const statusOf: Record<DomainErrorKind, number> = {
   'not-found': 404,
   quota: 406,
   conflict: 409,
-  'too-large': 413,
   validation: 422,
   'rate-limited': 429,
   'bad-gateway': 502,
