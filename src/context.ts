@@ -6,17 +6,17 @@ import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { AgentsService } from './services/agents.js';
 import { AlmanacService } from './services/almanac.js';
-import { systemClock, type Clock } from './services/clock.js';
+import { systemClock, type Clock } from './infra/clock.js';
 import { EnvelopeAdmission, inlineEnvelopeVerifier } from './services/envelopes.js';
 import { IdentityService } from './services/identity.js';
 import { InteractionsService } from './services/interactions.js';
 import { MailboxService } from './services/mailbox.js';
-import { createOutboundDispatcher } from './services/outbound.js';
+import { createOutboundDispatcher } from './infra/outbound.js';
 import { ProxyService } from './services/proxy.js';
 import { UsageService } from './services/usage.js';
 import { UsersService } from './services/users.js';
-import { inlineSignatureChecker } from './services/signature-checker.js';
-import { VerifierPool } from './services/verifier-pool.js';
+import { inlineSignatureChecker } from './infra/signature-checker.js';
+import { VerifierPool } from './infra/verifier-pool.js';
 import { Store } from './store/index.js';
 
 export interface Services {
@@ -50,6 +50,14 @@ export interface AppContext {
   close(): Promise<void>;
 }
 
+export interface ContextOptions {
+  /**
+   * A serving process checkpoints SQLite from a thread of its own; admin commands, which
+   * write little and exit, leave it to their commits.
+   */
+  serving?: boolean;
+}
+
 export interface ContextOverrides {
   logger?: Logger;
   clock?: Clock;
@@ -63,11 +71,27 @@ export interface ContextOverrides {
  * The composition root: every long-lived object is built here, in one readable place.
  * Tests replace parts through `overrides`.
  */
-export function createContext(config: Config, overrides: ContextOverrides = {}): AppContext {
+export function createContext(
+  config: Config,
+  overrides: ContextOverrides = {},
+  options: ContextOptions = {},
+): AppContext {
   const logger =
     overrides.logger ?? createLogger({ level: config.logLevel, format: config.logFormat });
   const clock = overrides.clock ?? systemClock;
-  const store = overrides.store ?? Store.open(config.databaseUrl);
+  const store =
+    overrides.store ??
+    Store.open(config.databaseUrl, {
+      ...(options.serving && {
+        backgroundCheckpoints: {
+          onError: (err: unknown) =>
+            logger.error(
+              { err },
+              'background checkpoints failed; commits checkpoint by themselves',
+            ),
+        },
+      }),
+    });
   const verifier = overrides.verifier ?? createDefaultVerifier();
   const attestations = new AttestationAuthenticator(verifier, clock, {
     skewSeconds: config.attestationSkewSeconds,

@@ -2,9 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import { redactUrl, type Config } from './config/index.js';
 import { createContext, type AppContext, type ContextOverrides } from './context.js';
-import { createLogger } from './logger.js';
 import type { NewUser } from './services/users.js';
-import { Store } from './store/index.js';
 
 export interface ServerOptions {
   overrides?: ContextOverrides;
@@ -26,23 +24,7 @@ export class Server {
   ) {}
 
   static async create(config: Config, options: ServerOptions = {}): Promise<Server> {
-    // A serving process checkpoints SQLite from a thread of its own; admin commands, which
-    // write little and exit, leave it to their commits.
-    const logger =
-      options.overrides?.logger ??
-      createLogger({ level: config.logLevel, format: config.logFormat });
-    const store =
-      options.overrides?.store ??
-      Store.open(config.databaseUrl, {
-        backgroundCheckpoints: {
-          onError: (err) =>
-            logger.error(
-              { err },
-              'background checkpoints failed; commits checkpoint by themselves',
-            ),
-        },
-      });
-    const ctx = createContext(config, { ...options.overrides, logger, store });
+    const ctx = createContext(config, options.overrides, { serving: true });
     try {
       if (config.migrateOnStart) {
         const { applied } = await ctx.store.migrate();
@@ -89,21 +71,5 @@ export class Server {
       await this.ctx.close();
     })();
     return this.closing;
-  }
-
-  /** Closes on SIGINT/SIGTERM, letting in-flight requests finish. */
-  closeOnSignals(): void {
-    const onSignal = (signal: NodeJS.Signals): void => {
-      this.ctx.logger.info({ signal }, 'shutting down');
-      this.close().then(
-        () => process.exit(0),
-        (err: unknown) => {
-          this.ctx.logger.error({ err }, 'shutdown failed');
-          process.exit(1);
-        },
-      );
-    };
-    process.once('SIGINT', onSignal);
-    process.once('SIGTERM', onSignal);
   }
 }

@@ -1,5 +1,5 @@
 import { availableParallelism } from 'node:os';
-import { startWorker } from '../../src/worker-threads.js';
+import { startWorker } from '../../src/infra/worker-threads.js';
 import type { BodyJob } from './bodies.js';
 
 /**

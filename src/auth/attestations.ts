@@ -4,8 +4,8 @@ import {
   verifyAttestation,
   type SignatureVerifier,
 } from '../crypto/index.js';
-import { ForbiddenError, UnauthenticatedError } from '../errors.js';
-import type { Clock } from '../services/clock.js';
+import { UnauthenticatedError } from '../errors.js';
+import type { Clock } from '../infra/clock.js';
 import type { Principal } from './principal.js';
 
 export interface AttestationPolicy {
@@ -36,11 +36,11 @@ export class AttestationAuthenticator {
   ) {}
 
   /**
-   * Returns the agent principal for an attestation acting on `targetAddress`: 401 when the
-   * attestation is malformed, badly signed or outside its window, 403 when it is valid but
-   * belongs to another agent.
+   * Returns the agent principal of an attestation: 401 when it is malformed, badly signed or
+   * outside its window. Whether that agent may act on what the request names is the auth
+   * plugin's check, made once the request's addresses are canonical.
    */
-  authenticate(attestation: string, targetAddress: string): Extract<Principal, { kind: 'agent' }> {
+  authenticate(attestation: string): Extract<Principal, { kind: 'agent' }> {
     const known = this.verified.get(attestation) ?? this.verifyFresh(attestation);
     const nowSeconds = Math.floor(this.clock.now() / 1000);
     const { skewSeconds } = this.policy;
@@ -50,9 +50,6 @@ export class AttestationAuthenticator {
     if (nowSeconds > known.validTo + skewSeconds) {
       this.verified.delete(attestation);
       throw new UnauthenticatedError('Agent attestation has expired', 'Agent');
-    }
-    if (known.address !== targetAddress) {
-      throw new ForbiddenError('Agent attestation does not belong to the requested agent');
     }
     return { kind: 'agent', address: known.address, validTo: known.validTo };
   }

@@ -68,6 +68,22 @@ async function withServices<T>(
   }
 }
 
+/** Stops the server on SIGINT/SIGTERM, letting requests in flight finish, then exits. */
+function closeOnSignals(server: Server): void {
+  const onSignal = (signal: NodeJS.Signals): void => {
+    server.ctx.logger.info({ signal }, 'shutting down');
+    server.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        server.ctx.logger.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+}
+
 /** Commands print their answer on stdout; their (warning) logs go to stderr. */
 function adminLogger(config: Config) {
   return createLogger({ level: 'warn', format: config.logFormat, fd: 2 });
@@ -106,7 +122,7 @@ withStoreOptions(program.command('serve', { isDefault: true }).description('run 
       logFormat: flags.logFormat,
     });
     const server = await Server.create(config);
-    server.closeOnSignals();
+    closeOnSignals(server);
     // The key comes before the listening line, so whoever waits for that line has it too.
     if (server.bootstrapped) {
       const { user, token } = server.bootstrapped;

@@ -1,52 +1,20 @@
-import { isAgentAddress } from '../crypto/index.js';
 import {
   ConflictError,
   DomainError,
   ForbiddenError,
   NotFoundError,
   QuotaExceededError,
-  RequestValidationError,
-  type ValidationIssue,
 } from '../errors.js';
+import type { Clock } from '../infra/clock.js';
 import type { Repositories, Store } from '../store/index.js';
+import type { ListingChanges, StoredAgent } from '../store/repositories/agents.js';
 import type {
-  AgentEndpoint,
   AgentProfile,
-  ListingChanges,
-  StoredAgent,
-} from '../store/repositories/agents.js';
-import { isoTimestamp } from '../time.js';
-import type { Clock } from './clock.js';
-import { ADDRESS_MESSAGE, agentAddressOr422 } from './identity.js';
+  AgentUpdates,
+  ProfileInput,
+  RegistrationRequest,
+} from '../wire/agents.js';
 import type { UsageService } from './usage.js';
-
-/** A Register Agent request; absent optional fields take their documented defaults. */
-export interface AgentRegistration {
-  address: string;
-  name: string;
-  handle?: string | null;
-  url?: string | null;
-  agent_type?: string;
-  profile?: Partial<AgentProfile>;
-  endpoints?: AgentEndpoint[];
-  protocols?: string[];
-  metadata?: Record<string, unknown> | null;
-}
-
-/** Update Agent Details: the fields given replace the stored ones. */
-export interface AgentUpdates {
-  address: string;
-  name?: string;
-  handle?: string | null;
-  redirect_url?: string | null;
-  profile?: Partial<AgentProfile>;
-}
-
-/** An agent as the API shows it to its owner: the stored listing, times as ISO-8601. */
-export type AgentRecord = Omit<StoredAgent, 'user_id' | 'registered_at' | 'updated_at'> & {
-  registered_at: string;
-  updated_at: string;
-};
 
 /** How many agents a user has and may have, kept current while a transaction adds some. */
 interface AgentAllowance {
@@ -54,30 +22,13 @@ interface AgentAllowance {
   limit: number;
 }
 
-function completeProfile(profile: Partial<AgentProfile> = {}): AgentProfile {
+function completeProfile(profile: ProfileInput = {}): AgentProfile {
   return {
     description: profile.description ?? '',
     readme: profile.readme ?? '',
     avatar_url: profile.avatar_url ?? '',
     banner_url: profile.banner_url ?? '',
     starter_prompts: profile.starter_prompts ?? [],
-  };
-}
-
-function toRecord(agent: StoredAgent): AgentRecord {
-  return {
-    address: agent.address,
-    name: agent.name,
-    handle: agent.handle,
-    redirect_url: agent.redirect_url,
-    agent_type: agent.agent_type,
-    profile: agent.profile,
-    endpoints: agent.endpoints,
-    protocols: agent.protocols,
-    metadata: agent.metadata,
-    mailbox: agent.mailbox,
-    registered_at: isoTimestamp(agent.registered_at),
-    updated_at: isoTimestamp(agent.updated_at),
   };
 }
 
@@ -95,6 +46,7 @@ function handleTaken(handle: string | null | undefined): ConflictError {
  * needs a proven identity and creates the agent's mailbox; deleting removes both and
  * releases the identity. Every change of a user's agents runs in one transaction that holds
  * the user's lock, so the agent quota and the identity stay consistent under concurrency.
+ * Addresses arrive canonical (the wire formats see to it).
  */
 export class AgentsService {
   constructor(
@@ -103,67 +55,45 @@ export class AgentsService {
     private readonly clock: Clock,
   ) {}
 
-  async list(userId: string, limit: number, offset: number): Promise<AgentRecord[]> {
-    const agents = await this.store.repos.agents.listForUser(userId, limit, offset);
-    return agents.map(toRecord);
+  list(userId: string, limit: number, offset: number): Promise<StoredAgent[]> {
+    return this.store.repos.agents.listForUser(userId, limit, offset);
   }
 
-  async get(userId: string, rawAddress: string): Promise<AgentRecord> {
-    const address = agentAddressOr422(rawAddress, ['path', 'address']);
+  async get(userId: string, address: string): Promise<StoredAgent> {
     const agent = await this.store.repos.agents.find(address);
     if (agent?.user_id !== userId) throw agentNotFound(address);
-    return toRecord(agent);
+    return agent;
   }
 
   /** Creates or replaces the caller's listing of an agent whose identity they proved. */
-  async register(userId: string, registration: AgentRegistration): Promise<void> {
-    const address = agentAddressOr422(registration.address, ['body', 'address']);
+  async register(userId: string, registration: RegistrationRequest): Promise<void> {
     await this.store.transaction(async (tx) => {
       const allowance = await this.lockAllowance(tx, userId);
-      await this.save(tx, userId, { ...registration, address }, allowance);
+      await this.save(tx, userId, registration, allowance);
     });
   }
 
   /** Registers every agent or, if any is refused, none; the error names the item refused. */
-  async registerBatch(userId: string, registrations: AgentRegistration[]): Promise<void> {
-    const issues: ValidationIssue[] = [];
-    registrations.forEach(({ address }, index) => {
-      if (!isAgentAddress(address)) {
-        issues.push({
-          loc: ['body', 'agents', index, 'address'],
-          msg: ADDRESS_MESSAGE,
-          type: 'value_error',
-          input: address,
-        });
-      }
-    });
-    if (issues.length > 0) throw new RequestValidationError(issues);
-
+  async registerBatch(userId: string, registrations: RegistrationRequest[]): Promise<void> {
     await this.store.transaction(async (tx) => {
       const allowance = await this.lockAllowance(tx, userId);
       for (const [index, registration] of registrations.entries()) {
-        const address = registration.address.toLowerCase();
         try {
-          await this.save(tx, userId, { ...registration, address }, allowance);
+          await this.save(tx, userId, registration, allowance);
         } catch (err) {
           if (!(err instanceof DomainError)) throw err;
           throw new DomainError(
             err.kind,
-            `Agent ${index} (${address}) was refused, so no agent of the batch was registered: ${err.message}`,
+            `Agent ${index} (${registration.address}) was refused, so no agent of the batch was registered: ${err.message}`,
           );
         }
       }
     });
   }
 
-  async update(userId: string, rawAddress: string, updates: AgentUpdates): Promise<AgentRecord> {
-    const address = agentAddressOr422(rawAddress, ['path', 'address']);
-    if (agentAddressOr422(updates.address, ['body', 'address']) !== address) {
-      throw RequestValidationError.single(
-        ['body', 'address'],
-        'Value error, address must equal the agent address in the path',
-      );
-    }
+  /** Changes the fields given; `updates.address` is the agent's (the route checks it). */
+  async update(userId: string, updates: AgentUpdates): Promise<StoredAgent> {
+    const { address } = updates;
     const changes: ListingChanges = { updated_at: this.clock.now() };
     if (updates.name !== undefined) changes.name = updates.name;
     if (updates.handle !== undefined) changes.handle = updates.handle;
@@ -177,13 +107,12 @@ export class AgentsService {
       if ((await tx.agents.update(address, changes)) === 'handle-taken') {
         throw handleTaken(changes.handle);
       }
-      return toRecord({ ...agent, ...changes });
+      return { ...agent, ...changes };
     });
   }
 
   /** Removes the listing and its mailbox (with pending messages) and releases the identity. */
-  async delete(userId: string, rawAddress: string): Promise<void> {
-    const address = agentAddressOr422(rawAddress, ['path', 'address']);
+  async delete(userId: string, address: string): Promise<void> {
     await this.store.transaction(async (tx) => {
       await tx.users.lock(userId);
       const agent = await tx.agents.find(address);
@@ -206,7 +135,7 @@ export class AgentsService {
   private async save(
     tx: Repositories,
     userId: string,
-    registration: AgentRegistration,
+    registration: RegistrationRequest,
     allowance: AgentAllowance,
   ): Promise<void> {
     const { address } = registration;

@@ -1,24 +1,23 @@
 import {
   almanacSignatureCheck,
   almanacSignerAddress,
-  CryptoFormatError,
   protocolManifestDigest,
   type AlmanacNetworkPrefix,
   type AlmanacSignedFields,
 } from '../crypto/index.js';
-import {
-  BadRequestError,
-  InvalidSignatureError,
-  NotFoundError,
-  RequestValidationError,
-  type ValidationIssue,
-} from '../errors.js';
+import { BadRequestError, InvalidSignatureError, NotFoundError } from '../errors.js';
+import type { Clock } from '../infra/clock.js';
+import type { SignatureChecker } from '../infra/signature-checker.js';
 import type { Repositories, Store } from '../store/index.js';
 import type { AlmanacRegistrationRow, AlmanacStatusRow } from '../store/repositories/almanac.js';
-import { isoTimestamp } from '../time.js';
-import type { Clock } from './clock.js';
-import { agentAddressOr422 } from './identity.js';
-import type { SignatureChecker } from './signature-checker.js';
+import type {
+  AgentRegistrationAttestation,
+  AgentStatusUpdate,
+  AlmanacMetadata,
+  ProtocolManifest,
+} from '../wire/almanac.js';
+import type { Endpoint } from '../wire/common.js';
+import { canonicalAgentAddress } from '../wire/formats.js';
 
 /** How long a registration resolves after it was signed (uAgents re-registers hourly). */
 const REGISTRATION_LIFETIME_MS = 48 * 3600 * 1000;
@@ -28,75 +27,25 @@ const MAX_CLOCK_AHEAD_MS = 5 * 60 * 1000;
 const MAILBOX_SUBMIT_PATH = '/v2/agents/mailbox/submit';
 const PROXY_SUBMIT_PATH = '/v2/agents/proxy/submit';
 
-export interface AgentEndpoint {
-  url: string;
-  weight: number;
-}
-
-/** uagents-core types it `dict[str, str | list[str] | dict[str, str]]`. */
-export type AlmanacMetadata = Record<string, string | string[] | Record<string, string>>;
-
-/** uagents-core `AgentRegistrationAttestation`, as sent (the body schema checked its shape). */
-export interface AgentRegistrationAttestation {
-  agent_identifier: string;
-  protocols: string[];
-  endpoints: AgentEndpoint[];
-  metadata?: AlmanacMetadata | null;
-  timestamp: number;
-  signature: string;
-}
-
-/** uagents-core `AgentStatusUpdate`. */
-export interface AgentStatusUpdate {
-  agent_identifier: string;
-  is_active: boolean;
-  timestamp: number;
-  signature: string;
-}
-
 export type AlmanacAgentType = 'uagent' | 'mailbox' | 'proxy';
 
-/** What `GET /v1/almanac/agents/{address}` answers; uAgents resolves from it. */
-export interface ResolvedAgent {
+/** An agent's unexpired registration, as resolution reads it. */
+export interface AlmanacEntry {
   address: string;
-  status: 'active' | 'inactive';
+  /** From the agent's latest status update; an agent that never sent one is active. */
+  active: boolean;
   type: AlmanacAgentType;
-  endpoints: AgentEndpoint[];
+  endpoints: Endpoint[];
   protocols: string[];
   metadata: AlmanacMetadata | null;
-  domain_name: null;
-  expiry: string;
+  expiresAt: number;
 }
 
-/** A uagents-core protocol manifest (`ProtocolSpecification.manifest()`). */
-export interface ProtocolManifest {
-  version: string;
-  metadata: { name: string; version: string; digest: string; [field: string]: unknown };
-  models: { digest: string; schema: Record<string, unknown>; [field: string]: unknown }[];
-  interactions: { type: string; request: string; responses: string[]; [field: string]: unknown }[];
-  [field: string]: unknown;
-}
+/** How a 400 detail names the signed message it is about. */
+type Subject = 'Registration' | 'Status update' | `Attestation ${number}`;
 
-type Loc = (string | number)[];
-
-interface SignerIdentifier {
-  prefix: AlmanacNetworkPrefix | null;
-  address: string;
-}
-
-const IDENTIFIER_MESSAGE =
-  'Value error, agent_identifier must be agent://<agent address>, test-agent://<agent address> or an agent address';
-
-/** Which signed message of the request an error is about. */
-interface Subject {
-  /** Where it is in the request, for 422 items. */
-  loc: Loc;
-  /** How a 400 detail names it: "Registration", "Attestation 3", "Status update". */
-  name: string;
-}
-
-const REGISTRATION: Subject = { loc: ['body'], name: 'Registration' };
-const STATUS_UPDATE: Subject = { loc: ['body'], name: 'Status update' };
+const REGISTRATION: Subject = 'Registration';
+const STATUS_UPDATE: Subject = 'Status update';
 
 /**
  * The Almanac: agents register their endpoints with signed attestations and resolve one
@@ -123,8 +72,7 @@ export class AlmanacService {
   }
 
   async register(attestation: AgentRegistrationAttestation): Promise<void> {
-    const identifier = this.identifierOf(attestation, REGISTRATION);
-    const row = await this.acceptRegistration(attestation, identifier, REGISTRATION);
+    const row = await this.acceptRegistration(attestation, REGISTRATION);
     await this.storeRegistration(this.store.repos, row, REGISTRATION);
   }
 
@@ -133,26 +81,11 @@ export class AlmanacService {
    * again on any failure, so storing part of it would hide which registrations were lost.
    */
   async registerBatch(attestations: AgentRegistrationAttestation[]): Promise<void> {
-    const subjects: Subject[] = attestations.map((_, index) => ({
-      loc: ['body', 'attestations', index],
-      name: `Attestation ${index}`,
-    }));
-    // Every shape problem of the batch in one 422, as pydantic reports them, before any 400.
-    const issues: ValidationIssue[] = [];
-    const identifiers = attestations.map((attestation, index) => {
-      try {
-        return this.identifierOf(attestation, subjects[index]!);
-      } catch (error) {
-        if (!(error instanceof RequestValidationError)) throw error;
-        issues.push(...error.issues);
-        return undefined;
-      }
-    });
-    if (issues.length > 0) throw new RequestValidationError(issues);
+    const subjects = attestations.map((_, index): Subject => `Attestation ${index}`);
     // The signatures are checked side by side; a refusal names the first refused attestation.
     const accepted = await Promise.allSettled(
       attestations.map((attestation, index) =>
-        this.acceptRegistration(attestation, identifiers[index]!, subjects[index]!),
+        this.acceptRegistration(attestation, subjects[index]!),
       ),
     );
     const rows = accepted.map((outcome) => {
@@ -166,15 +99,9 @@ export class AlmanacService {
     });
   }
 
-  async updateStatus(rawAddress: string, update: AgentStatusUpdate): Promise<void> {
-    const address = agentAddressOr422(rawAddress, ['path', 'address']);
-    const identifier = this.identifierOf(update, STATUS_UPDATE);
-    if (identifier.address !== address) {
-      throw RequestValidationError.single(
-        [...STATUS_UPDATE.loc, 'agent_identifier'],
-        'Value error, agent_identifier names another agent than the path',
-      );
-    }
+  /** The agent's status; `update.agent_identifier` names it (the route checks the path). */
+  async updateStatus(update: AgentStatusUpdate): Promise<void> {
+    const { address } = signerOf(update);
     const signedAt = this.checkSignedAt(update.timestamp, STATUS_UPDATE);
     const signed = {
       agent_identifier: update.agent_identifier,
@@ -196,8 +123,7 @@ export class AlmanacService {
   }
 
   /** The registration of an agent; 404 when there is none, it expired, or is on another network. */
-  async resolve(rawAddress: string, prefix?: AlmanacNetworkPrefix): Promise<ResolvedAgent> {
-    const address = agentAddressOr422(rawAddress, ['path', 'address']);
+  async resolve(address: string, prefix?: AlmanacNetworkPrefix): Promise<AlmanacEntry> {
     const row = await this.store.repos.almanac.findResolvable(address);
     if (
       !row ||
@@ -206,16 +132,15 @@ export class AlmanacService {
     ) {
       throw new NotFoundError('agent not found');
     }
-    const endpoints = JSON.parse(row.endpoints) as AgentEndpoint[];
+    const endpoints = JSON.parse(row.endpoints) as Endpoint[];
     return {
       address,
-      status: row.is_active === 0 ? 'inactive' : 'active',
+      active: row.is_active !== 0,
       type: this.typeOf(endpoints),
       endpoints,
       protocols: JSON.parse(row.protocols) as string[],
       metadata: row.metadata === null ? null : (JSON.parse(row.metadata) as AlmanacMetadata),
-      domain_name: null,
-      expiry: isoTimestamp(row.expires_at),
+      expiresAt: row.expires_at,
     };
   }
 
@@ -256,23 +181,12 @@ export class AlmanacService {
     return this.store.repos.almanac.deleteExpired(now, now - REGISTRATION_LIFETIME_MS);
   }
 
-  /** The signer named by `agent_identifier`, its address lower-cased; else a 422. */
-  private identifierOf(signed: { agent_identifier: string }, subject: Subject): SignerIdentifier {
-    try {
-      const { prefix, address } = almanacSignerAddress(signed.agent_identifier);
-      return { prefix, address: address.toLowerCase() };
-    } catch (error) {
-      if (!(error instanceof CryptoFormatError)) throw error;
-      throw RequestValidationError.single([...subject.loc, 'agent_identifier'], IDENTIFIER_MESSAGE);
-    }
-  }
-
   /** Checks time and signature, and returns the row to store. */
   private async acceptRegistration(
     attestation: AgentRegistrationAttestation,
-    identifier: SignerIdentifier,
     subject: Subject,
   ): Promise<AlmanacRegistrationRow> {
+    const identifier = signerOf(attestation);
     const signedAt = this.checkSignedAt(attestation.timestamp, subject);
     // Exactly what pydantic's model_dump holds: unknown fields dropped, absent metadata null.
     const signed = {
@@ -311,7 +225,7 @@ export class AlmanacService {
    * lifetime ago (older messages could only be replays: nothing signed then is still valid)
    * and a few minutes ahead (clock skew).
    */
-  private checkSignedAt(timestamp: number, { name }: Subject): number {
+  private checkSignedAt(timestamp: number, name: Subject): number {
     const signedAt = timestamp * 1000;
     const now = this.clock.now();
     if (signedAt > now + MAX_CLOCK_AHEAD_MS) {
@@ -327,7 +241,7 @@ export class AlmanacService {
     return signedAt;
   }
 
-  private async checkSignature(signed: AlmanacSignedFields, { name }: Subject): Promise<void> {
+  private async checkSignature(signed: AlmanacSignedFields, name: Subject): Promise<void> {
     if (!(await this.signatures.check(almanacSignatureCheck(signed)))) {
       throw new InvalidSignatureError(
         `${name} signature does not match its fields and the agent its agent_identifier names`,
@@ -336,7 +250,7 @@ export class AlmanacService {
   }
 
   /** `mailbox` or `proxy` when an endpoint is this service's submit URL, as uAgents decides. */
-  private typeOf(endpoints: AgentEndpoint[]): AlmanacAgentType {
+  private typeOf(endpoints: Endpoint[]): AlmanacAgentType {
     const types = new Set(endpoints.map(({ url }) => this.ownEndpoints.get(normaliseUrl(url))));
     if (types.has('mailbox')) return 'mailbox';
     if (types.has('proxy')) return 'proxy';
@@ -355,7 +269,18 @@ function isResent(
   return stored?.signed_at === row.signed_at && stored.signature === row.signature;
 }
 
-function olderThanStored({ name }: Subject): BadRequestError {
+/**
+ * The agent an identifier names, canonical; the identifier's format was checked at the edge.
+ */
+export function signerOf({ agent_identifier }: { agent_identifier: string }): {
+  prefix: AlmanacNetworkPrefix | null;
+  address: string;
+} {
+  const { prefix, address } = almanacSignerAddress(agent_identifier);
+  return { prefix, address: canonicalAgentAddress(address) ?? address };
+}
+
+function olderThanStored(name: Subject): BadRequestError {
   return new BadRequestError(
     `${name} is older than the one stored for this agent (replayed or out of order); sign it again with the current time`,
   );

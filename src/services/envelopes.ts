@@ -1,3 +1,4 @@
+import type { Principal } from '../auth/principal.js';
 import {
   CryptoFormatError,
   envelopeDigest,
@@ -6,13 +7,9 @@ import {
   type EnvelopeFields,
   type SignatureVerifier,
 } from '../crypto/index.js';
-import type { Principal } from '../auth/principal.js';
-import { BadRequestError, NotFoundError, RequestValidationError } from '../errors.js';
-import type { Clock } from './clock.js';
-import { uuidOr422 } from './uuids.js';
-
-/** An envelope as submitted: the protocol's fields and whatever else the sender added. */
-export type Envelope = EnvelopeFields & Record<string, unknown>;
+import { BadRequestError, NotFoundError } from '../errors.js';
+import type { Clock } from '../infra/clock.js';
+import type { Envelope } from '../wire/mailbox.js';
 
 /**
  * Checks that an envelope is signed by its sender, and yields its digest (the sha256 of
@@ -42,8 +39,8 @@ export const UNKNOWN_TARGET = 'No registered address found matching envelope tar
 
 /**
  * The checks every submitted envelope passes before delivery, mailbox or proxy (INTERFACE.md
- * §5 steps 2–3): a session the recipient's client can parse, a sender that proved itself,
- * and an expiry not yet passed.
+ * §5 steps 2–3), past its shape (the schema checked that its session is a UUID4 the
+ * recipient's client can parse): a sender that proved itself, and an expiry not yet passed.
  */
 export class EnvelopeAdmission {
   constructor(
@@ -53,7 +50,6 @@ export class EnvelopeAdmission {
 
   /** Resolves when the envelope may be delivered. */
   async admit(envelope: Envelope, principal: Principal): Promise<AdmittedEnvelope> {
-    checkSession(envelope.session);
     let digest: Uint8Array | undefined;
     if (USER_PREFIX.test(envelope.sender)) {
       // A user address is not a key: only the user's own credentials vouch for it.
@@ -86,24 +82,6 @@ function canonicalTarget(target: string): string {
   const lower = target.toLowerCase();
   if (target !== lower && target !== target.toUpperCase()) throw new NotFoundError(UNKNOWN_TARGET);
   return lower;
-}
-
-/**
- * uAgents declares `session` a UUID4 and drops a whole mailbox page when one item fails to
- * parse, so anything else is refused at the door, worded as pydantic words it.
- */
-function checkSession(session: string): void {
-  if (uuidOr422(session, ['body', 'session'])[14] !== '4') {
-    throw new RequestValidationError([
-      {
-        loc: ['body', 'session'],
-        msg: 'UUID version 4 expected',
-        type: 'uuid_version',
-        input: session,
-        ctx: { expected_version: 4 },
-      },
-    ]);
-  }
 }
 
 /** The envelope's digest; undefined when its fields cannot be packed as uAgents signs them. */

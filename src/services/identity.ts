@@ -1,32 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { challengeResponseCheck, isAgentAddress } from '../crypto/index.js';
-import {
-  ConflictError,
-  InvalidChallengeError,
-  InvalidSignatureError,
-  RequestValidationError,
-} from '../errors.js';
+import { challengeResponseCheck } from '../crypto/index.js';
+import { ConflictError, InvalidChallengeError, InvalidSignatureError } from '../errors.js';
+import type { Clock } from '../infra/clock.js';
+import type { SignatureChecker } from '../infra/signature-checker.js';
 import type { Store } from '../store/index.js';
-import type { Clock } from './clock.js';
-import type { SignatureChecker } from './signature-checker.js';
-
-export interface IdentityProof {
-  address: string;
-  challenge: string;
-  challenge_response: string;
-}
-
-export const ADDRESS_MESSAGE =
-  'Value error, not a valid agent address (bech32 "agent1…" of a compressed secp256k1 key)';
-
-/**
- * The canonical (lower-case) form of an agent address, or a 422 at `loc` unless the value
- * is a bech32 agent address of a 33-byte compressed key.
- */
-export function agentAddressOr422(address: string, loc: (string | number)[]): string {
-  if (!isAgentAddress(address)) throw RequestValidationError.single(loc, ADDRESS_MESSAGE);
-  return address.toLowerCase();
-}
+import type { IdentityProof } from '../wire/identity.js';
 
 /**
  * Identity: a user proves control of an agent key by signing a challenge issued to them for
@@ -40,8 +18,7 @@ export class IdentityService {
     private readonly challengeTtlMs: number,
   ) {}
 
-  async issueChallenge(userId: string, rawAddress: string): Promise<string> {
-    const address = agentAddressOr422(rawAddress, ['path', 'address']);
+  async issueChallenge(userId: string, address: string): Promise<string> {
     const challenge = randomBytes(32).toString('hex');
     await this.store.repos.challenges.insert({
       challenge,
@@ -52,9 +29,9 @@ export class IdentityService {
     return challenge;
   }
 
-  /** Returns the canonical address of the proven identity. */
+  /** Returns the address of the proven identity. */
   async prove(userId: string, proof: IdentityProof): Promise<string> {
-    const address = agentAddressOr422(proof.address, ['body', 'address']);
+    const { address } = proof;
     const issued = await this.store.repos.challenges.takeFor(proof.challenge, userId, address);
     if (!issued || issued.expires_at <= this.clock.now()) {
       throw new InvalidChallengeError(

@@ -2,15 +2,15 @@ import { createHash } from 'node:crypto';
 import type { Principal } from '../auth/principal.js';
 import { envelopeDigest, type EnvelopeFields } from '../crypto/index.js';
 import { NotFoundError, QuotaExceededError } from '../errors.js';
+import type { Clock } from '../infra/clock.js';
+import { GroupCommit, type ItemOutcome } from '../infra/group-commit.js';
+import { formatUuid4 } from '../infra/uuids.js';
 import type { Store } from '../store/index.js';
 import { counterChanges, type MailboxRow } from '../store/repositories/mailboxes.js';
 import type { NewMessage, PendingMessage } from '../store/repositories/messages.js';
-import type { Clock } from './clock.js';
-import { UNKNOWN_TARGET, type Envelope, type EnvelopeAdmission } from './envelopes.js';
-import { GroupCommit, type ItemOutcome } from './group-commit.js';
-import { agentAddressOr422 } from './identity.js';
+import type { Envelope, MailboxPage } from '../wire/mailbox.js';
+import { UNKNOWN_TARGET, type EnvelopeAdmission } from './envelopes.js';
 import { usagePeriod, type UsageService } from './usage.js';
-import { formatUuid4, uuidOr422 } from './uuids.js';
 
 export interface MailboxPolicy {
   retentionMs: number;
@@ -38,11 +38,6 @@ interface OwnerTally {
   limits: { messagesPerMonth: number; bytesStored: number };
   messagesThisPeriod: number;
   bytesStored: number;
-}
-
-export interface MailboxPage {
-  limit: number;
-  offset: number;
 }
 
 const ENTRY_NOT_FOUND = 'Unable to lookup mailbox entry';
@@ -158,35 +153,23 @@ export class MailboxService {
   }
 
   /** Unexpired messages, oldest first; their bytes count as transferred. */
-  async list(
-    principal: Principal,
-    rawAddress: string,
-    page: MailboxPage,
-  ): Promise<PendingMessage[]> {
-    return this.served(principal, rawAddress, MAILBOX_NOT_FOUND, (address, now) =>
+  async list(principal: Principal, address: string, page: MailboxPage): Promise<PendingMessage[]> {
+    return this.served(principal, address, MAILBOX_NOT_FOUND, (now) =>
       this.store.repos.messages.listPending(address, now, page),
     );
   }
 
-  async get(principal: Principal, rawAddress: string, rawUuid: string): Promise<PendingMessage> {
-    const uuid = uuidOr422(rawUuid, ['path', 'uuid']);
-    const [message] = await this.served(
-      principal,
-      rawAddress,
-      ENTRY_NOT_FOUND,
-      async (address, now) => {
-        const found = await this.store.repos.messages.findPending(address, uuid, now);
-        return found ? [found] : [];
-      },
-    );
+  async get(principal: Principal, address: string, uuid: string): Promise<PendingMessage> {
+    const [message] = await this.served(principal, address, ENTRY_NOT_FOUND, async (now) => {
+      const found = await this.store.repos.messages.findPending(address, uuid, now);
+      return found ? [found] : [];
+    });
     if (!message) throw new NotFoundError(ENTRY_NOT_FOUND);
     return message;
   }
 
   /** Acknowledges a message: it is gone once this resolves. */
-  async delete(principal: Principal, rawAddress: string, rawUuid: string): Promise<void> {
-    const uuid = uuidOr422(rawUuid, ['path', 'uuid']);
-    const address = agentAddressOr422(rawAddress, ['path', 'address']);
+  async delete(principal: Principal, address: string, uuid: string): Promise<void> {
     const mailbox = await this.store.repos.mailboxes.find(address);
     if (!mailbox || !mayRead(principal, mailbox)) throw new NotFoundError(ENTRY_NOT_FOUND);
     await this.store.transaction(async (tx) => {
@@ -197,8 +180,7 @@ export class MailboxService {
   }
 
   /** Whether the agent has a mailbox to deliver to (the readiness probe). */
-  async isReady(rawAddress: string): Promise<boolean> {
-    const address = rawAddress.toLowerCase();
+  async isReady(address: string): Promise<boolean> {
     return (await this.store.repos.mailboxes.find(address)) !== undefined;
   }
 
@@ -221,16 +203,15 @@ export class MailboxService {
   }
 
   /**
-   * Reads messages of the mailbox at `rawAddress` for a caller who may read it, unless the
+   * Reads messages of the mailbox at `address` for a caller who may read it, unless the
    * owner's transfer quota is spent, and adds the bytes served to this period's usage.
    */
   private async served(
     principal: Principal,
-    rawAddress: string,
+    address: string,
     notFound: string,
-    read: (address: string, now: number) => Promise<PendingMessage[]>,
+    read: (now: number) => Promise<PendingMessage[]>,
   ): Promise<PendingMessage[]> {
-    const address = agentAddressOr422(rawAddress, ['path', 'address']);
     const now = this.clock.now();
     const period = usagePeriod(now);
     const repos = this.store.repos;
@@ -238,7 +219,7 @@ export class MailboxService {
     // messages are returned only once the caller and the quota have been checked.
     const [found, messages] = await Promise.all([
       repos.mailboxes.findWithOwnerUsage(address, period),
-      read(address, now),
+      read(now),
     ]);
     if (!found || !mayRead(principal, found.mailbox)) throw new NotFoundError(notFound);
     const limit = this.usage.limitsWith(found.overrides).bytesTransferredPerMonth;

@@ -1,9 +1,10 @@
 import { request, type Dispatcher } from 'undici';
 import type { Principal } from '../auth/principal.js';
 import { BadGatewayError, BadRequestError, GatewayTimeoutError, NotFoundError } from '../errors.js';
+import { PrivateTargetError } from '../infra/outbound.js';
 import type { Store } from '../store/index.js';
-import { UNKNOWN_TARGET, type Envelope, type EnvelopeAdmission } from './envelopes.js';
-import { PrivateTargetError } from './outbound.js';
+import type { Envelope } from '../wire/mailbox.js';
+import { UNKNOWN_TARGET, type EnvelopeAdmission } from './envelopes.js';
 
 export interface ProxyPolicy {
   timeoutMs: number;
@@ -79,8 +80,8 @@ export class ProxyService {
   }
 
   /** Whether the agent has a URL to forward to (the readiness probe). */
-  async isReady(rawAddress: string): Promise<boolean> {
-    return Boolean(await this.store.repos.agents.findRedirectUrl(rawAddress.toLowerCase()));
+  async isReady(address: string): Promise<boolean> {
+    return Boolean(await this.store.repos.agents.findRedirectUrl(address));
   }
 
   private async readReply(response: Dispatcher.ResponseData): Promise<Buffer> {

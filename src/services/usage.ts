@@ -1,20 +1,15 @@
 import type { Quotas } from '../config/index.js';
+import type { Clock } from '../infra/clock.js';
 import type { Repositories, Store } from '../store/index.js';
-import { isoTimestamp } from '../time.js';
-import type { QuotaOverrides } from '../store/repositories/usage.js';
-import type { Clock } from './clock.js';
+import type { PeriodCounters, QuotaOverrides, StoredTotals } from '../store/repositories/usage.js';
 
-export interface UsageReport {
-  bytes_transferred: number;
-  bytes_transferred_limit: number;
-  num_messages: number;
-  num_messages_limit: number;
-  bytes_stored: number;
-  bytes_stored_limit: number;
-  num_agents: number;
-  num_agents_limit: number;
-  /** End of the current usage period (start of next month, UTC), ISO-8601. */
-  expiry: string;
+/** A user's usage: this period's counters and current totals, against their limits. */
+export interface UserUsage {
+  limits: Quotas;
+  counters: PeriodCounters;
+  totals: StoredTotals;
+  /** When the current period ends (the start of next month, UTC), epoch milliseconds. */
+  periodEnd: number;
 }
 
 /** The calendar month (UTC) a moment falls in, as `YYYY-MM`. */
@@ -38,10 +33,6 @@ export class UsageService {
     private readonly clock: Clock,
     private readonly defaults: Quotas,
   ) {}
-
-  currentPeriod(): string {
-    return usagePeriod(this.clock.now());
-  }
 
   /** Effective limits of a user: overrides where set, else the configured defaults. */
   async limitsFor(userId: string, repos: Repositories = this.store.repos): Promise<Quotas> {
@@ -71,24 +62,14 @@ export class UsageService {
     return this.limitsFor(userId);
   }
 
-  async report(userId: string): Promise<UsageReport> {
+  async report(userId: string): Promise<UserUsage> {
     const now = this.clock.now();
     const repos = this.store.repos;
-    const [limits, period, totals] = await Promise.all([
+    const [limits, counters, totals] = await Promise.all([
       this.limitsFor(userId),
       repos.usage.period(userId, usagePeriod(now)),
       repos.usage.totals(userId),
     ]);
-    return {
-      bytes_transferred: period.bytes_transferred,
-      bytes_transferred_limit: limits.bytesTransferredPerMonth,
-      num_messages: period.num_messages,
-      num_messages_limit: limits.messagesPerMonth,
-      bytes_stored: totals.bytes_stored,
-      bytes_stored_limit: limits.bytesStored,
-      num_agents: totals.num_agents,
-      num_agents_limit: limits.agents,
-      expiry: isoTimestamp(periodEnd(now)),
-    };
+    return { limits, counters, totals, periodEnd: periodEnd(now) };
   }
 }

@@ -9,7 +9,7 @@ import {
 } from '../errors.js';
 import type { Store } from '../store/index.js';
 import type { UserRow } from '../store/repositories/users.js';
-import type { Clock } from './clock.js';
+import type { Clock } from '../infra/clock.js';
 
 const USER_NAME = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
 

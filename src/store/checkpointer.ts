@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import type { Worker } from 'node:worker_threads';
-import { startWorker } from '../worker-threads.js';
+import { startWorker } from '../infra/worker-threads.js';
 
 /**
  * Moves SQLite's checkpoints off the event loop. In WAL mode a commit only appends to the

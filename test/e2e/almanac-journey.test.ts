@@ -7,7 +7,8 @@ import {
   verifyEnvelopeSignature,
   type EnvelopeFields,
 } from '../../src/crypto/index.js';
-import type { AgentEndpoint, ResolvedAgent } from '../../src/services/almanac.js';
+import type { AlmanacAgent } from '../../src/wire/almanac.js';
+import type { Endpoint } from '../../src/wire/common.js';
 import { hostOf, registerAgent } from '../helpers/agents.js';
 import {
   postRegistration,
@@ -59,10 +60,10 @@ function weightedRandomSample<T>(items: T[], weights: number[], k: number): T[] 
 async function resolveEndpoints(
   agentverse: string,
   address: string,
-): Promise<{ record: ResolvedAgent; endpoints: string[] }> {
+): Promise<{ record: AlmanacAgent; endpoints: string[] }> {
   const res = await resolveAgent(agentverse, address);
   assert.equal(res.status, 200, res.text);
-  const record = res.body as ResolvedAgent;
+  const record = res.body as AlmanacAgent;
   assert.notEqual(record.expiry, null, 'the resolver drops a record without expiry');
   assert.ok(record.endpoints.length > 0, 'the resolver finds nowhere to send without endpoints');
   const endpoints = weightedRandomSample(
@@ -163,7 +164,7 @@ for (const dialect of dialects) {
      * An agent's start-up: the almanac registration and the active status go out from two
      * concurrent tasks, so either may arrive first.
      */
-    async function startUp(agent: TestIdentity, endpoints: AgentEndpoint[]): Promise<void> {
+    async function startUp(agent: TestIdentity, endpoints: Endpoint[]): Promise<void> {
       const registration = signedRegistration(agent, { timestamp: now(), endpoints });
       const status = signedStatusUpdate(agent, { active: true, timestamp: now() });
       const [registered, activated] = await Promise.all([

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { almanacSigningBytes } from '../../src/crypto/index.js';
 import type {
-  AgentEndpoint,
   AgentRegistrationAttestation,
   AgentStatusUpdate,
   AlmanacMetadata,
-} from '../../src/services/almanac.js';
+} from '../../src/wire/almanac.js';
+import type { Endpoint } from '../../src/wire/common.js';
 import { call, type JsonResponse } from './http.js';
 import type { SHalf, TestIdentity } from './uagent.js';
 
@@ -26,7 +26,7 @@ export interface RegistrationOptions {
   timestamp: number;
   /** Network of the identifier (uAgents: `agent` on mainnet, `test-agent` on testnet). */
   prefix?: NetworkPrefix | null;
-  endpoints?: AgentEndpoint[];
+  endpoints?: Endpoint[];
   protocols?: string[];
   metadata?: AlmanacMetadata | null;
   s?: SHalf;

@@ -7,7 +7,7 @@ import pg from 'pg';
 import { loadConfig, type Config } from '../../src/config/index.js';
 import { createLogger } from '../../src/logger.js';
 import { Server } from '../../src/server.js';
-import type { Clock } from '../../src/services/clock.js';
+import type { Clock } from '../../src/infra/clock.js';
 import type { DialectName } from '../../src/store/index.js';
 
 /** The PostgreSQL server the store tests use; unset means those tests are skipped. */

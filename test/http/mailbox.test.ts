@@ -443,6 +443,22 @@ for (const dialect of dialects) {
       assert.equal((await list(recipient, '', auth)).status, 401, 'the window has passed');
     });
 
+    it('takes an address in upper case alike from the agent and from its owner', async () => {
+      const [recipient, sender] = [await newAgent(), TestIdentity.random()];
+      await submit(envelopeFrom(sender, recipient.address));
+      const path = `/v2/agents/${recipient.address.toUpperCase()}/mailbox`;
+      const byKey = await call(t.url, 'GET', path, { key: t.userKey });
+      assert.equal(byKey.status, 200, byKey.text);
+      const byAgent = await call(t.url, 'GET', path, { authorization: agentAuth(recipient) });
+      assert.equal(byAgent.status, 200, byAgent.text);
+      assert.deepEqual(byAgent.body, byKey.body);
+      const removed = await call(t.url, 'DELETE', `${path}/${byAgent.body[0].uuid.toUpperCase()}`, {
+        authorization: agentAuth(recipient),
+      });
+      assert.equal(removed.status, 200, removed.text);
+      assert.deepEqual((await list(recipient)).body, []);
+    });
+
     it('answers 404 to an agent that has no mailbox', async () => {
       const stranger = TestIdentity.random();
       const res = await list(stranger);

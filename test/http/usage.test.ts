@@ -4,7 +4,7 @@ import { usagePeriod } from '../../src/services/usage.js';
 import { hostOf, registerAgent } from '../helpers/agents.js';
 import { call } from '../helpers/http.js';
 import { dialects, ManualClock, startTestServer, type TestServer } from '../helpers/server.js';
-import { TestIdentity } from '../helpers/uagent.js';
+import { makeEnvelope, TestIdentity } from '../helpers/uagent.js';
 
 const quotas = {
   agents: 7,
@@ -66,17 +66,32 @@ for (const dialect of dialects) {
       assert.equal((await usage(t.userKey)).num_agents, 0, "another user's agents do not count");
     });
 
-    it("totals the bytes held in the user's mailboxes", async () => {
+    it("totals the bytes held in the user's mailboxes, the number the storage quota checks", async () => {
       const { key } = await newUser('storer');
       const agents = [await newAgent(key), await newAgent(key)];
+      const sender = TestIdentity.random();
+      let bytes = 0;
       for (const [i, agent] of agents.entries()) {
-        await t.server.ctx.store.db
-          .updateTable('mailboxes')
-          .set({ pending_messages: i + 1, bytes_stored: 1000 * (i + 1) })
-          .where('address', '=', agent.address)
-          .execute();
+        for (let n = 0; n <= i; n++) {
+          const envelope = sender.signEnvelope(
+            makeEnvelope({
+              sender: sender.address,
+              target: agent.address,
+              payloadJson: `{"n":${n}}`,
+            }),
+          );
+          const submitted = await call(t.url, 'POST', '/v2/agents/mailbox/submit', {
+            body: envelope,
+          });
+          assert.equal(submitted.status, 200, submitted.text);
+          bytes += Buffer.byteLength(JSON.stringify(envelope));
+        }
       }
-      assert.equal((await usage(key)).bytes_stored, 3000);
+      assert.equal((await usage(key)).bytes_stored, bytes);
+      const record = await call(t.url, 'GET', `/v2/agents/${agents[1]!.address}`, { key });
+      const deleted = await call(t.url, 'DELETE', `/v2/agents/${agents[1]!.address}`, { key });
+      assert.equal(deleted.status, 200, deleted.text);
+      assert.equal((await usage(key)).bytes_stored, bytes - record.body.mailbox.bytes_stored);
     });
 
     it("reports this month's message and transfer counters", async () => {

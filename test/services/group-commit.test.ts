@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { GroupCommit, type ItemOutcome } from '../../src/services/group-commit.js';
+import { GroupCommit, type ItemOutcome } from '../../src/infra/group-commit.js';
 
 /** A writer that records each group it is given and commits when the test says so. */
 class RecordingWriter {

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { isPrivateAddress } from '../../src/services/outbound.js';
+import { isPrivateAddress } from '../../src/infra/outbound.js';
 
 describe('private-network guard', () => {
   for (const address of [

@@ -6,7 +6,7 @@ import {
   envelopeDigest,
   type EnvelopeFields,
 } from '../../src/crypto/index.js';
-import { VerifierPool } from '../../src/services/verifier-pool.js';
+import { VerifierPool } from '../../src/infra/verifier-pool.js';
 import { CURVE_ORDER, makeEnvelope, sValue, TestIdentity } from '../helpers/uagent.js';
 import { verifiers } from '../crypto/verifiers.js';
 

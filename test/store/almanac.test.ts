@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { isoTimestamp } from '../../src/time.js';
+import { isoTimestamp } from '../../src/wire/common.js';
 import type {
   AlmanacRegistrationRow,
   AlmanacStatusRow,

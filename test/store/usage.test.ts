@@ -78,7 +78,6 @@ for (const dialect of dialects) {
       assert.deepEqual(await t.store.repos.usage.totals(userId), {
         num_agents: 0,
         bytes_stored: 0,
-        pending_messages: 0,
       });
     });
   });

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AttestationAuthenticator } from '../../auth/attestations.js';
 import type { AuthRequirement, Principal } from '../../auth/principal.js';
-import { UnauthenticatedError } from '../../errors.js';
+import { ForbiddenError, UnauthenticatedError } from '../../errors.js';
 import type { UsersService } from '../../services/users.js';
 
 declare module 'fastify' {
@@ -30,19 +30,20 @@ function readCredential(request: FastifyRequest): Credential {
   throw new UnauthenticatedError('Unsupported Authorization header; use "Bearer <api key>"');
 }
 
-function addressParam(request: FastifyRequest): string {
-  return String((request.params as { address?: unknown }).address ?? '');
-}
-
-function bodySource(request: FastifyRequest): string {
-  const body = request.body as { source?: unknown } | undefined;
-  return typeof body?.source === 'string' ? body.source : '';
+/**
+ * The agent a request acts on, for routes an agent may call: the path's address or the body's
+ * `source`, read after validation, which made them canonical.
+ */
+function actedOn(request: FastifyRequest, requirement: AuthRequirement): unknown {
+  if (requirement === 'user-or-agent') return (request.params as { address?: unknown }).address;
+  return (request.body as { source?: unknown } | undefined)?.source;
 }
 
 /**
  * One hook authenticates every request according to its route's `auth` option and leaves
- * the result on `request.principal`. Ownership (is this the caller's agent?) is a domain rule
- * and stays in the services.
+ * the result on `request.principal`; a second one, once validation has made the request's
+ * addresses canonical, checks that an agent acts on itself. Ownership (is this the caller's
+ * agent?) is a domain rule and stays in the services.
  */
 export function installAuth(
   app: FastifyInstance,
@@ -51,7 +52,7 @@ export function installAuth(
   // Fastify wants a null placeholder for object decorations; the hook sets the real value.
   app.decorateRequest<Principal | null>('principal', null);
   // Before validation, as FastAPI resolves security first (a caller without credentials learns
-  // nothing about the body), but after parsing, so `agent-body-source` can read the body.
+  // nothing about the body).
   app.addHook('preValidation', async (request) => {
     const requirement = request.routeOptions.config.auth ?? 'none';
     request.principal = anonymous;
@@ -71,18 +72,16 @@ export function installAuth(
       request.principal = await deps.users.authenticate(credential.token);
       return;
     }
-    if (requirement === 'user-or-agent') {
-      request.principal = deps.attestations.authenticate(
-        credential.attestation,
-        addressParam(request),
-      );
-    } else if (requirement === 'agent-body-source') {
-      request.principal = deps.attestations.authenticate(
-        credential.attestation,
-        bodySource(request),
-      );
-    } else {
+    if (requirement !== 'user-or-agent' && requirement !== 'agent-body-source') {
       throw new UnauthenticatedError('This call needs a user API key: "Bearer <api key>"');
+    }
+    request.principal = deps.attestations.authenticate(credential.attestation);
+  });
+  app.addHook('preHandler', async (request) => {
+    const { principal } = request;
+    if (principal.kind !== 'agent') return;
+    if (principal.address !== actedOn(request, request.routeOptions.config.auth ?? 'none')) {
+      throw new ForbiddenError('Agent attestation does not belong to the requested agent');
     }
   });
 }

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { AuthRequirement } from '../../auth/principal.js';
-import { ErrorDetail, ValidationErrorBody } from '../schemas/common.js';
+import { ErrorDetail, ValidationErrorBody } from '../../wire/common.js';
 
 const securityFor: Record<Exclude<AuthRequirement, 'none'>, Record<string, string[]>[]> = {
   user: [{ bearer: [] }],

@@ -1,6 +1,8 @@
 import { Ajv, type ErrorObject, type Options as AjvOptions } from 'ajv';
+import type { DataValidateFunction } from 'ajv/dist/types/index.js';
 import type { FastifyInstance } from 'fastify';
-import type { ValidationIssue } from '../../errors.js';
+import { RequestValidationError, type ValidationIssue } from '../../errors.js';
+import { wireFormats, type WireFormat } from '../../wire/formats.js';
 
 /**
  * Bodies are checked strictly, as pydantic does: a number is not a string. Query, path and
@@ -12,9 +14,51 @@ const shared: AjvOptions = {
   removeAdditional: false,
   verbose: true,
   strict: false,
+  // The schemas are TypeBox's, compiled at start-up; checking them against the JSON Schema
+  // meta-schema would run the meta-schema's own `format`s through the keyword below.
+  validateSchema: false,
 };
-const bodyAjv = new Ajv({ ...shared, coerceTypes: false });
-const textAjv = new Ajv({ ...shared, coerceTypes: 'array' });
+
+/**
+ * A `format` that names a wire format (src/wire/formats.ts) is enforced: the value is checked
+ * and, for formats with a canonical spelling, rewritten to it in place, so that handlers see
+ * canonical values only. Ajv's own `format` keyword only checks, so it is replaced. Any other
+ * format (such as those of JSON Schema's own meta-schema) is an annotation, as JSON Schema
+ * makes formats by default.
+ */
+function compileFormat(format: string): DataValidateFunction {
+  const wire = (wireFormats as Record<string, WireFormat | undefined>)[format];
+  if (wire === undefined) return () => true;
+  const check: DataValidateFunction = (value, data) => {
+    const canonical = wire.canonical(value as string);
+    if (canonical === undefined) {
+      check.errors = [{ keyword: 'format', message: 'format', params: { format } }];
+      return false;
+    }
+    if (wire.rewrite && canonical !== value && data) {
+      (data.parentData as Record<string | number, unknown>)[data.parentDataProperty] = canonical;
+    }
+    return true;
+  };
+  return check;
+}
+
+function withWireFormats(options: AjvOptions): Ajv {
+  const ajv = new Ajv(options);
+  ajv.removeKeyword('format');
+  ajv.addKeyword({
+    keyword: 'format',
+    type: 'string',
+    schemaType: 'string',
+    modifying: true,
+    errors: true,
+    compile: compileFormat,
+  });
+  return ajv;
+}
+
+const bodyAjv = withWireFormats({ ...shared, coerceTypes: false });
+const textAjv = withWireFormats({ ...shared, coerceTypes: 'array' });
 
 export function installValidation(app: FastifyInstance): void {
   app.setValidatorCompiler(({ schema, httpPart }) =>
@@ -176,6 +220,10 @@ function toIssue(error: ErrorObject, part: RequestPart): ValidationIssue | undef
         input,
         ctx: { gt: params.limit },
       };
+    case 'format': {
+      const wire = (wireFormats as Record<string, WireFormat>)[String(params.format)];
+      return wire && { loc, ...wire.issue(String(input)), input };
+    }
     case 'anyOf':
     case 'oneOf':
       // The branch errors already say what is wrong.
@@ -185,11 +233,17 @@ function toIssue(error: ErrorObject, part: RequestPart): ValidationIssue | undef
   }
 }
 
-/** Maps the validator's errors for one request part to pydantic-style items. */
+/**
+ * Maps the validator's errors for one request part to pydantic-style items. Wire formats are
+ * reported once the part's shape is right (every field present, of its type and length), as
+ * checks of the value's meaning come after its shape.
+ */
 export function toValidationIssues(errors: ErrorObject[], part: RequestPart): ValidationIssue[] {
   const issues: ValidationIssue[] = [];
   const seen = new Set<string>();
+  const shapeIsWrong = errors.some((error) => error.keyword !== 'format');
   for (const error of errors) {
+    if (error.keyword === 'format' && shapeIsWrong) continue;
     const issue = toIssue(error, part);
     if (!issue) continue;
     const key = `${JSON.stringify(issue.loc)}|${issue.type}`;
@@ -198,4 +252,18 @@ export function toValidationIssues(errors: ErrorObject[], part: RequestPart): Va
     issues.push(issue);
   }
   return issues;
+}
+
+/**
+ * A rule across two fields of a request, such as a body naming the agent of its path: a 422
+ * `value_error` at `loc` unless both hold the same canonical value.
+ */
+export function requireSame(
+  value: string,
+  expected: string,
+  issue: { loc: (string | number)[]; msg: string },
+): void {
+  if (value !== expected) {
+    throw RequestValidationError.single(issue.loc, `Value error, ${issue.msg}`);
+  }
 }

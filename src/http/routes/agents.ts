@@ -1,18 +1,20 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
-import { userOf } from '../plugins/auth.js';
 import {
   AGENTS_PAGE_SIZE,
   AgentList,
   AgentRecord,
+  agentRecord,
   AgentUpdates,
   BatchRegistrationRequest,
   ListQuery,
   RegistrationRequest,
   Success,
-} from '../schemas/agents.js';
-import { AddressParams, errorResponses } from '../schemas/common.js';
+} from '../../wire/agents.js';
+import { AddressParams, errorResponses } from '../../wire/common.js';
+import { userOf } from '../plugins/auth.js';
+import { requireSame } from '../plugins/validation.js';
 
 export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
@@ -32,7 +34,7 @@ export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
     async (request) => {
       const { limit = AGENTS_PAGE_SIZE, offset = 0 } = request.query;
-      return agents.list(userOf(request), limit, offset);
+      return (await agents.list(userOf(request), limit, offset)).map(agentRecord);
     },
   );
 
@@ -87,7 +89,7 @@ export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
         response: { 200: AgentRecord, ...errorResponses(401, 404, 422) },
       },
     },
-    async (request) => agents.get(userOf(request), request.params.address),
+    async (request) => agentRecord(await agents.get(userOf(request), request.params.address)),
   );
 
   r.put(
@@ -103,7 +105,13 @@ export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
         response: { 200: AgentRecord, ...errorResponses(401, 404, 409, 422) },
       },
     },
-    async (request) => agents.update(userOf(request), request.params.address, request.body),
+    async (request) => {
+      requireSame(request.body.address, request.params.address, {
+        loc: ['body', 'address'],
+        msg: 'address must equal the agent address in the path',
+      });
+      return agentRecord(await agents.update(userOf(request), request.body));
+    },
   );
 
   r.delete(

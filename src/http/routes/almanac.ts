@@ -1,18 +1,20 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
+import { signerOf } from '../../services/almanac.js';
 import {
-  AgentAddressParams,
   AgentRegistrationAttestation,
   AgentRegistrationAttestationBatch,
   AgentStatusUpdate,
   AlmanacAgent,
+  almanacAgent,
   DomainParams,
   ManifestDigestParams,
   ProtocolManifest,
   ResolveQuery,
-} from '../schemas/almanac.js';
-import { EmptyObject, errorResponses } from '../schemas/common.js';
+} from '../../wire/almanac.js';
+import { AddressParams, EmptyObject, errorResponses } from '../../wire/common.js';
+import { requireSame } from '../plugins/validation.js';
 
 /** No credentials anywhere: every write is signed by the agent it is about. */
 export function almanacRoutes(app: FastifyInstance, ctx: AppContext): void {
@@ -65,13 +67,17 @@ export function almanacRoutes(app: FastifyInstance, ctx: AppContext): void {
         tags: ['almanac'],
         summary: 'Update Agent Status',
         description: 'Marks the agent active or inactive; signed by the agent.',
-        params: AgentAddressParams,
+        params: AddressParams,
         body: AgentStatusUpdate,
         response: { 200: EmptyObject, ...errorResponses(400, 422) },
       },
     },
     async (request) => {
-      await almanac.updateStatus(request.params.address, request.body);
+      requireSame(signerOf(request.body).address, request.params.address, {
+        loc: ['body', 'agent_identifier'],
+        msg: 'agent_identifier names another agent than the path',
+      });
+      await almanac.updateStatus(request.body);
       return {};
     },
   );
@@ -85,12 +91,13 @@ export function almanacRoutes(app: FastifyInstance, ctx: AppContext): void {
         summary: 'Resolve Agent',
         description:
           "The agent's registration while it has not expired; 404 otherwise, or when `prefix` names another network.",
-        params: AgentAddressParams,
+        params: AddressParams,
         querystring: ResolveQuery,
         response: { 200: AlmanacAgent, ...errorResponses(404, 422) },
       },
     },
-    (request) => almanac.resolve(request.params.address, request.query.prefix),
+    async (request) =>
+      almanacAgent(await almanac.resolve(request.params.address, request.query.prefix)),
   );
 
   r.post(

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../../context.js';
 import { ServiceUnavailableError } from '../../errors.js';
-import { errorResponses } from '../schemas/common.js';
+import { errorResponses } from '../../wire/common.js';
 
 const Status = Type.Object({ status: Type.String() });
 

@@ -2,8 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
 import { userOf } from '../plugins/auth.js';
-import { AddressParams, errorResponses } from '../schemas/common.js';
-import { ChallengeResponse, IdentityProof, IdentityProven } from '../schemas/identity.js';
+import { AddressParams, errorResponses } from '../../wire/common.js';
+import { ChallengeResponse, IdentityProof, IdentityProven } from '../../wire/identity.js';
 
 export function identityRoutes(app: FastifyInstance, ctx: AppContext): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
-import { EmptyObject, errorResponses } from '../schemas/common.js';
-import { Interaction } from '../schemas/interactions.js';
+import { EmptyObject, errorResponses } from '../../wire/common.js';
+import { Interaction } from '../../wire/interactions.js';
 
 export function interactionRoutes(app: FastifyInstance, ctx: AppContext): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();

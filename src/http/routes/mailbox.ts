@@ -2,19 +2,15 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../../context.js';
-import { isoTimestamp } from '../../time.js';
-import type { PendingMessage } from '../../store/repositories/messages.js';
-import { AddressParams, EmptyObject, errorResponses } from '../schemas/common.js';
-import { Envelope, MailboxQuery, MessageParams, StoredEnvelope } from '../schemas/mailbox.js';
+import { AddressParams, EmptyObject, errorResponses } from '../../wire/common.js';
+import {
+  Envelope,
+  MailboxQuery,
+  MessageParams,
+  StoredEnvelope,
+  storedEnvelopeJson,
+} from '../../wire/mailbox.js';
 import { readinessProbe } from './readiness.js';
-
-/**
- * A stored envelope is JSON text already: it is spliced into the answer rather than parsed
- * and serialised again on every poll.
- */
-function storedEnvelopeJson(message: PendingMessage): string {
-  return `{"uuid":"${message.uuid}","envelope":${message.envelope},"received_at":"${isoTimestamp(message.received_at)}","expires_at":"${isoTimestamp(message.expires_at)}"}`;
-}
 
 /** Sends JSON text as is; the route's response schema documents its shape. */
 function sendJsonText(reply: FastifyReply, json: string): FastifyReply {

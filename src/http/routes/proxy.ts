@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
-import { EmptyObject, errorResponses } from '../schemas/common.js';
-import { Envelope } from '../schemas/mailbox.js';
+import { EmptyObject, errorResponses } from '../../wire/common.js';
+import { Envelope } from '../../wire/mailbox.js';
 import { readinessProbe } from './readiness.js';
 
 export function proxyRoutes(app: FastifyInstance, ctx: AppContext): void {

@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { EmptyObject } from '../schemas/common.js';
+import { EmptyObject } from '../../wire/common.js';
+import { canonicalAgentAddress } from '../../wire/formats.js';
 
 const ReadinessHeaders = Type.Object({
   'x-uagents-address': Type.Optional(Type.String()),
@@ -10,7 +11,7 @@ const ReadinessHeaders = Type.Object({
 /**
  * A uAgents readiness probe (GET and HEAD): 200 `{}` while the service accepts messages,
  * and `x-uagents-status` saying whether the agent named in `x-uagents-address` can receive
- * them — `indeterminate` when no agent is named.
+ * them — `indeterminate` when no agent is named. `isReady` gets a canonical address.
  */
 export function readinessProbe(
   app: FastifyInstance,
@@ -29,9 +30,13 @@ export function readinessProbe(
       response: { 200: EmptyObject },
     },
     handler: async (request, reply) => {
-      const address = request.headers['x-uagents-address'];
+      const named = request.headers['x-uagents-address'];
       let status = 'indeterminate';
-      if (address !== undefined) status = (await isReady(address)) ? 'ready' : 'not-ready';
+      if (named !== undefined) {
+        // Anything but an agent address names no agent that could be ready.
+        const address = canonicalAgentAddress(named);
+        status = address !== undefined && (await isReady(address)) ? 'ready' : 'not-ready';
+      }
       void reply.header('x-uagents-status', status);
       return {};
     },

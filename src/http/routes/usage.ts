@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.js';
 import { userOf } from '../plugins/auth.js';
-import { errorResponses } from '../schemas/common.js';
-import { UsageReport } from '../schemas/usage.js';
+import { errorResponses } from '../../wire/common.js';
+import { UsageReport, usageReport } from '../../wire/usage.js';
 
 export function usageRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get(
@@ -17,6 +17,6 @@ export function usageRoutes(app: FastifyInstance, ctx: AppContext): void {
         response: { 200: UsageReport, ...errorResponses(401) },
       },
     },
-    async (request) => ctx.services.usage.report(userOf(request)),
+    async (request) => usageReport(await ctx.services.usage.report(userOf(request))),
   );
 }

@@ -1,19 +1,8 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
 import { isUniqueViolation } from '../database.js';
+import type { AgentProfile } from '../../wire/agents.js';
+import type { Endpoint } from '../../wire/common.js';
 import type { AgentsTable, Database } from '../schema.js';
-
-export interface AgentProfile {
-  description: string;
-  readme: string;
-  avatar_url: string;
-  banner_url: string;
-  starter_prompts: string[];
-}
-
-export interface AgentEndpoint {
-  url: string;
-  weight: number;
-}
 
 /** An agent's registry entry with its JSON columns read back into values. */
 export interface AgentListing {
@@ -24,7 +13,7 @@ export interface AgentListing {
   redirect_url: string | null;
   agent_type: string;
   profile: AgentProfile;
-  endpoints: AgentEndpoint[];
+  endpoints: Endpoint[];
   protocols: string[];
   metadata: Record<string, unknown> | null;
   registered_at: number;
@@ -60,7 +49,7 @@ function toStoredAgent(row: AgentRow): StoredAgent {
     redirect_url: row.redirect_url,
     agent_type: row.agent_type,
     profile: JSON.parse(row.profile) as AgentProfile,
-    endpoints: JSON.parse(row.endpoints) as AgentEndpoint[],
+    endpoints: JSON.parse(row.endpoints) as Endpoint[],
     protocols: JSON.parse(row.protocols) as string[],
     metadata: row.metadata === null ? null : (JSON.parse(row.metadata) as Record<string, unknown>),
     registered_at: row.registered_at,

@@ -13,7 +13,6 @@ export interface PeriodCounters {
 export interface StoredTotals {
   num_agents: number;
   bytes_stored: number;
-  pending_messages: number;
 }
 
 /** Monthly counters, quota overrides and current totals of a user. */
@@ -93,25 +92,27 @@ export class UsageRepository {
     `.execute(this.db);
   }
 
-  /** Agents registered and bytes held in mailboxes right now. */
+  /**
+   * Agents registered and bytes held in mailboxes right now: the stored bytes are the number
+   * the storage quota is checked against.
+   */
   async totals(userId: string): Promise<StoredTotals> {
-    const agents = await this.db
-      .selectFrom('agents')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .where('user_id', '=', userId)
-      .executeTakeFirstOrThrow();
-    const mailboxes = await this.db
-      .selectFrom('mailboxes')
+    const row = await this.db
+      .selectFrom('users')
+      .leftJoin('user_storage', 'user_storage.user_id', 'users.id')
       .select((eb) => [
-        eb.fn.coalesce(eb.fn.sum<number>('bytes_stored'), sql<number>`0`).as('bytes'),
-        eb.fn.coalesce(eb.fn.sum<number>('pending_messages'), sql<number>`0`).as('pending'),
+        eb
+          .selectFrom('agents')
+          .select((count) => count.fn.countAll<number>().as('n'))
+          .where('agents.user_id', '=', userId)
+          .as('num_agents'),
+        eb.fn.coalesce('user_storage.bytes_stored', sql<number>`0`).as('bytes_stored'),
       ])
-      .where('user_id', '=', userId)
-      .executeTakeFirstOrThrow();
+      .where('users.id', '=', userId)
+      .executeTakeFirst();
     return {
-      num_agents: Number(agents.n),
-      bytes_stored: Number(mailboxes.bytes),
-      pending_messages: Number(mailboxes.pending),
+      num_agents: Number(row?.num_agents ?? 0),
+      bytes_stored: Number(row?.bytes_stored ?? 0),
     };
   }
 }

@@ -1,4 +1,4 @@
-import { Type } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import { AgentAddress } from './common.js';
 
 export const ChallengeResponse = Type.Object({ challenge: Type.String() });
@@ -8,5 +8,6 @@ export const IdentityProof = Type.Object({
   challenge: Type.String(),
   challenge_response: Type.String({ description: 'bech32 "sig1…" signature of the challenge' }),
 });
+export type IdentityProof = Static<typeof IdentityProof>;
 
 export const IdentityProven = Type.Object({ address: Type.String() });

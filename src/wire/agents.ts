@@ -1,5 +1,14 @@
-import { Type } from '@sinclair/typebox';
-import { AgentAddress, Nullable, StringEnum, Timestamp } from './common.js';
+import { Type, type Static } from '@sinclair/typebox';
+import type { StoredAgent } from '../store/repositories/agents.js';
+import {
+  AgentAddress,
+  Endpoint,
+  isoTimestamp,
+  Nullable,
+  StringEnum,
+  Timestamp,
+  WireString,
+} from './common.js';
 
 const Name = Type.String({ minLength: 1, maxLength: 32, description: "Agent's public name" });
 
@@ -16,6 +25,17 @@ const URL_MAX_LENGTH = 4000;
 
 const AgentType = StringEnum(['uagent', 'a2a'] as const, { default: 'uagent' });
 
+/** The profile as stored and shown: every member present. */
+export const AgentProfile = Type.Object({
+  description: Type.String(),
+  readme: Type.String(),
+  avatar_url: Type.String(),
+  banner_url: Type.String(),
+  starter_prompts: Type.Array(Type.String()),
+});
+export type AgentProfile = Static<typeof AgentProfile>;
+
+/** The profile as given: members left out are empty. */
 const ProfileInput = Type.Object({
   description: Type.Optional(Type.String({ maxLength: 300, default: '' })),
   readme: Type.Optional(Type.String({ maxLength: 80000, default: '' })),
@@ -23,8 +43,7 @@ const ProfileInput = Type.Object({
   banner_url: Type.Optional(Type.String({ maxLength: URL_MAX_LENGTH, default: '' })),
   starter_prompts: Type.Optional(Type.Array(Type.String(), { default: [] })),
 });
-
-const Endpoint = Type.Object({ url: Type.String(), weight: Type.Integer() });
+export type ProfileInput = Static<typeof ProfileInput>;
 
 const Metadata = Nullable(
   Type.Object({}, { additionalProperties: true, description: 'Free-form JSON object' }),
@@ -45,6 +64,7 @@ export const RegistrationRequest = Type.Object({
   protocols: Type.Optional(Type.Array(Type.String(), { default: [], description: 'Digests' })),
   metadata: Type.Optional(Metadata),
 });
+export type RegistrationRequest = Static<typeof RegistrationRequest>;
 
 const BATCH_MAX_AGENTS = 1000;
 
@@ -55,7 +75,10 @@ export const BatchRegistrationRequest = Type.Object({
 });
 
 export const AgentUpdates = Type.Object({
-  address: Type.String({ maxLength: 66, description: 'Must equal the address in the path' }),
+  address: WireString('agent-address', {
+    maxLength: 66,
+    description: 'Must equal the address in the path',
+  }),
   name: Type.Optional(Name),
   handle: Type.Optional(Handle),
   redirect_url: Type.Optional(Nullable(Type.String({ maxLength: URL_MAX_LENGTH }))),
@@ -65,6 +88,7 @@ export const AgentUpdates = Type.Object({
     }),
   ),
 });
+export type AgentUpdates = Static<typeof AgentUpdates>;
 
 export const AgentRecord = Type.Object({
   address: Type.String(),
@@ -72,13 +96,7 @@ export const AgentRecord = Type.Object({
   handle: Nullable(Type.String()),
   redirect_url: Nullable(Type.String()),
   agent_type: Type.String(),
-  profile: Type.Object({
-    description: Type.String(),
-    readme: Type.String(),
-    avatar_url: Type.String(),
-    banner_url: Type.String(),
-    starter_prompts: Type.Array(Type.String()),
-  }),
+  profile: AgentProfile,
   endpoints: Type.Array(Endpoint),
   protocols: Type.Array(Type.String()),
   metadata: Metadata,
@@ -86,6 +104,25 @@ export const AgentRecord = Type.Object({
   registered_at: Timestamp,
   updated_at: Timestamp,
 });
+export type AgentRecord = Static<typeof AgentRecord>;
+
+/** An agent as the API shows it to its owner: the stored listing, times as ISO-8601. */
+export function agentRecord(agent: StoredAgent): AgentRecord {
+  return {
+    address: agent.address,
+    name: agent.name,
+    handle: agent.handle,
+    redirect_url: agent.redirect_url,
+    agent_type: agent.agent_type,
+    profile: agent.profile,
+    endpoints: agent.endpoints,
+    protocols: agent.protocols,
+    metadata: agent.metadata,
+    mailbox: agent.mailbox,
+    registered_at: isoTimestamp(agent.registered_at),
+    updated_at: isoTimestamp(agent.updated_at),
+  };
+}
 
 export const AgentList = Type.Array(AgentRecord);
 

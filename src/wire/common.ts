@@ -1,4 +1,5 @@
 import { Type, type TSchema, type Static } from '@sinclair/typebox';
+import type { WireFormatName } from './formats.js';
 
 /**
  * `T | null` as a JSON-schema type list rather than `anyOf`, so a wrong value yields one
@@ -17,8 +18,27 @@ export function StringEnum<const T extends readonly string[]>(
   return Type.Unsafe<T[number]>({ type: 'string', enum: values, ...options });
 }
 
-/** A moment as ISO-8601 with an explicit UTC offset (see `isoTimestamp`). */
+/** A string in one of the wire formats (src/wire/formats.ts), checked at the edge. */
+export function WireString(
+  format: WireFormatName,
+  options: { maxLength?: number; description?: string } = {},
+) {
+  return Type.String({ ...options, format });
+}
+
+/** A moment as ISO-8601 with an explicit UTC offset (see {@link isoTimestamp}). */
 export const Timestamp = Type.String({ format: 'date-time' });
+
+/**
+ * A moment as clients read it: ISO-8601 in UTC with an explicit `+00:00` offset and six
+ * fractional digits, as Python's `datetime.isoformat()` writes it. Older Python's
+ * `fromisoformat` rejects a trailing `Z`, and some accept only three or six digits.
+ */
+export function isoTimestamp(ms: number): string {
+  // toISOString is always YYYY-MM-DDTHH:MM:SS.sssZ for the years a timestamp here can have;
+  // slicing costs half of a regular expression, and a poll formats 200 of these.
+  return `${new Date(ms).toISOString().slice(0, 23)}000+00:00`;
+}
 
 export const ErrorDetail = Type.Object(
   { detail: Type.String() },
@@ -40,12 +60,17 @@ export const ValidationErrorBody = Type.Object(
 
 export const EmptyObject = Type.Object({}, { additionalProperties: true });
 
-export const AgentAddress = Type.String({
+/** An agent's address; canonical (lower case) once validated. */
+export const AgentAddress = WireString('agent-address', {
   maxLength: 66,
   description: 'bech32 agent address (agent1…) of a compressed secp256k1 key',
 });
 
 export const AddressParams = Type.Object({ address: AgentAddress });
+
+/** Where an agent receives envelopes, and how often it is picked among its endpoints. */
+export const Endpoint = Type.Object({ url: Type.String(), weight: Type.Integer() });
+export type Endpoint = Static<typeof Endpoint>;
 
 /** Standard error answers a route may give, for the OpenAPI document. */
 export function errorResponses(...codes: number[]): Record<number, TSchema> {

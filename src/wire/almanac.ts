@@ -1,15 +1,11 @@
-import { Type } from '@sinclair/typebox';
-import { AgentAddress, Nullable } from './common.js';
-
-/** A string literal union as one `enum`, so a wrong value is one 422 item as pydantic gives. */
-function StringEnum<const T extends readonly string[]>(values: T, options: object = {}) {
-  return Type.Unsafe<T[number]>({ type: 'string', enum: values, ...options });
-}
+import { Type, type Static } from '@sinclair/typebox';
+import type { AlmanacEntry } from '../services/almanac.js';
+import { isoTimestamp, Nullable, StringEnum, WireString } from './common.js';
 
 // Bodies follow uagents-core's pydantic models (uagents_core/registration.py); the signature
 // covers every field of the model, so nothing here may change a value before it is checked.
 
-const AgentIdentifier = Type.String({
+const AgentIdentifier = WireString('almanac-identifier', {
   description: 'agent://<address>, test-agent://<address> or a bare agent address',
 });
 
@@ -19,12 +15,13 @@ const Signature = Type.String({
   description: 'bech32 "sig1…" signature of the sorted, compact Python JSON of every other field',
 });
 
-export const AgentEndpoint = Type.Object({
+/** An Almanac endpoint: weights must be positive for resolution to pick it. */
+export const AlmanacEndpoint = Type.Object({
   url: Type.String(),
   weight: Type.Integer({ exclusiveMinimum: 0 }),
 });
 
-const AlmanacMetadata = Nullable(
+export const AlmanacMetadata = Nullable(
   Type.Record(
     Type.String(),
     Type.Union([
@@ -35,15 +32,18 @@ const AlmanacMetadata = Nullable(
     { description: 'Signed as null when absent' },
   ),
 );
+/** uagents-core types it `dict[str, str | list[str] | dict[str, str]]`. */
+export type AlmanacMetadata = NonNullable<Static<typeof AlmanacMetadata>>;
 
 export const AgentRegistrationAttestation = Type.Object({
   agent_identifier: AgentIdentifier,
   protocols: Type.Array(Type.String(), { description: 'protocol digests' }),
-  endpoints: Type.Array(AgentEndpoint),
+  endpoints: Type.Array(AlmanacEndpoint),
   metadata: Type.Optional(AlmanacMetadata),
   timestamp: Timestamp,
   signature: Signature,
 });
+export type AgentRegistrationAttestation = Static<typeof AgentRegistrationAttestation>;
 
 export const AgentRegistrationAttestationBatch = Type.Object({
   attestations: Type.Array(AgentRegistrationAttestation, { maxItems: 1000 }),
@@ -55,6 +55,7 @@ export const AgentStatusUpdate = Type.Object({
   timestamp: Timestamp,
   signature: Signature,
 });
+export type AgentStatusUpdate = Static<typeof AgentStatusUpdate>;
 
 export const ResolveQuery = Type.Object({
   prefix: Type.Optional(
@@ -68,7 +69,7 @@ export const AlmanacAgent = Type.Object({
   address: Type.String(),
   status: StringEnum(['active', 'inactive']),
   type: StringEnum(['uagent', 'mailbox', 'proxy']),
-  endpoints: Type.Array(AgentEndpoint),
+  endpoints: Type.Array(AlmanacEndpoint),
   protocols: Type.Array(Type.String()),
   metadata: Nullable(Type.Object({}, { additionalProperties: true })),
   domain_name: Type.Null(),
@@ -76,8 +77,21 @@ export const AlmanacAgent = Type.Object({
     description: 'ISO-8601 with offset; the registration resolves until then',
   }),
 });
+export type AlmanacAgent = Static<typeof AlmanacAgent>;
 
-export const AgentAddressParams = Type.Object({ address: AgentAddress });
+/** What `GET /v1/almanac/agents/{address}` answers; uAgents resolves from it. */
+export function almanacAgent(entry: AlmanacEntry): AlmanacAgent {
+  return {
+    address: entry.address,
+    status: entry.active ? 'active' : 'inactive',
+    type: entry.type,
+    endpoints: entry.endpoints,
+    protocols: entry.protocols,
+    metadata: entry.metadata,
+    domain_name: null,
+    expiry: isoTimestamp(entry.expiresAt),
+  };
+}
 
 export const ProtocolManifest = Type.Object(
   {
@@ -112,6 +126,7 @@ export const ProtocolManifest = Type.Object(
     description: 'uagents-core ProtocolSpecification.manifest(); metadata.digest is its key',
   },
 );
+export type ProtocolManifest = Static<typeof ProtocolManifest>;
 
 export const ManifestDigestParams = Type.Object({
   digest: Type.String({ description: 'proto:<64 hex digits>, or the hex digits alone' }),
