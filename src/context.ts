@@ -82,6 +82,7 @@ export function createContext(
   const store =
     overrides.store ??
     Store.open(config.databaseUrl, {
+      poolSize: config.databasePoolSize,
       ...(options.serving && {
         backgroundCheckpoints: {
           onError: (err: unknown) =>

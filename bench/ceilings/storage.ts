@@ -1,7 +1,7 @@
 import pg from 'pg';
-import { DEFAULT_POOL_SIZE, openSqliteConnection, sqlitePath } from '../../src/store/database.js';
+import { defaults } from '../../src/config/index.js';
 import { Store } from '../../src/store/index.js';
-import { insertMessagesQuery } from '../../src/store/repositories/messages.js';
+import { insertMessagesQuery, openSqliteConnection, sqlitePath } from '../../src/store/probes.js';
 import { pgClientConfig } from '../../test/helpers/server.js';
 import { insertAgentWithMailbox } from '../../test/helpers/store.js';
 import type { BenchDatabase } from '../lib/databases.js';
@@ -118,10 +118,10 @@ export async function measurePostgresCeiling(
   rounds: Rounds,
 ): Promise<Measure> {
   const { sql, parameters } = await prepareMessageInsert(database.url, source);
-  const pool = new pg.Pool({ ...pgClientConfig(database.url), max: DEFAULT_POOL_SIZE });
+  const pool = new pg.Pool({ ...pgClientConfig(database.url), max: defaults.databasePoolSize });
   try {
     const connections = await Promise.all(
-      Array.from({ length: DEFAULT_POOL_SIZE }, () => pool.connect()),
+      Array.from({ length: defaults.databasePoolSize }, () => pool.connect()),
     );
     const backendPids = await Promise.all(
       connections.map(async (client) => {
@@ -138,7 +138,7 @@ export async function measurePostgresCeiling(
     let sent = 0;
     const insertUntil = async (until: number): Promise<void> => {
       await Promise.all(
-        Array.from({ length: DEFAULT_POOL_SIZE }, async () => {
+        Array.from({ length: defaults.databasePoolSize }, async () => {
           while (performance.now() < until) {
             await pool.query(sql, parameters(sent++));
           }
@@ -169,14 +169,14 @@ export async function measurePostgresCeiling(
     const { rows: version } = await pool.query<{ server_version: string }>('show server_version');
     return {
       id: 'ceiling.storage',
-      label: `storage ceiling: 1-message commit, ${DEFAULT_POOL_SIZE} clients`,
+      label: `storage ceiling: 1-message commit, ${defaults.databasePoolSize} clients`,
       store: 'postgres',
       value: median.rate,
       unit: local ? 'commits/s/core' : 'commits/s (remote server)',
       details: {
         commitsPerSecond: median.commitsPerSecond,
         roundRates: results.map((result) => result.rate),
-        clients: DEFAULT_POOL_SIZE,
+        clients: defaults.databasePoolSize,
         postgresVersion: version[0]?.server_version,
       },
     };

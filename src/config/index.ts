@@ -19,6 +19,8 @@ export interface Quotas {
 
 export interface Config {
   databaseUrl: string;
+  /** Connections each process keeps to PostgreSQL (SQLite has one). */
+  databasePoolSize: number;
   host: string;
   port: number;
   /** The URL agents use to reach this service; mailbox and proxy endpoint URLs derive from it. */
@@ -59,6 +61,7 @@ const GiB = 1024 * MiB;
 
 export const defaults: Config = {
   databaseUrl: 'sqlite:./data/agentry.db',
+  databasePoolSize: 10,
   host: '0.0.0.0',
   port: 8000,
   publicUrl: 'http://127.0.0.1:8000',
@@ -154,6 +157,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
 
   const databaseUrl = read('AGENTRY_DATABASE_URL');
   if (databaseUrl) config.databaseUrl = databaseUrl;
+  int('AGENTRY_DATABASE_POOL_SIZE', 1, (n) => (config.databasePoolSize = n));
   const host = read('AGENTRY_HOST');
   if (host) config.host = host;
   int('AGENTRY_PORT', 0, (n) => (config.port = n));

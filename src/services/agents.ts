@@ -117,7 +117,7 @@ export class AgentsService {
       await tx.users.lock(userId);
       const agent = await tx.agents.find(address);
       if (agent?.user_id !== userId) throw agentNotFound(address);
-      await tx.mailboxes.delete(address);
+      await tx.mailbox.close(address);
       await tx.agents.delete(address);
       await tx.identities.release(address, userId);
     });
@@ -169,7 +169,7 @@ export class AgentsService {
       updated_at: now,
     });
     if (outcome === 'handle-taken') throw handleTaken(registration.handle);
-    await tx.mailboxes.create({ address, user_id: userId, created_at: now });
+    await tx.mailbox.open({ address, user_id: userId, created_at: now });
     if (isNew) allowance.used += 1;
   }
 }

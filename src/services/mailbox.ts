@@ -6,8 +6,7 @@ import type { Clock } from '../infra/clock.js';
 import { GroupCommit, type ItemOutcome } from '../infra/group-commit.js';
 import { formatUuid4 } from '../infra/uuids.js';
 import type { Store } from '../store/index.js';
-import { counterChanges, type MailboxRow } from '../store/repositories/mailboxes.js';
-import type { NewMessage, PendingMessage } from '../store/repositories/messages.js';
+import type { MailboxRow, NewMessage, PendingMessage } from '../store/repositories/mailbox.js';
 import type { Envelope, MailboxPage } from '../wire/mailbox.js';
 import { UNKNOWN_TARGET, type EnvelopeAdmission } from './envelopes.js';
 import { usagePeriod, type UsageService } from './usage.js';
@@ -108,12 +107,12 @@ export class MailboxService {
     const now = this.clock.now();
     const period = usagePeriod(now);
     const retained = now + this.policy.retentionMs;
-    const repos = this.store.repos;
+    const { mailbox } = this.store.repos;
     const addresses = [...new Set(group.map((delivery) => delivery.address))];
     // Independent reads: on PostgreSQL they go out together on separate connections.
     const [mailboxes, taken] = await Promise.all([
-      repos.mailboxes.findManyWithOwnerUsage(addresses, period),
-      repos.messages.existing(group.map((delivery) => delivery.uuid)),
+      mailbox.findManyWithOwnerUsage(addresses, period),
+      mailbox.existing(group.map((delivery) => delivery.uuid)),
     ]);
     const owners = new Map<string, OwnerTally>();
     const accepted: NewMessage[] = [];
@@ -148,20 +147,20 @@ export class MailboxService {
       return { ok: true, value: undefined };
     });
     // A uuid another writer stored meanwhile is skipped: that message is stored, as asked.
-    if (accepted.length > 0) await this.store.storeMessages(accepted, period);
+    if (accepted.length > 0) await mailbox.deliver(accepted, period);
     return outcomes;
   }
 
   /** Unexpired messages, oldest first; their bytes count as transferred. */
   async list(principal: Principal, address: string, page: MailboxPage): Promise<PendingMessage[]> {
     return this.served(principal, address, MAILBOX_NOT_FOUND, (now) =>
-      this.store.repos.messages.listPending(address, now, page),
+      this.store.repos.mailbox.listPending(address, now, page),
     );
   }
 
   async get(principal: Principal, address: string, uuid: string): Promise<PendingMessage> {
     const [message] = await this.served(principal, address, ENTRY_NOT_FOUND, async (now) => {
-      const found = await this.store.repos.messages.findPending(address, uuid, now);
+      const found = await this.store.repos.mailbox.findPending(address, uuid, now);
       return found ? [found] : [];
     });
     if (!message) throw new NotFoundError(ENTRY_NOT_FOUND);
@@ -170,18 +169,15 @@ export class MailboxService {
 
   /** Acknowledges a message: it is gone once this resolves. */
   async delete(principal: Principal, address: string, uuid: string): Promise<void> {
-    const mailbox = await this.store.repos.mailboxes.find(address);
-    if (!mailbox || !mayRead(principal, mailbox)) throw new NotFoundError(ENTRY_NOT_FOUND);
-    await this.store.transaction(async (tx) => {
-      const removed = await tx.messages.delete(address, uuid);
-      if (!removed) throw new NotFoundError(ENTRY_NOT_FOUND);
-      await tx.mailboxes.count(address, -1, -removed.size);
-    });
+    const { mailbox } = this.store.repos;
+    const found = await mailbox.find(address);
+    if (!found || !mayRead(principal, found)) throw new NotFoundError(ENTRY_NOT_FOUND);
+    if (!(await mailbox.acknowledge(address, uuid))) throw new NotFoundError(ENTRY_NOT_FOUND);
   }
 
   /** Whether the agent has a mailbox to deliver to (the readiness probe). */
   async isReady(address: string): Promise<boolean> {
-    return (await this.store.repos.mailboxes.find(address)) !== undefined;
+    return (await this.store.repos.mailbox.find(address)) !== undefined;
   }
 
   /**
@@ -191,11 +187,10 @@ export class MailboxService {
   async sweepExpired(): Promise<number> {
     let swept = 0;
     for (let batch = 0; batch < this.policy.sweepMaxBatches; batch++) {
-      const removed = await this.store.transaction(async (tx) => {
-        const rows = await tx.messages.deleteExpired(this.clock.now(), this.policy.sweepBatchSize);
-        await tx.mailboxes.countMany(counterChanges(rows, -1));
-        return rows.length;
-      });
+      const removed = await this.store.repos.mailbox.sweep(
+        this.clock.now(),
+        this.policy.sweepBatchSize,
+      );
       swept += removed;
       if (removed < this.policy.sweepBatchSize) break;
     }
@@ -214,11 +209,11 @@ export class MailboxService {
   ): Promise<PendingMessage[]> {
     const now = this.clock.now();
     const period = usagePeriod(now);
-    const repos = this.store.repos;
+    const { mailbox } = this.store.repos;
     // Neither read waits for the other (on PostgreSQL they go out on two connections); the
     // messages are returned only once the caller and the quota have been checked.
     const [found, messages] = await Promise.all([
-      repos.mailboxes.findWithOwnerUsage(address, period),
+      mailbox.findWithOwnerUsage(address, period),
       read(now),
     ]);
     if (!found || !mayRead(principal, found.mailbox)) throw new NotFoundError(notFound);
@@ -229,7 +224,7 @@ export class MailboxService {
     }
     const bytes = messages.reduce((sum, message) => sum + message.size, 0);
     const owner = found.mailbox.user_id;
-    if (bytes > 0) await repos.usage.addTransferred(owner, period, bytes);
+    if (bytes > 0) await mailbox.countTransfer(owner, period, bytes);
     return messages;
   }
 }

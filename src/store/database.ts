@@ -16,7 +16,8 @@ import pg from 'pg';
 import { BackgroundCheckpointer } from './checkpointer.js';
 import type { Database } from './schema.js';
 
-export type DialectName = 'sqlite' | 'postgres';
+import { defaults } from '../config/index.js';
+import type { DialectName } from './dialect.js';
 
 export interface DatabaseHandle {
   db: Kysely<Database>;
@@ -25,7 +26,7 @@ export interface DatabaseHandle {
 }
 
 export interface DatabaseOptions {
-  /** Connections in the PostgreSQL pool (default {@link DEFAULT_POOL_SIZE}). */
+  /** Connections in the PostgreSQL pool (default: the configuration's default). */
   poolSize?: number;
   /**
    * SQLite: checkpoint from a worker thread rather than on the event loop (see
@@ -41,8 +42,6 @@ const CHECKPOINT_INTERVAL_MS = 100;
  * while a background thread does the work, about 40 MB of log.
  */
 const BACKSTOP_CHECKPOINT_PAGES = 10_000;
-
-export const DEFAULT_POOL_SIZE = 10;
 
 /** Resolves `sqlite:./data/agentry.db` (or `sqlite::memory:`) to a file path. */
 export function sqlitePath(url: string): string {
@@ -98,8 +97,8 @@ class ImmediateSqliteDialect extends SqliteDialect {
 }
 
 /**
- * A better-sqlite3 connection with the settings the service runs on; exported so that
- * `npm run bench` measures its storage ceiling on exactly these settings.
+ * A better-sqlite3 connection with the settings the service runs on (the background
+ * checkpoint thread opens its own with them).
  */
 export function openSqliteConnection(path: string): BetterSqlite3.Database {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -151,7 +150,7 @@ const pgTypes = {
 function openPostgres(url: string, options: DatabaseOptions): DatabaseHandle {
   const pool = new pg.Pool({
     connectionString: url,
-    max: options.poolSize ?? DEFAULT_POOL_SIZE,
+    max: options.poolSize ?? defaults.databasePoolSize,
     types: pgTypes as pg.CustomTypesConfig,
     // Without an explicit user, pg falls back to $USER, which is unset in many containers.
     ...(new URL(url).username ? {} : { user: 'postgres' }),

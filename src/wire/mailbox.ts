@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { EnvelopeFields } from '../crypto/index.js';
-import type { PendingMessage } from '../store/repositories/messages.js';
+import type { PendingMessage } from '../store/repositories/mailbox.js';
 import { AgentAddress, isoTimestamp, Nullable, WireString } from './common.js';
 
 /** A uAgents envelope. Fields beyond these are kept and returned with it. */

@@ -76,7 +76,7 @@ for (const dialect of dialects) {
         }
         const lost = acknowledged.filter((signature) => !listed.has(signature));
         assert.deepEqual(lost, [], `${lost.length} of ${acknowledged.length} acknowledged lost`);
-        const mailbox = await store.repos.mailboxes.find(recipient.address);
+        const mailbox = await store.repos.mailbox.find(recipient.address);
         assert.equal(mailbox?.pending_messages, listed.size, 'counters agree with the messages');
       } finally {
         first.child.kill('SIGKILL');

@@ -57,7 +57,7 @@ export async function insertAgentWithMailbox(
 ): Promise<void> {
   const listing = agentListing(fields);
   await store.repos.agents.save(listing);
-  await store.repos.mailboxes.create({
+  await store.repos.mailbox.open({
     address: listing.address,
     user_id: listing.user_id,
     created_at: listing.registered_at,

@@ -63,7 +63,7 @@ for (const dialect of dialects) {
     }
 
     async function mailboxRow(agent: TestIdentity) {
-      const row = await t.server.ctx.store.repos.mailboxes.find(agent.address);
+      const row = await t.server.ctx.store.repos.mailbox.find(agent.address);
       assert.ok(row);
       return row;
     }
@@ -275,7 +275,7 @@ for (const dialect of dialects) {
             assert.equal(answer.status, 200, answer.text);
             const uuid = messageUuid(envelope);
             return (
-              (await observer.repos.messages.findPending(recipient.address, uuid, 0)) !== undefined
+              (await observer.repos.mailbox.findPending(recipient.address, uuid, 0)) !== undefined
             );
           }),
         );
@@ -607,7 +607,7 @@ for (const dialect of dialects) {
       const [recipient, sender] = [await newAgent(), TestIdentity.random()];
       await submit(envelopeFrom(sender, recipient.address));
       const store = t.server.ctx.store;
-      assert.equal(await store.repos.mailboxes.delete(recipient.address), true);
+      assert.equal(await store.repos.mailbox.close(recipient.address), true);
       const left = await store.db
         .selectFrom('messages')
         .select('uuid')

@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { usagePeriod } from '../../src/services/usage.js';
+import { addUsage } from '../../src/store/repositories/usage.js';
 import { hostOf, registerAgent } from '../helpers/agents.js';
 import { call } from '../helpers/http.js';
 import { dialects, ManualClock, startTestServer, type TestServer } from '../helpers/server.js';
@@ -96,12 +97,11 @@ for (const dialect of dialects) {
 
     it("reports this month's message and transfer counters", async () => {
       const { key, id } = await newUser('sender');
-      const repos = t.server.ctx.store.repos;
-      await repos.usage.add(id, usagePeriod(clock.now()), {
+      await addUsage(t.server.ctx.store.db, id, usagePeriod(clock.now()), {
         num_messages: 3,
         bytes_transferred: 1200,
       });
-      await repos.usage.add(id, '2026-10', { num_messages: 99, bytes_transferred: 99 });
+      await addUsage(t.server.ctx.store.db, id, '2026-10', { num_messages: 99, bytes_transferred: 99 });
       const report = await usage(key);
       assert.equal(report.num_messages, 3);
       assert.equal(report.bytes_transferred, 1200);
@@ -120,7 +120,7 @@ for (const dialect of dialects) {
     it('starts a new period at the turn of the month, UTC', async () => {
       const { key, id } = await newUser('monthly');
       clock.advance(Date.UTC(2026, 11, 31, 23, 59, 59, 999) - clock.now());
-      await t.server.ctx.store.repos.usage.add(id, usagePeriod(clock.now()), { num_messages: 4 });
+      await addUsage(t.server.ctx.store.db, id, usagePeriod(clock.now()), { num_messages: 4 });
       const december = await usage(key);
       assert.equal(december.num_messages, 4);
       assert.equal(december.expiry, '2027-01-01T00:00:00.000000+00:00');

@@ -46,7 +46,7 @@ for (const dialect of dialects) {
         ...agent,
         mailbox: { pending_messages: 0, bytes_stored: 0 },
       });
-      await t.store.repos.mailboxes.create({
+      await t.store.repos.mailbox.open({
         address: agent.address,
         user_id: userId,
         created_at: 1,
@@ -56,7 +56,7 @@ for (const dialect of dialects) {
         .set({ pending_messages: 2, bytes_stored: 700 })
         .where('address', '=', agent.address)
         .execute();
-      await t.store.repos.mailboxes.create({
+      await t.store.repos.mailbox.open({
         address: agent.address,
         user_id: userId,
         created_at: 2,

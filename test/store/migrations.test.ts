@@ -59,7 +59,7 @@ for (const dialect of dialects) {
           ['u-many', 750],
         ],
       );
-      const found = await store.repos.mailboxes.findManyWithOwnerUsage(
+      const found = await store.repos.mailbox.findManyWithOwnerUsage(
         ['agent1migrateb', 'agent1migratec'],
         '2031-01',
       );

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { sql } from 'kysely';
 import { periodEnd, usagePeriod } from '../../src/services/usage.js';
 import { dialects } from '../helpers/server.js';
+import { addUsage } from '../../src/store/repositories/usage.js';
 import { insertUser, openTestStore, type TestStore } from '../helpers/store.js';
 
 describe('usage periods', () => {
@@ -29,7 +30,7 @@ for (const dialect of dialects) {
       });
       await Promise.all(
         Array.from({ length: 10 }, () =>
-          t.store.repos.usage.add(userId, '2026-11', { num_messages: 1, bytes_transferred: 100 }),
+          addUsage(t.store.db, userId, '2026-11', { num_messages: 1, bytes_transferred: 100 }),
         ),
       );
       assert.deepEqual(await t.store.repos.usage.period(userId, '2026-11'), {
@@ -41,11 +42,11 @@ for (const dialect of dialects) {
 
     it('adds transfers to the period, also concurrently, and leaves the session as it was', async () => {
       const userId = await insertUser(t.store);
-      await t.store.repos.usage.add(userId, '2026-10', { num_messages: 3 });
+      await addUsage(t.store.db, userId, '2026-10', { num_messages: 3 });
       await Promise.all(
-        Array.from({ length: 10 }, () => t.store.repos.usage.addTransferred(userId, '2026-10', 70)),
+        Array.from({ length: 10 }, () => t.store.repos.mailbox.countTransfer(userId, '2026-10', 70)),
       );
-      await t.store.repos.usage.addTransferred(userId, '2026-09', 5);
+      await t.store.repos.mailbox.countTransfer(userId, '2026-09', 5);
       assert.deepEqual(await t.store.repos.usage.period(userId, '2026-10'), {
         num_messages: 3,
         bytes_transferred: 700,

@@ -1,4 +1,5 @@
-import { PostgresAdapter, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
+import { dialectOf } from '../dialect.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyDb = Kysely<any>;
@@ -17,14 +18,10 @@ type AnyDb = Kysely<any>;
  *   about one more page per commit (measured ~15 % more WAL per row on SQLite).
  */
 export async function up(db: AnyDb): Promise<void> {
-  const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
+  const dialect = dialectOf(db);
 
-  await db.schema
-    .createTable('messages')
-    // SQLite: `integer primary key` is the rowid itself, assigned in ascending order.
-    .addColumn('id', postgres ? 'bigint' : 'integer', (c) =>
-      postgres ? c.primaryKey().generatedByDefaultAsIdentity() : c.primaryKey(),
-    )
+  await dialect
+    .addIdentityColumn(db.schema.createTable('messages'), 'id')
     .addColumn('uuid', 'text', (c) => c.notNull().unique())
     .addColumn('address', 'text', (c) =>
       c.notNull().references('mailboxes.address').onDelete('cascade'),
@@ -41,11 +38,8 @@ export async function up(db: AnyDb): Promise<void> {
     .execute();
   await db.schema.createIndex('messages_expires_at').on('messages').column('expires_at').execute();
 
-  await db.schema
-    .createTable('interactions')
-    .addColumn('id', postgres ? 'bigint' : 'integer', (c) =>
-      postgres ? c.primaryKey().generatedByDefaultAsIdentity() : c.primaryKey(),
-    )
+  await dialect
+    .addIdentityColumn(db.schema.createTable('interactions'), 'id')
     .addColumn('source', 'text', (c) =>
       c.notNull().references('agents.address').onDelete('cascade'),
     )

@@ -1,5 +1,4 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
-import type { DialectName } from '../database.js';
 import type { Database, UserQuotasTable } from '../schema.js';
 
 export type QuotaOverridesRow = Selectable<UserQuotasTable>;
@@ -15,12 +14,33 @@ export interface StoredTotals {
   bytes_stored: number;
 }
 
-/** Monthly counters, quota overrides and current totals of a user. */
+/** Adds to a user's counters of `period`, creating the row on first use. */
+export async function addUsage(
+  db: Kysely<Database>,
+  userId: string,
+  period: string,
+  delta: Partial<PeriodCounters>,
+): Promise<void> {
+  const messages = delta.num_messages ?? 0;
+  const bytes = delta.bytes_transferred ?? 0;
+  await db
+    .insertInto('usage_periods')
+    .values({ user_id: userId, period, num_messages: messages, bytes_transferred: bytes })
+    .onConflict((oc) =>
+      oc.columns(['user_id', 'period']).doUpdateSet({
+        num_messages: sql`usage_periods.num_messages + ${messages}`,
+        bytes_transferred: sql`usage_periods.bytes_transferred + ${bytes}`,
+      }),
+    )
+    .execute();
+}
+
+/**
+ * Quota overrides and current totals of a user, and the monthly counters, which the mailbox
+ * moves with the messages they count.
+ */
 export class UsageRepository {
-  constructor(
-    private readonly db: Kysely<Database>,
-    private readonly dialect: DialectName,
-  ) {}
+  constructor(private readonly db: Kysely<Database>) {}
 
   findOverrides(userId: string): Promise<QuotaOverridesRow | undefined> {
     return this.db
@@ -53,43 +73,6 @@ export class UsageRepository {
       .where('period', '=', period)
       .executeTakeFirst();
     return row ?? { num_messages: 0, bytes_transferred: 0 };
-  }
-
-  /** Adds to this period's counters, creating the row on first use. */
-  async add(userId: string, period: string, delta: Partial<PeriodCounters>): Promise<void> {
-    const messages = delta.num_messages ?? 0;
-    const bytes = delta.bytes_transferred ?? 0;
-    await this.db
-      .insertInto('usage_periods')
-      .values({ user_id: userId, period, num_messages: messages, bytes_transferred: bytes })
-      .onConflict((oc) =>
-        oc.columns(['user_id', 'period']).doUpdateSet({
-          num_messages: sql`usage_periods.num_messages + ${messages}`,
-          bytes_transferred: sql`usage_periods.bytes_transferred + ${bytes}`,
-        }),
-      )
-      .execute();
-  }
-
-  /**
-   * Adds bytes served to this period's transfer count. Every read of a mailbox does this, so
-   * on PostgreSQL the commit does not wait for the log to reach the disk: a crash of the
-   * database server may forget the last fraction of a second of transfer counts (never a
-   * message, and never a count of another kind), and a poll is spared a disk flush.
-   */
-  async addTransferred(userId: string, period: string, bytes: number): Promise<void> {
-    if (this.dialect === 'sqlite') {
-      await this.add(userId, period, { bytes_transferred: bytes });
-      return;
-    }
-    // set_config(…, true) lasts until the end of this statement's own transaction.
-    await sql`
-      insert into usage_periods (user_id, period, num_messages, bytes_transferred)
-      select ${userId}, ${period}, 0, cast(${bytes} as bigint)
-      from (select set_config('synchronous_commit', 'off', true)) as unflushed
-      on conflict (user_id, period)
-      do update set bytes_transferred = usage_periods.bytes_transferred + excluded.bytes_transferred
-    `.execute(this.db);
   }
 
   /**

@@ -1,5 +1,5 @@
 import type { Kysely, Selectable } from 'kysely';
-import type { DialectName } from '../database.js';
+import type { Dialect } from '../dialect.js';
 import type { Database, UsersTable, ApiKeysTable } from '../schema.js';
 
 export type UserRow = Selectable<UsersTable>;
@@ -8,18 +8,15 @@ export type ApiKeyRow = Selectable<ApiKeysTable>;
 export class UsersRepository {
   constructor(
     private readonly db: Kysely<Database>,
-    private readonly dialect: DialectName,
+    private readonly dialect: Dialect,
   ) {}
 
   /**
    * Inside a transaction, makes other transactions that lock the same user wait until this
    * one ends, so a rule over everything a user owns (a quota) sees no concurrent change.
-   * PostgreSQL locks the user's row; SQLite needs nothing, as its transactions take the
-   * database's write lock when they begin.
    */
-  async lock(id: string): Promise<void> {
-    if (this.dialect === 'sqlite') return;
-    await this.db.selectFrom('users').select('id').where('id', '=', id).forUpdate().execute();
+  lock(id: string): Promise<void> {
+    return this.dialect.lockUser(this.db, id);
   }
 
   async insert(user: UserRow): Promise<void> {

@@ -1,0 +1,333 @@
+import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
+import type { Dialect } from '../dialect.js';
+import type { Database, MailboxesTable, MessagesTable } from '../schema.js';
+import type { PeriodCounters, QuotaOverrides } from './usage.js';
+
+export type MailboxRow = Selectable<MailboxesTable>;
+export type MessageRow = Selectable<MessagesTable>;
+export type NewMessage = Insertable<MessagesTable>;
+
+/** What a reader of a mailbox gets back for one message. */
+export type PendingMessage = Pick<
+  MessageRow,
+  'uuid' | 'envelope' | 'size' | 'received_at' | 'expires_at'
+>;
+
+/** A mailbox with what its owner's quotas are measured against, read in one statement. */
+export interface MailboxWithOwnerUsage {
+  mailbox: MailboxRow;
+  /** The owner's quota overrides; all null when the defaults apply. */
+  overrides: QuotaOverrides;
+  /** The owner's counters in the requested period. */
+  counters: PeriodCounters;
+  /** Bytes held in all of the owner's mailboxes. */
+  ownerBytesStored: number;
+}
+
+/** Rows per INSERT: 6 parameters each stays far below either database's limit. */
+export const MAX_ROWS_PER_INSERT = 1000;
+
+/** Runs `work` in a transaction, or in the one `db` already is. */
+export function atomically<T>(
+  db: Kysely<Database>,
+  work: (db: Kysely<Database>) => Promise<T>,
+): Promise<T> {
+  return db.isTransaction ? work(db) : db.transaction().execute(work);
+}
+
+/** The statement messages are stored with: a uuid stored already is skipped. */
+export function insertMessagesQuery(db: Kysely<Database>, messages: NewMessage[]) {
+  return db
+    .insertInto('messages')
+    .values(messages)
+    .onConflict((oc) => oc.column('uuid').doNothing())
+    .returning(['uuid', 'address', 'size']);
+}
+
+/**
+ * Stores the messages, in order, except those whose uuid is taken (by a message stored
+ * before or earlier in the list), and returns the uuid, mailbox and size of each one stored.
+ * The counters are the caller's to move.
+ */
+export async function insertMessages(
+  db: Kysely<Database>,
+  messages: NewMessage[],
+): Promise<Pick<MessageRow, 'uuid' | 'address' | 'size'>[]> {
+  const stored: Pick<MessageRow, 'uuid' | 'address' | 'size'>[] = [];
+  for (let from = 0; from < messages.length; from += MAX_ROWS_PER_INSERT) {
+    const batch = messages.slice(from, from + MAX_ROWS_PER_INSERT);
+    stored.push(...(await insertMessagesQuery(db, batch).execute()));
+  }
+  return stored;
+}
+
+/**
+ * Moves the counters of the mailboxes that held `messages` (added with `sign` 1, removed with
+ * -1), and their owners' stored bytes by the same amounts; returns the owner of each mailbox
+ * that moved with the messages it counted, for the owners' usage. Mailboxes that no longer
+ * exist move nothing. Run it in the transaction that added or removed the messages.
+ */
+export async function moveCounters(
+  db: Kysely<Database>,
+  messages: Pick<MessageRow, 'address' | 'size'>[],
+  sign: 1 | -1,
+): Promise<Map<string, number>> {
+  const changes = new Map<string, { messages: number; bytes: number }>();
+  for (const { address, size } of messages) {
+    const change = changes.get(address) ?? { messages: 0, bytes: 0 };
+    change.messages += sign;
+    change.bytes += sign * Number(size);
+    changes.set(address, change);
+  }
+  if (changes.size === 0) return new Map();
+  // A VALUES list names its columns column1, column2… on both SQLite and PostgreSQL; the
+  // casts tell PostgreSQL what the parameters are.
+  const values = [...changes].map(
+    ([address, change]) =>
+      sql`(${address}, cast(${change.messages} as bigint), cast(${change.bytes} as bigint))`,
+  );
+  const moved = await db
+    .updateTable('mailboxes')
+    .from(
+      sql<{ column1: string; column2: number; column3: number }>`(values ${sql.join(values)})`.as(
+        'change',
+      ),
+    )
+    .set({
+      pending_messages: sql`mailboxes.pending_messages + change.column2`,
+      bytes_stored: sql`mailboxes.bytes_stored + change.column3`,
+    })
+    .whereRef('mailboxes.address', '=', 'change.column1')
+    .returning(['mailboxes.address', 'mailboxes.user_id'])
+    .execute();
+  const bytesByOwner = new Map<string, number>();
+  const messagesByOwner = new Map<string, number>();
+  for (const { address, user_id } of moved) {
+    const change = changes.get(address)!;
+    bytesByOwner.set(user_id, (bytesByOwner.get(user_id) ?? 0) + change.bytes);
+    messagesByOwner.set(user_id, (messagesByOwner.get(user_id) ?? 0) + change.messages);
+  }
+  await addToOwnersStorage(db, bytesByOwner);
+  return messagesByOwner;
+}
+
+/** Moves owners' totals of stored bytes (user id → bytes, negative to take off). */
+async function addToOwnersStorage(
+  db: Kysely<Database>,
+  bytesByOwner: Map<string, number>,
+): Promise<void> {
+  const changes = [...bytesByOwner].filter(([, bytes]) => bytes !== 0);
+  if (changes.length === 0) return;
+  await db
+    .insertInto('user_storage')
+    .values(changes.map(([user_id, bytes_stored]) => ({ user_id, bytes_stored })))
+    .onConflict((oc) =>
+      oc.column('user_id').doUpdateSet({
+        bytes_stored: sql`user_storage.bytes_stored + excluded.bytes_stored`,
+      }),
+    )
+    .execute();
+}
+
+/**
+ * A registered agent's mailbox, the messages waiting in it, and what they count for: the
+ * mailbox's counters, its owner's stored bytes and the owner's usage of the period. These
+ * move together, in the same transaction (or statement) as the messages they count, so they
+ * never drift from the messages table; nothing outside this repository adjusts them. Every
+ * read hides expired messages, so expiry is exact even between two runs of the sweep.
+ */
+export class MailboxRepository {
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly dialect: Dialect,
+  ) {}
+
+  /** Creates the mailbox, empty, unless it exists. */
+  async open(mailbox: Pick<MailboxRow, 'address' | 'user_id' | 'created_at'>): Promise<void> {
+    await this.db
+      .insertInto('mailboxes')
+      .values({ ...mailbox, pending_messages: 0, bytes_stored: 0 })
+      .onConflict((oc) => oc.column('address').doNothing())
+      .execute();
+  }
+
+  /**
+   * Removes the mailbox and, by cascade, every message in it, and takes its bytes off its
+   * owner's total. False when there was none.
+   */
+  close(address: string): Promise<boolean> {
+    return atomically(this.db, async (db) => {
+      const removed = await db
+        .deleteFrom('mailboxes')
+        .where('address', '=', address)
+        .returning(['user_id', 'bytes_stored'])
+        .executeTakeFirst();
+      if (!removed) return false;
+      await addToOwnersStorage(db, new Map([[removed.user_id, -Number(removed.bytes_stored)]]));
+      return true;
+    });
+  }
+
+  find(address: string): Promise<MailboxRow | undefined> {
+    return this.db
+      .selectFrom('mailboxes')
+      .selectAll()
+      .where('address', '=', address)
+      .executeTakeFirst();
+  }
+
+  /**
+   * The mailbox and its owner's usage in `period`, stored bytes and quota overrides: what
+   * every delivery and read checks, in one round trip instead of four.
+   */
+  async findWithOwnerUsage(
+    address: string,
+    period: string,
+  ): Promise<MailboxWithOwnerUsage | undefined> {
+    return (await this.findManyWithOwnerUsage([address], period)).get(address);
+  }
+
+  /** {@link findWithOwnerUsage} for several mailboxes at once, by address; missing ones are left out. */
+  async findManyWithOwnerUsage(
+    addresses: string[],
+    period: string,
+  ): Promise<Map<string, MailboxWithOwnerUsage>> {
+    const rows = await this.db
+      .selectFrom('mailboxes as m')
+      .leftJoin('usage_periods as u', (join) =>
+        join.onRef('u.user_id', '=', 'm.user_id').on('u.period', '=', period),
+      )
+      .leftJoin('user_quotas as q', 'q.user_id', 'm.user_id')
+      .leftJoin('user_storage as s', 's.user_id', 'm.user_id')
+      .selectAll('m')
+      .select([
+        'u.num_messages',
+        'u.bytes_transferred',
+        's.bytes_stored as owner_bytes_stored',
+        'q.agents as quota_agents',
+        'q.messages_per_month as quota_messages_per_month',
+        'q.bytes_stored as quota_bytes_stored',
+        'q.bytes_transferred_per_month as quota_bytes_transferred_per_month',
+      ])
+      .where((eb) =>
+        addresses.length === 1
+          ? eb('m.address', '=', addresses[0]!)
+          : eb('m.address', 'in', addresses),
+      )
+      .execute();
+    return new Map(
+      rows.map((row) => [
+        row.address,
+        {
+          mailbox: {
+            address: row.address,
+            user_id: row.user_id,
+            pending_messages: Number(row.pending_messages),
+            bytes_stored: Number(row.bytes_stored),
+            created_at: row.created_at,
+          },
+          overrides: {
+            agents: row.quota_agents,
+            messages_per_month: row.quota_messages_per_month,
+            bytes_stored: row.quota_bytes_stored,
+            bytes_transferred_per_month: row.quota_bytes_transferred_per_month,
+          },
+          counters: {
+            num_messages: Number(row.num_messages ?? 0),
+            bytes_transferred: Number(row.bytes_transferred ?? 0),
+          },
+          ownerBytesStored: Number(row.owner_bytes_stored ?? 0),
+        },
+      ]),
+    );
+  }
+
+  /** Those of `uuids` that some stored message has. */
+  async existing(uuids: string[]): Promise<Set<string>> {
+    const rows = await this.db
+      .selectFrom('messages')
+      .select('uuid')
+      .where('uuid', 'in', uuids)
+      .execute();
+    return new Set(rows.map((row) => row.uuid));
+  }
+
+  /**
+   * Stores messages and moves, by exactly the messages stored, their mailboxes' counters,
+   * their owners' stored bytes and their owners' message usage in `period`; all of it or
+   * nothing. A message whose uuid is taken (stored before, or earlier in the list) is
+   * skipped. Returns the uuids stored now.
+   */
+  deliver(messages: NewMessage[], period: string): Promise<Set<string>> {
+    return this.dialect.deliver(this.db, messages, period);
+  }
+
+  /** Unexpired messages of a mailbox, oldest first. */
+  listPending(
+    address: string,
+    now: number,
+    page: { limit: number; offset: number },
+  ): Promise<PendingMessage[]> {
+    return this.db
+      .selectFrom('messages')
+      .select(['uuid', 'envelope', 'size', 'received_at', 'expires_at'])
+      .where('address', '=', address)
+      .where('expires_at', '>', now)
+      .orderBy('id')
+      .limit(page.limit)
+      .offset(page.offset)
+      .execute();
+  }
+
+  findPending(address: string, uuid: string, now: number): Promise<PendingMessage | undefined> {
+    return this.db
+      .selectFrom('messages')
+      .select(['uuid', 'envelope', 'size', 'received_at', 'expires_at'])
+      .where('uuid', '=', uuid)
+      .where('address', '=', address)
+      .where('expires_at', '>', now)
+      .executeTakeFirst();
+  }
+
+  /** Counts `bytes` served to the owner's agents in `period`, for the transfer quota. */
+  countTransfer(userId: string, period: string, bytes: number): Promise<void> {
+    return this.dialect.countTransfer(this.db, userId, period, bytes);
+  }
+
+  /**
+   * Deletes one message of a mailbox, as its agent acknowledges it, with its counters; false
+   * when there was none (or another request deleted it first).
+   */
+  acknowledge(address: string, uuid: string): Promise<boolean> {
+    return atomically(this.db, async (db) => {
+      const removed = await db
+        .deleteFrom('messages')
+        .where('uuid', '=', uuid)
+        .where('address', '=', address)
+        .returning(['address', 'size'])
+        .executeTakeFirst();
+      if (!removed) return false;
+      await moveCounters(db, [removed], -1);
+      return true;
+    });
+  }
+
+  /**
+   * Deletes up to `limit` expired messages with their counters and says how many went.
+   * RETURNING reports exactly the rows this statement removed, so a message deleted
+   * concurrently by its reader is never subtracted from the counters twice.
+   */
+  sweep(now: number, limit: number): Promise<number> {
+    return atomically(this.db, async (db) => {
+      const removed = await db
+        .deleteFrom('messages')
+        .where('id', 'in', (eb) =>
+          eb.selectFrom('messages').select('id').where('expires_at', '<=', now).limit(limit),
+        )
+        .returning(['address', 'size'])
+        .execute();
+      await moveCounters(db, removed, -1);
+      return removed.length;
+    });
+  }
+}
