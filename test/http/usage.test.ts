@@ -101,7 +101,10 @@ for (const dialect of dialects) {
         num_messages: 3,
         bytes_transferred: 1200,
       });
-      await addUsage(t.server.ctx.store.db, id, '2026-10', { num_messages: 99, bytes_transferred: 99 });
+      await addUsage(t.server.ctx.store.db, id, '2026-10', {
+        num_messages: 99,
+        bytes_transferred: 99,
+      });
       const report = await usage(key);
       assert.equal(report.num_messages, 3);
       assert.equal(report.bytes_transferred, 1200);

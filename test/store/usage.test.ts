@@ -44,7 +44,9 @@ for (const dialect of dialects) {
       const userId = await insertUser(t.store);
       await addUsage(t.store.db, userId, '2026-10', { num_messages: 3 });
       await Promise.all(
-        Array.from({ length: 10 }, () => t.store.repos.mailbox.countTransfer(userId, '2026-10', 70)),
+        Array.from({ length: 10 }, () =>
+          t.store.repos.mailbox.countTransfer(userId, '2026-10', 70),
+        ),
       );
       await t.store.repos.mailbox.countTransfer(userId, '2026-09', 5);
       assert.deepEqual(await t.store.repos.usage.period(userId, '2026-10'), {
