@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { ChildRun } from '../lib/child.js';
+import { ChildRun } from '../../test/kit/process.js';
 import { measureForDuration, type LoadProfile } from '../lib/load.js';
 import type { Measure } from '../lib/report.js';
 

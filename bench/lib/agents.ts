@@ -1,5 +1,5 @@
-import { registerAgent } from '../../test/helpers/agents.js';
-import type { TestIdentity } from '../../test/helpers/uagent.js';
+import { registerAgent } from '../../test/kit/agents.js';
+import type { TestIdentity } from '../../test/kit/uagent.js';
 import type { RunningService } from './server.js';
 
 /**

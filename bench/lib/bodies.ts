@@ -1,5 +1,5 @@
-import { signedRegistration } from '../../test/helpers/almanac.js';
-import { TestIdentity } from '../../test/helpers/uagent.js';
+import { signedRegistration } from '../../test/kit/almanac.js';
+import { TestIdentity } from '../../test/kit/uagent.js';
 import { signedEnvelopes } from './envelopes.js';
 
 /**

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import type { DialectName } from '../../src/store/index.js';
-import { createScratchDatabase, pgClientConfig, runOnPostgres } from '../../test/helpers/server.js';
+import { createScratchDatabase, pgClientConfig, runOnPostgres } from '../../test/kit/databases.js';
 
 /** The PostgreSQL server to measure on when it answers. */
 export const benchPgUrl =

@@ -1,5 +1,5 @@
 import type { EnvelopeFields } from '../../src/crypto/index.js';
-import { makeEnvelope, TestIdentity, type SHalf } from '../../test/helpers/uagent.js';
+import { makeEnvelope, TestIdentity, type SHalf } from '../../test/kit/uagent.js';
 
 /** Agents with keys, made once; signing is the slow part (~0.4 ms per key or signature). */
 export function makeIdentities(count: number): TestIdentity[] {

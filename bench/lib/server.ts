@@ -1,6 +1,6 @@
-import { createServer } from 'node:net';
 import { createRequire } from 'node:module';
-import { ChildRun } from './child.js';
+import { freePort } from '../../test/kit/ports.js';
+import { ChildRun } from '../../test/kit/process.js';
 import type { BenchDatabase } from './databases.js';
 import { RssSampler } from './rss.js';
 
@@ -13,18 +13,6 @@ export async function buildService(): Promise<void> {
   const build = ChildRun.node('tsc', [tsc, '-p', 'tsconfig.build.json']);
   const code = await build.waitForExit();
   if (code !== 0) throw new Error(`the build failed:\n${build.output()}`);
-}
-
-/** A port nobody listens on right now (the server needs it before it starts: public URL). */
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve, reject) => {
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', resolve);
-  });
-  const { port } = probe.address() as { port: number };
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
 }
 
 /** The environment without the caller's AGENTRY_* settings, so every run measures defaults. */

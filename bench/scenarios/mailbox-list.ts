@@ -1,4 +1,4 @@
-import { call } from '../../test/helpers/http.js';
+import { call } from '../../test/kit/http.js';
 import { registerAgents } from '../lib/agents.js';
 import { seededIdentities, signedEnvelopes } from '../lib/envelopes.js';
 import { measureForDuration, type LoadResult } from '../lib/load.js';

@@ -3,7 +3,7 @@ import { seededIdentities } from '../lib/envelopes.js';
 import { runLoad, type HttpRequest } from '../lib/load.js';
 import { throughputMeasure } from '../lib/report.js';
 import { signInWorkers } from '../lib/signing.js';
-import type { TestIdentity } from '../../test/helpers/uagent.js';
+import type { TestIdentity } from '../../test/kit/uagent.js';
 import type { Scenario } from './scenario.js';
 
 const SENDERS = 64;

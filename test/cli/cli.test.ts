@@ -9,9 +9,9 @@ import { stripVTControlCharacters } from 'node:util';
 import { loadConfig } from '../../src/config/index.js';
 import { createLogger } from '../../src/logger.js';
 import { Server } from '../../src/server.js';
-import { call } from '../helpers/http.js';
-import { spawnServer } from '../helpers/process.js';
-import { TestIdentity } from '../helpers/uagent.js';
+import { call } from '../kit/http.js';
+import { spawnServer } from '../kit/process.js';
+import { TestIdentity } from '../kit/uagent.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const entry = join(root, 'src/cli/main.ts');

@@ -9,8 +9,8 @@ import {
   verifyAlmanacSignature,
   type AlmanacSignedFields,
 } from '../../src/crypto/index.js';
-import { TestIdentity } from '../helpers/uagent.js';
-import { identityVector } from '../helpers/vectors.js';
+import { TestIdentity } from '../kit/uagent.js';
+import { identityVector } from '../kit/vectors.js';
 import { verifiers } from './verifiers.js';
 
 const { address } = identityVector('alice');

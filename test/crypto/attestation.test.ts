@@ -9,8 +9,8 @@ import {
   type AttestationTimeStatus,
   type SignatureVerifier,
 } from '../../src/crypto/index.js';
-import { TestIdentity } from '../helpers/uagent.js';
-import { vectors, type AttestationVector } from '../helpers/vectors.js';
+import { TestIdentity } from '../kit/uagent.js';
+import { vectors, type AttestationVector } from '../kit/vectors.js';
 import { verifiers } from './verifiers.js';
 
 const MAX_WINDOW_SECONDS = 24 * 3600;

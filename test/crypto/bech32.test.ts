@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { bech32, bech32m } from '@scure/base';
 import { CryptoFormatError, decodeBech32, encodeBech32 } from '../../src/crypto/index.js';
-import { identityVector, vectors } from '../helpers/vectors.js';
+import { identityVector, vectors } from '../kit/vectors.js';
 
 const LONG_SIGNATURE =
   'sig18rlcx4x40zcr03h6ekh0tmnd435vmfm7sj6fwh95msmss2fwaazut77y5vnn27mamfdqwa2c0adgs97hj66g6daqdlv56jlva240trgycuhqq';

@@ -12,7 +12,7 @@ import {
   isUserAddress,
   publicKeyFromAgentAddress,
 } from '../../src/crypto/index.js';
-import { identityVector, vectors } from '../helpers/vectors.js';
+import { identityVector, vectors } from '../kit/vectors.js';
 
 const hex = (bytes: Uint8Array): string => Buffer.from(bytes).toString('hex');
 

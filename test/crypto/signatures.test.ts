@@ -6,8 +6,8 @@ import {
   verifyBech32Signature,
   verifyChallengeResponse,
 } from '../../src/crypto/index.js';
-import { TestIdentity } from '../helpers/uagent.js';
-import { identityVector, vectors } from '../helpers/vectors.js';
+import { TestIdentity } from '../kit/uagent.js';
+import { identityVector, vectors } from '../kit/vectors.js';
 import { verifiers } from './verifiers.js';
 
 for (const verifier of verifiers) {

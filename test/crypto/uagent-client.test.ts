@@ -7,8 +7,8 @@ import {
   verifyChallengeResponse,
   verifyEnvelopeSignature,
 } from '../../src/crypto/index.js';
-import { CURVE_ORDER, makeEnvelope, sValue, TestIdentity, type SHalf } from '../helpers/uagent.js';
-import { vectors } from '../helpers/vectors.js';
+import { CURVE_ORDER, makeEnvelope, sValue, TestIdentity, type SHalf } from '../kit/uagent.js';
+import { vectors } from '../kit/vectors.js';
 import { verifiers } from './verifiers.js';
 
 function isHighS(signature: string): boolean {

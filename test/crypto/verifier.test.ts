@@ -7,8 +7,8 @@ import {
   decodeSignature,
   publicKeyFromAgentAddress,
 } from '../../src/crypto/index.js';
-import { CURVE_ORDER, sValue, TestIdentity } from '../helpers/uagent.js';
-import { vectors } from '../helpers/vectors.js';
+import { CURVE_ORDER, sValue, TestIdentity } from '../kit/uagent.js';
+import { vectors } from '../kit/vectors.js';
 import { verifiers } from './verifiers.js';
 
 const HALF_ORDER = CURVE_ORDER / 2n;

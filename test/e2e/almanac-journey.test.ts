@@ -9,7 +9,7 @@ import {
 } from '../../src/crypto/index.js';
 import type { AlmanacAgent } from '../../src/wire/almanac.js';
 import type { Endpoint } from '../../src/wire/common.js';
-import { hostOf, registerAgent } from '../helpers/agents.js';
+import { hostOf, registerAgent } from '../kit/agents.js';
 import {
   postRegistration,
   postStatus,
@@ -17,10 +17,11 @@ import {
   signedRegistration,
   signedStatusUpdate,
   unixSeconds,
-} from '../helpers/almanac.js';
-import { call, type JsonResponse } from '../helpers/http.js';
-import { dialects, ManualClock, startTestServer, type TestServer } from '../helpers/server.js';
-import { makeEnvelope, TestIdentity } from '../helpers/uagent.js';
+} from '../kit/almanac.js';
+import { dialects } from '../kit/databases.js';
+import { call, type JsonResponse } from '../kit/http.js';
+import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
+import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
 /**
  * Two uAgents on one local network find and message each other through the service alone:

@@ -1,11 +1,11 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Store } from '../../src/store/index.js';
-import { registerAgent } from '../helpers/agents.js';
-import { call } from '../helpers/http.js';
-import { spawnServer } from '../helpers/process.js';
-import { createTestDatabase, dialects } from '../helpers/server.js';
-import { makeEnvelope, TestIdentity } from '../helpers/uagent.js';
+import { registerAgent } from '../kit/agents.js';
+import { createTestDatabase, dialects } from '../kit/databases.js';
+import { call } from '../kit/http.js';
+import { spawnServer } from '../kit/process.js';
+import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
 const SUBMITTERS = 8;
 const KILL_AFTER_ACKNOWLEDGED = 150;

@@ -7,10 +7,11 @@ import {
   verifyEnvelopeSignature,
   type EnvelopeFields,
 } from '../../src/crypto/index.js';
-import { hostOf, registerAgent } from '../helpers/agents.js';
-import { call } from '../helpers/http.js';
-import { dialects, startTestServer, type TestServer } from '../helpers/server.js';
-import { makeEnvelope, TestIdentity } from '../helpers/uagent.js';
+import { hostOf, registerAgent } from '../kit/agents.js';
+import { dialects } from '../kit/databases.js';
+import { call } from '../kit/http.js';
+import { startTestServer, type TestServer } from '../kit/server.js';
+import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
 /**
  * The journeys a uAgent makes against the service, played with a client that signs exactly

@@ -1,8 +1,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { call, type JsonResponse } from '../helpers/http.js';
-import { dialects, ManualClock, startTestServer, type TestServer } from '../helpers/server.js';
-import { TestIdentity } from '../helpers/uagent.js';
+import { dialects } from '../kit/databases.js';
+import { call, type JsonResponse } from '../kit/http.js';
+import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
+import { TestIdentity } from '../kit/uagent.js';
 
 const ISO_WITH_OFFSET = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$/;
 const PROTOCOL_DIGEST = `proto:${'a'.repeat(64)}`;

@@ -10,10 +10,11 @@ import {
   signedRegistration,
   signedStatusUpdate,
   unixSeconds,
-} from '../helpers/almanac.js';
-import { call } from '../helpers/http.js';
-import { dialects, ManualClock, startTestServer, type TestServer } from '../helpers/server.js';
-import { TestIdentity } from '../helpers/uagent.js';
+} from '../kit/almanac.js';
+import { dialects } from '../kit/databases.js';
+import { call } from '../kit/http.js';
+import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
+import { TestIdentity } from '../kit/uagent.js';
 
 const HOUR = 3600 * 1000;
 const PROTOCOL = 'proto:a03398ea81d7aaaf67e72940937676eae0d019f8e1d8b5efbadfef9fd2e98bb2';

@@ -1,8 +1,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { call } from '../helpers/http.js';
-import { dialects, ManualClock, startTestServer, type TestServer } from '../helpers/server.js';
-import { TestIdentity } from '../helpers/uagent.js';
+import { dialects } from '../kit/databases.js';
+import { call } from '../kit/http.js';
+import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
+import { TestIdentity } from '../kit/uagent.js';
 
 for (const dialect of dialects) {
   describe(`identity (${dialect})`, () => {

@@ -1,10 +1,11 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { hostOf, registerAgent } from '../helpers/agents.js';
-import { call } from '../helpers/http.js';
-import { dialects, startTestServer, type TestServer } from '../helpers/server.js';
-import { TestIdentity } from '../helpers/uagent.js';
+import { hostOf, registerAgent } from '../kit/agents.js';
+import { dialects } from '../kit/databases.js';
+import { call } from '../kit/http.js';
+import { startTestServer, type TestServer } from '../kit/server.js';
+import { TestIdentity } from '../kit/uagent.js';
 
 for (const dialect of dialects) {
   describe(`interactions (${dialect})`, () => {

@@ -4,10 +4,11 @@ import { randomBytes } from 'node:crypto';
 import { encodeBech32 } from '../../src/crypto/index.js';
 import { messageUuid } from '../../src/services/mailbox.js';
 import { Store } from '../../src/store/index.js';
-import { hostOf, registerAgent } from '../helpers/agents.js';
-import { call } from '../helpers/http.js';
-import { dialects, ManualClock, startTestServer, type TestServer } from '../helpers/server.js';
-import { makeEnvelope, TestIdentity } from '../helpers/uagent.js';
+import { hostOf, registerAgent } from '../kit/agents.js';
+import { dialects } from '../kit/databases.js';
+import { call } from '../kit/http.js';
+import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
+import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
 const UUID4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const PYTHON_ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$/;

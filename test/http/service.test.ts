@@ -2,8 +2,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { buildApp } from '../../src/app.js';
-import { call } from '../helpers/http.js';
-import { startTestServer, type TestServer } from '../helpers/server.js';
+import { call } from '../kit/http.js';
+import { startTestServer, type TestServer } from '../kit/server.js';
 
 const openapiFixture = new URL('../fixtures/openapi.json', import.meta.url);
 

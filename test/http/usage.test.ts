@@ -2,10 +2,11 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { usagePeriod } from '../../src/services/usage.js';
 import { addUsage } from '../../src/store/repositories/usage.js';
-import { hostOf, registerAgent } from '../helpers/agents.js';
-import { call } from '../helpers/http.js';
-import { dialects, ManualClock, startTestServer, type TestServer } from '../helpers/server.js';
-import { makeEnvelope, TestIdentity } from '../helpers/uagent.js';
+import { hostOf, registerAgent } from '../kit/agents.js';
+import { dialects } from '../kit/databases.js';
+import { call } from '../kit/http.js';
+import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
+import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
 const quotas = {
   agents: 7,

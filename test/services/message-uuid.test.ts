@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { encodeBech32 } from '../../src/crypto/index.js';
 import { messageUuid } from '../../src/services/mailbox.js';
-import { makeEnvelope, TestIdentity } from '../helpers/uagent.js';
+import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
 const UUID4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 

@@ -7,7 +7,7 @@ import {
   type EnvelopeFields,
 } from '../../src/crypto/index.js';
 import { VerifierPool } from '../../src/infra/verifier-pool.js';
-import { CURVE_ORDER, makeEnvelope, sValue, TestIdentity } from '../helpers/uagent.js';
+import { CURVE_ORDER, makeEnvelope, sValue, TestIdentity } from '../kit/uagent.js';
 import { verifiers } from '../crypto/verifiers.js';
 
 const hex = (digest: Uint8Array | undefined): string | undefined =>

@@ -2,8 +2,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AgentListing } from '../../src/store/repositories/agents.js';
-import { dialects } from '../helpers/server.js';
-import { agentListing, insertUser, openTestStore, type TestStore } from '../helpers/store.js';
+import { dialects } from '../kit/databases.js';
+import { agentListing, insertUser, openTestStore, type TestStore } from '../kit/store.js';
 
 let serial = 0;
 

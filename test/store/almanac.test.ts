@@ -5,9 +5,9 @@ import type {
   AlmanacRegistrationRow,
   AlmanacStatusRow,
 } from '../../src/store/repositories/almanac.js';
-import { dialects } from '../helpers/server.js';
-import { openTestStore, type TestStore } from '../helpers/store.js';
-import { TestIdentity } from '../helpers/uagent.js';
+import { dialects } from '../kit/databases.js';
+import { openTestStore, type TestStore } from '../kit/store.js';
+import { TestIdentity } from '../kit/uagent.js';
 
 const HOUR = 3600 * 1000;
 

@@ -4,7 +4,7 @@ import { statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sqlitePath } from '../../src/store/database.js';
 import { Store } from '../../src/store/index.js';
-import { createTestDatabase } from '../helpers/server.js';
+import { createTestDatabase } from '../kit/databases.js';
 
 /**
  * One commit of a few hundred pages of 4 KiB: below the 1,000 after which a commit

@@ -6,8 +6,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import { sqlitePath } from '../../src/store/database.js';
 import { Store } from '../../src/store/index.js';
-import { createTestDatabase, dialects } from '../helpers/server.js';
-import { insertUser, openTestStore, type TestStore } from '../helpers/store.js';
+import { createTestDatabase, dialects } from '../kit/databases.js';
+import { insertUser, openTestStore, type TestStore } from '../kit/store.js';
 
 for (const dialect of dialects) {
   describe(`store foundation (${dialect})`, () => {

@@ -2,13 +2,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { NewMessage } from '../../src/store/repositories/mailbox.js';
-import { dialects } from '../helpers/server.js';
-import {
-  insertAgentWithMailbox,
-  insertUser,
-  openTestStore,
-  type TestStore,
-} from '../helpers/store.js';
+import { dialects } from '../kit/databases.js';
+import { insertAgentWithMailbox, insertUser, openTestStore, type TestStore } from '../kit/store.js';
 
 for (const dialect of dialects) {
   describe(`mailbox store (${dialect})`, () => {

@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { Migrator, sql } from 'kysely';
 import { Store } from '../../src/store/index.js';
 import { migrations } from '../../src/store/migrations/index.js';
-import { createTestDatabase, dialects, type TestDatabase } from '../helpers/server.js';
-import { agentListing } from '../helpers/store.js';
+import { createTestDatabase, dialects, type TestDatabase } from '../kit/databases.js';
+import { agentListing } from '../kit/store.js';
 
 for (const dialect of dialects) {
   describe(`migrations of existing data (${dialect})`, () => {

@@ -2,9 +2,9 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { sql } from 'kysely';
 import { periodEnd, usagePeriod } from '../../src/services/usage.js';
-import { dialects } from '../helpers/server.js';
+import { dialects } from '../kit/databases.js';
+import { insertUser, openTestStore, type TestStore } from '../kit/store.js';
 import { addUsage } from '../../src/store/repositories/usage.js';
-import { insertUser, openTestStore, type TestStore } from '../helpers/store.js';
 
 describe('usage periods', () => {
   it('names the UTC calendar month and ends it at the next month', () => {

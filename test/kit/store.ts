@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Store, type DialectName } from '../../src/store/index.js';
 import type { AgentListing } from '../../src/store/repositories/agents.js';
-import { createTestDatabase } from './server.js';
+import { createTestDatabase } from './databases.js';
 
 export interface TestStore {
   store: Store;

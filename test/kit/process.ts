@@ -1,28 +1,32 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** Where package.json is: child processes run there. */
 export const repositoryRoot = fileURLToPath(new URL('../../', import.meta.url));
 
-/** Children still running; none may outlive the benchmark, even when it fails. */
+/** The command line's source, run under tsx by the tests. */
+export const agentryEntry = join(repositoryRoot, 'src/cli/main.ts');
+
+/** Children still running; none may outlive the tests or the benchmark, even when they fail. */
 const running = new Set<ChildProcess>();
 process.once('exit', () => {
   for (const child of running) child.kill('SIGTERM');
 });
 
-/** A process the benchmark started, with its output kept for error messages. */
+/** A process a test or the benchmark started, with its output kept for error messages. */
 export class ChildRun {
-  private stdout = '';
-  private stderr = '';
+  private out = '';
+  private err = '';
   private readonly exited: Promise<number | null>;
 
   private constructor(
     readonly name: string,
     private readonly child: ChildProcess,
   ) {
-    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (this.stdout += chunk));
-    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (this.stderr += chunk));
+    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (this.out += chunk));
+    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (this.err += chunk));
     running.add(child);
     this.exited = once(child, 'exit').then(([code]) => {
       running.delete(child);
@@ -48,7 +52,7 @@ export class ChildRun {
   async waitForOutput(pattern: RegExp, timeoutMs = 60_000): Promise<RegExpMatchArray> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const match = pattern.exec(this.stdout);
+      const match = pattern.exec(this.out);
       if (match) return match;
       if (this.hasExited()) {
         throw new Error(`${this.name} exited before it was ready:\n${this.output()}`);
@@ -70,6 +74,11 @@ export class ChildRun {
     return this.exited;
   }
 
+  /** Sends `signal` (SIGKILL: a crash) without waiting for the process to end. */
+  kill(signal: NodeJS.Signals): void {
+    this.child.kill(signal);
+  }
+
   /** Asks the process to stop (SIGTERM), killing it if it has not exited within the grace. */
   async stop(graceMs = 10_000): Promise<void> {
     if (this.hasExited()) return;
@@ -79,7 +88,51 @@ export class ChildRun {
     clearTimeout(timer);
   }
 
-  output(): string {
-    return [this.stdout, this.stderr].filter(Boolean).join('\n').trim();
+  /** What the process has written to stdout so far. */
+  stdout(): string {
+    return this.out;
   }
+
+  output(): string {
+    return [this.out, this.err].filter(Boolean).join('\n').trim();
+  }
+}
+
+export interface ServerProcess {
+  url: string;
+  /** The key printed on first start; undefined when the store already had users. */
+  bootstrapKey: string | undefined;
+  child: ChildRun;
+  /** Resolves once the process has exited. */
+  exited: Promise<number | null>;
+}
+
+/**
+ * Runs `agentry serve` from source (under tsx) in a child process on a free loopback port,
+ * as an operator would, and resolves once it listens. `storeArgs` chooses the store:
+ * `['--database-url', url]` or `['--data-dir', dir]`.
+ */
+export async function spawnServer(
+  storeArgs: string[],
+  env: Record<string, string> = {},
+): Promise<ServerProcess> {
+  const child = ChildRun.node(
+    'agentry serve',
+    ['--import', 'tsx', agentryEntry, 'serve', ...storeArgs, '--port', '0', '--host', '127.0.0.1'],
+    {
+      ...process.env,
+      AGENTRY_LOG_LEVEL: 'info',
+      AGENTRY_LOG_FORMAT: 'json',
+      AGENTRY_RATE_LIMIT_MAX: '0',
+      ...env,
+    },
+  );
+  const [, url] = await child.waitForOutput(/"address":"(http:\/\/[^"]+)"/, 30_000);
+  // The first-start key is printed before the server starts listening.
+  return {
+    url: url!,
+    bootstrapKey: /^\s+(agy_\S+)$/m.exec(child.stdout())?.[1],
+    child,
+    exited: child.waitForExit(),
+  };
 }

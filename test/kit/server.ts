@@ -1,0 +1,72 @@
+import { loadConfig, type Config } from '../../src/config/index.js';
+import { createLogger } from '../../src/logger.js';
+import { Server } from '../../src/server.js';
+import type { Clock } from '../../src/infra/clock.js';
+import type { DialectName } from '../../src/store/index.js';
+import { createTestDatabase } from './databases.js';
+import { freePort } from './ports.js';
+
+/** A clock tests move by hand. */
+export class ManualClock implements Clock {
+  constructor(private ms = Date.now()) {}
+  now(): number {
+    return this.ms;
+  }
+  advance(ms: number): void {
+    this.ms += ms;
+  }
+}
+
+export interface TestServer {
+  /** Base URL of the listening server, e.g. http://127.0.0.1:41234 */
+  url: string;
+  server: Server;
+  config: Config;
+  dialect: DialectName;
+  /** The API key of the user created on first start. */
+  userKey: string;
+  /** Creates another user and returns its API key. */
+  addUser(name: string): Promise<string>;
+  close(): Promise<void>;
+}
+
+export interface TestServerOptions {
+  dialect?: DialectName;
+  clock?: Clock;
+  /** Config fields to change (after defaults and before validation). */
+  config?: Partial<Config>;
+}
+
+/** Starts a real server on a free loopback port over a fresh database. */
+export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
+  const dialect = options.dialect ?? 'sqlite';
+  const database = await createTestDatabase(dialect);
+  const config: Config = {
+    ...loadConfig(
+      { databaseUrl: database.url, port: await freePort(), host: '127.0.0.1', logLevel: 'silent' },
+      {},
+    ),
+    rateLimit: { max: 0, windowMs: 60_000 },
+    ...options.config,
+  };
+  const server = await Server.create(config, {
+    overrides: {
+      logger: createLogger({ level: 'silent' }),
+      ...(options.clock ? { clock: options.clock } : {}),
+    },
+  });
+  const url = await server.start();
+  if (!server.bootstrapped) throw new Error('a fresh database should bootstrap a user');
+  return {
+    url,
+    server,
+    config,
+    dialect,
+    userKey: server.bootstrapped.token,
+    addUser: async (name) => (await server.ctx.services.users.createUser(name)).token,
+    close: async () => {
+      await server.close();
+      await database.drop();
+    },
+  };
+}
