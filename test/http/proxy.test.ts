@@ -1,9 +1,9 @@
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type IncomingHttpHeaders, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { hostOf, registerAgent } from '../kit/agents.js';
-import { dialects } from '../kit/databases.js';
+import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
@@ -61,185 +61,183 @@ function signedFor(target: string) {
   );
 }
 
-for (const dialect of dialects) {
-  describe(`proxy (${dialect})`, () => {
-    let t: TestServer;
-    let endpoint: Awaited<ReturnType<typeof startAgentEndpoint>>;
+describeOnEachDialect('proxy', (dialect) => {
+  let t: TestServer;
+  let endpoint: Awaited<ReturnType<typeof startAgentEndpoint>>;
 
-    before(async () => {
-      endpoint = await startAgentEndpoint();
-      t = await startTestServer({
-        dialect,
-        config: { allowPrivateTargets: true, proxyTimeoutMs: 300, proxySyncTimeoutMs: 600 },
-      });
-    });
-    after(async () => {
-      await t.close();
-      await endpoint.close();
-    });
-
-    async function agentAt(path: string | undefined): Promise<TestIdentity> {
-      const agent = TestIdentity.random();
-      await registerAgent(hostOf(t), t.userKey, agent, {
-        ...(path === undefined ? {} : { redirectUrl: `${endpoint.url}${path}` }),
-      });
-      return agent;
-    }
-
-    function forward(body: unknown, headers: Record<string, string> = {}) {
-      return call(t.url, 'POST', '/v2/agents/proxy/submit', { body, headers });
-    }
-
-    function deliveriesTo(path: string): Received[] {
-      return endpoint.received.filter((r) => r.path === path);
-    }
-
-    it("forwards the envelope to the agent's URL and answers {}", async () => {
-      const agent = await agentAt('/ok');
-      const envelope = { ...signedFor(agent.address), extra: 'kept' };
-      const before = deliveriesTo('/ok').length;
-      const res = await forward(envelope);
-      assert.equal(res.status, 200, res.text);
-      assert.deepEqual(res.body, {});
-      const delivered = deliveriesTo('/ok').slice(before);
-      assert.equal(delivered.length, 1);
-      assert.equal(delivered[0]!.headers['content-type'], 'application/json');
-      assert.equal(delivered[0]!.headers['x-uagents-connection'], undefined);
-      assert.deepEqual(JSON.parse(delivered[0]!.body), envelope);
-    });
-
-    it("relays the agent's reply unchanged to a synchronous sender", async () => {
-      const agent = await agentAt('/sync');
-      const envelope = signedFor(agent.address);
-      const res = await forward(envelope, { 'x-uagents-connection': 'sync' });
-      assert.equal(res.status, 200, res.text);
-      assert.equal(
-        res.text,
-        `{"reply" : "as the agent wrote it",  "echo":${JSON.stringify(envelope)}}`,
-      );
-      assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
-      assert.equal(deliveriesTo('/sync').at(-1)!.headers['x-uagents-connection'], 'sync');
-    });
-
-    it('answers 502 with the status of an agent that fails', async () => {
-      const agent = await agentAt('/fail');
-      const res = await forward(signedFor(agent.address));
-      assert.equal(res.status, 502);
-      assert.match(res.body.detail, /503/);
-      assert.doesNotMatch(res.body.detail, /agent is down/);
-    });
-
-    it('does not follow redirects', async () => {
-      const agent = await agentAt('/redirect');
-      const before = deliveriesTo('/ok').length;
-      const res = await forward(signedFor(agent.address));
-      assert.equal(res.status, 502);
-      assert.match(res.body.detail, /302/);
-      assert.equal(deliveriesTo('/ok').length, before, 'the redirect target was not called');
-    });
-
-    it('answers 504 when the agent does not answer in time', async () => {
-      const agent = await agentAt('/slow');
-      const started = Date.now();
-      const res = await forward(signedFor(agent.address));
-      assert.equal(res.status, 504);
-      assert.ok(Date.now() - started < 5000);
-      const sync = await forward(signedFor(agent.address), { 'x-uagents-connection': 'sync' });
-      assert.equal(sync.status, 504);
-    });
-
-    it('answers 502 when the agent cannot be reached', async () => {
-      const closed = await startAgentEndpoint();
-      await closed.close();
-      const agent = TestIdentity.random();
-      await registerAgent(hostOf(t), t.userKey, agent, { redirectUrl: `${closed.url}/gone` });
-      const res = await forward(signedFor(agent.address));
-      assert.equal(res.status, 502);
-      assert.match(res.body.detail, /unreachable/);
-    });
-
-    it('answers 404 for a target that is not registered or has no URL', async () => {
-      const mailboxOnly = await agentAt(undefined);
-      for (const target of [mailboxOnly.address, TestIdentity.random().address]) {
-        const res = await forward(signedFor(target));
-        assert.equal(res.status, 404);
-        assert.deepEqual(res.body, {
-          detail: 'No registered address found matching envelope target',
-        });
-      }
-    });
-
-    it('checks envelopes like the mailbox before forwarding anything', async () => {
-      const agent = await agentAt('/ok');
-      const before = deliveriesTo('/ok').length;
-      const tampered = { ...signedFor(agent.address), nonce: 2 };
-      assert.equal((await forward(tampered)).status, 400);
-      const expiredSender = TestIdentity.random();
-      const expired = expiredSender.signEnvelope(
-        makeEnvelope({
-          sender: expiredSender.address,
-          target: agent.address,
-          payloadJson: '{}',
-          expires: Math.floor(Date.now() / 1000) - 10,
-        }),
-      );
-      assert.deepEqual((await forward(expired)).body, { detail: 'Envelope expired' });
-      assert.equal((await forward({ version: 1 })).status, 422);
-      const huge = { ...signedFor(agent.address), padding: 'x'.repeat(1024 * 1024) };
-      assert.equal((await forward(huge)).status, 413);
-      assert.equal(deliveriesTo('/ok').length, before);
-    });
-
-    it('answers the readiness probe for agents with and without a URL', async () => {
-      const [withUrl, without] = [await agentAt('/ok'), await agentAt(undefined)];
-      const probe = async (method: string, address?: string) =>
-        (
-          await call(t.url, method, '/v2/agents/proxy/submit', {
-            headers: address ? { 'x-uagents-address': address } : {},
-          })
-        ).headers.get('x-uagents-status');
-      for (const method of ['GET', 'HEAD']) {
-        assert.equal(await probe(method, withUrl.address), 'ready');
-        assert.equal(await probe(method, without.address), 'not-ready');
-        assert.equal(await probe(method), 'indeterminate');
-      }
+  before(async () => {
+    endpoint = await startAgentEndpoint();
+    t = await startTestServer({
+      dialect,
+      config: { allowPrivateTargets: true, proxyTimeoutMs: 300, proxySyncTimeoutMs: 600 },
     });
   });
+  after(async () => {
+    await t.close();
+    await endpoint.close();
+  });
 
-  describe(`proxy private-network guard (${dialect})`, () => {
-    let t: TestServer;
-    let endpoint: Awaited<ReturnType<typeof startAgentEndpoint>>;
-
-    before(async () => {
-      endpoint = await startAgentEndpoint();
-      t = await startTestServer({ dialect, config: { proxyTimeoutMs: 300 } });
+  async function agentAt(path: string | undefined): Promise<TestIdentity> {
+    const agent = TestIdentity.random();
+    await registerAgent(hostOf(t), t.userKey, agent, {
+      ...(path === undefined ? {} : { redirectUrl: `${endpoint.url}${path}` }),
     });
-    after(async () => {
-      await t.close();
-      await endpoint.close();
-    });
+    return agent;
+  }
 
-    const port = () => new URL(endpoint.url).port;
-    for (const [what, url] of [
-      ['a loopback address', () => `${endpoint.url}/ok`],
-      ['the cloud metadata address', () => 'http://169.254.169.254/latest/meta-data/'],
-      ['a name that resolves to loopback', () => `http://localhost:${port()}/ok`],
-      ['an IPv4-mapped IPv6 loopback address', () => `http://[::ffff:127.0.0.1]:${port()}/ok`],
-      ['an IPv6 loopback address', () => `http://[::1]:${port()}/ok`],
-      ['a private address', () => 'http://10.0.0.1/'],
-    ] as const) {
-      it(`refuses by default to forward to ${what}`, async () => {
-        const agent = TestIdentity.random();
-        await registerAgent(hostOf(t), t.userKey, agent, { redirectUrl: url() });
-        const before = endpoint.received.length;
-        const res = await call(t.url, 'POST', '/v2/agents/proxy/submit', {
-          body: signedFor(agent.address),
-        });
-        assert.equal(res.status, 400, res.text);
-        assert.match(res.body.detail, /AGENTRY_ALLOW_PRIVATE_TARGETS/);
-        assert.match(res.body.detail, /--allow-private-targets/);
-        assert.equal(endpoint.received.length, before, 'nothing reached the endpoint');
+  function forward(body: unknown, headers: Record<string, string> = {}) {
+    return call(t.url, 'POST', '/v2/agents/proxy/submit', { body, headers });
+  }
+
+  function deliveriesTo(path: string): Received[] {
+    return endpoint.received.filter((r) => r.path === path);
+  }
+
+  it("forwards the envelope to the agent's URL and answers {}", async () => {
+    const agent = await agentAt('/ok');
+    const envelope = { ...signedFor(agent.address), extra: 'kept' };
+    const before = deliveriesTo('/ok').length;
+    const res = await forward(envelope);
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.body, {});
+    const delivered = deliveriesTo('/ok').slice(before);
+    assert.equal(delivered.length, 1);
+    assert.equal(delivered[0]!.headers['content-type'], 'application/json');
+    assert.equal(delivered[0]!.headers['x-uagents-connection'], undefined);
+    assert.deepEqual(JSON.parse(delivered[0]!.body), envelope);
+  });
+
+  it("relays the agent's reply unchanged to a synchronous sender", async () => {
+    const agent = await agentAt('/sync');
+    const envelope = signedFor(agent.address);
+    const res = await forward(envelope, { 'x-uagents-connection': 'sync' });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(
+      res.text,
+      `{"reply" : "as the agent wrote it",  "echo":${JSON.stringify(envelope)}}`,
+    );
+    assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+    assert.equal(deliveriesTo('/sync').at(-1)!.headers['x-uagents-connection'], 'sync');
+  });
+
+  it('answers 502 with the status of an agent that fails', async () => {
+    const agent = await agentAt('/fail');
+    const res = await forward(signedFor(agent.address));
+    assert.equal(res.status, 502);
+    assert.match(res.body.detail, /503/);
+    assert.doesNotMatch(res.body.detail, /agent is down/);
+  });
+
+  it('does not follow redirects', async () => {
+    const agent = await agentAt('/redirect');
+    const before = deliveriesTo('/ok').length;
+    const res = await forward(signedFor(agent.address));
+    assert.equal(res.status, 502);
+    assert.match(res.body.detail, /302/);
+    assert.equal(deliveriesTo('/ok').length, before, 'the redirect target was not called');
+  });
+
+  it('answers 504 when the agent does not answer in time', async () => {
+    const agent = await agentAt('/slow');
+    const started = Date.now();
+    const res = await forward(signedFor(agent.address));
+    assert.equal(res.status, 504);
+    assert.ok(Date.now() - started < 5000);
+    const sync = await forward(signedFor(agent.address), { 'x-uagents-connection': 'sync' });
+    assert.equal(sync.status, 504);
+  });
+
+  it('answers 502 when the agent cannot be reached', async () => {
+    const closed = await startAgentEndpoint();
+    await closed.close();
+    const agent = TestIdentity.random();
+    await registerAgent(hostOf(t), t.userKey, agent, { redirectUrl: `${closed.url}/gone` });
+    const res = await forward(signedFor(agent.address));
+    assert.equal(res.status, 502);
+    assert.match(res.body.detail, /unreachable/);
+  });
+
+  it('answers 404 for a target that is not registered or has no URL', async () => {
+    const mailboxOnly = await agentAt(undefined);
+    for (const target of [mailboxOnly.address, TestIdentity.random().address]) {
+      const res = await forward(signedFor(target));
+      assert.equal(res.status, 404);
+      assert.deepEqual(res.body, {
+        detail: 'No registered address found matching envelope target',
       });
     }
   });
-}
+
+  it('checks envelopes like the mailbox before forwarding anything', async () => {
+    const agent = await agentAt('/ok');
+    const before = deliveriesTo('/ok').length;
+    const tampered = { ...signedFor(agent.address), nonce: 2 };
+    assert.equal((await forward(tampered)).status, 400);
+    const expiredSender = TestIdentity.random();
+    const expired = expiredSender.signEnvelope(
+      makeEnvelope({
+        sender: expiredSender.address,
+        target: agent.address,
+        payloadJson: '{}',
+        expires: Math.floor(Date.now() / 1000) - 10,
+      }),
+    );
+    assert.deepEqual((await forward(expired)).body, { detail: 'Envelope expired' });
+    assert.equal((await forward({ version: 1 })).status, 422);
+    const huge = { ...signedFor(agent.address), padding: 'x'.repeat(1024 * 1024) };
+    assert.equal((await forward(huge)).status, 413);
+    assert.equal(deliveriesTo('/ok').length, before);
+  });
+
+  it('answers the readiness probe for agents with and without a URL', async () => {
+    const [withUrl, without] = [await agentAt('/ok'), await agentAt(undefined)];
+    const probe = async (method: string, address?: string) =>
+      (
+        await call(t.url, method, '/v2/agents/proxy/submit', {
+          headers: address ? { 'x-uagents-address': address } : {},
+        })
+      ).headers.get('x-uagents-status');
+    for (const method of ['GET', 'HEAD']) {
+      assert.equal(await probe(method, withUrl.address), 'ready');
+      assert.equal(await probe(method, without.address), 'not-ready');
+      assert.equal(await probe(method), 'indeterminate');
+    }
+  });
+});
+
+describeOnEachDialect('proxy private-network guard', (dialect) => {
+  let t: TestServer;
+  let endpoint: Awaited<ReturnType<typeof startAgentEndpoint>>;
+
+  before(async () => {
+    endpoint = await startAgentEndpoint();
+    t = await startTestServer({ dialect, config: { proxyTimeoutMs: 300 } });
+  });
+  after(async () => {
+    await t.close();
+    await endpoint.close();
+  });
+
+  const port = () => new URL(endpoint.url).port;
+  for (const [what, url] of [
+    ['a loopback address', () => `${endpoint.url}/ok`],
+    ['the cloud metadata address', () => 'http://169.254.169.254/latest/meta-data/'],
+    ['a name that resolves to loopback', () => `http://localhost:${port()}/ok`],
+    ['an IPv4-mapped IPv6 loopback address', () => `http://[::ffff:127.0.0.1]:${port()}/ok`],
+    ['an IPv6 loopback address', () => `http://[::1]:${port()}/ok`],
+    ['a private address', () => 'http://10.0.0.1/'],
+  ] as const) {
+    it(`refuses by default to forward to ${what}`, async () => {
+      const agent = TestIdentity.random();
+      await registerAgent(hostOf(t), t.userKey, agent, { redirectUrl: url() });
+      const before = endpoint.received.length;
+      const res = await call(t.url, 'POST', '/v2/agents/proxy/submit', {
+        body: signedFor(agent.address),
+      });
+      assert.equal(res.status, 400, res.text);
+      assert.match(res.body.detail, /AGENTRY_ALLOW_PRIVATE_TARGETS/);
+      assert.match(res.body.detail, /--allow-private-targets/);
+      assert.equal(endpoint.received.length, before, 'nothing reached the endpoint');
+    });
+  }
+});

@@ -8,9 +8,6 @@ import type { DialectName } from '../../src/store/index.js';
 /** The PostgreSQL server the store tests use; unset means those tests are skipped. */
 export const testPgUrl = process.env.AGENTRY_TEST_PG_URL;
 
-/** Dialects to run the store suites on: always SQLite, PostgreSQL when a test server is set. */
-export const dialects: DialectName[] = testPgUrl ? ['sqlite', 'postgres'] : ['sqlite'];
-
 export interface TestDatabase {
   url: string;
   drop(): Promise<void>;

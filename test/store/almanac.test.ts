@@ -5,7 +5,7 @@ import type {
   AlmanacRegistrationRow,
   AlmanacStatusRow,
 } from '../../src/store/repositories/almanac.js';
-import { dialects } from '../kit/databases.js';
+import { describeOnEachDialect } from '../kit/dialects.js';
 import { openTestStore, type TestStore } from '../kit/store.js';
 import { TestIdentity } from '../kit/uagent.js';
 
@@ -44,96 +44,91 @@ describe('isoTimestamp', () => {
   });
 });
 
-for (const dialect of dialects) {
-  describe(`almanac store (${dialect})`, () => {
-    let t: TestStore;
-    before(async () => {
-      t = await openTestStore(dialect);
-    });
-    after(() => t.close());
-
-    it('keeps the newest of racing registrations, whatever order they commit in', async () => {
-      const { address } = TestIdentity.random();
-      const base = Date.UTC(2026, 10, 21);
-      const rows = Array.from({ length: 8 }, (_, i) =>
-        registration(address, base + i * 1000, `http://127.0.0.1:800${i}/submit`),
-      ).reverse();
-      const stored = await Promise.all(
-        rows.map((row) => t.store.repos.almanac.upsertRegistration(row)),
-      );
-      assert.ok(stored.includes(true));
-      const kept = await t.store.repos.almanac.findRegistration(address);
-      assert.equal(kept?.signed_at, base + 7000);
-      assert.equal(
-        kept?.endpoints,
-        JSON.stringify([{ url: 'http://127.0.0.1:8007/submit', weight: 1 }]),
-      );
-    });
-
-    it('reports an older registration, or the stored one again, as not stored', async () => {
-      const { address } = TestIdentity.random();
-      const row = registration(address, Date.UTC(2026, 10, 21), 'http://127.0.0.1:8001/submit');
-      assert.equal(await t.store.repos.almanac.upsertRegistration(row), true);
-      assert.equal(await t.store.repos.almanac.upsertRegistration(row), false);
-      const older = { ...row, signed_at: row.signed_at - 1000, endpoints: '[]' };
-      assert.equal(await t.store.repos.almanac.upsertRegistration(older), false);
-      assert.equal(
-        (await t.store.repos.almanac.findRegistration(address))?.endpoints,
-        row.endpoints,
-      );
-      const sameSecond = { ...row, signature: 'another', endpoints: '[]' };
-      assert.equal(await t.store.repos.almanac.upsertRegistration(sameSecond), true);
-      assert.equal((await t.store.repos.almanac.findRegistration(address))?.endpoints, '[]');
-    });
-
-    it('lets the last status of a second win, whatever it says', async () => {
-      const almanac = t.store.repos.almanac;
-      const signedAt = Date.UTC(2026, 10, 21);
-      for (const activeFirst of [true, false]) {
-        const { address } = TestIdentity.random();
-        const active = { ...status(address, signedAt), is_active: 1, signature: 'sig-on' };
-        const inactive = { ...status(address, signedAt), signature: 'sig-off' };
-        const [first, second] = activeFirst ? [active, inactive] : [inactive, active];
-        assert.equal(await almanac.upsertStatus(first), true);
-        assert.equal(await almanac.upsertStatus(second), true);
-        assert.equal((await almanac.findStatus(address))?.is_active, second.is_active);
-        assert.equal(await almanac.upsertStatus(second), false, 'the same status again');
-        const older = { ...first, signed_at: signedAt - 1000, signature: 'sig-older' };
-        assert.equal(await almanac.upsertStatus(older), false);
-      }
-    });
-
-    it('sweeps expired registrations and stale statuses of unregistered agents only', async () => {
-      // Before the moments the other tests use, so that only this test's rows are stale.
-      const now = Date.UTC(2026, 10, 1);
-      const almanac = t.store.repos.almanac;
-      const expired = TestIdentity.random().address;
-      const live = TestIdentity.random().address;
-      const orphan = TestIdentity.random().address;
-      const recentOrphan = TestIdentity.random().address;
-      await almanac.upsertRegistration(registration(expired, now - 49 * HOUR, 'http://a/'));
-      await almanac.upsertRegistration(registration(live, now - HOUR, 'http://b/'));
-      await almanac.upsertStatus(status(expired, now - 49 * HOUR));
-      await almanac.upsertStatus(status(live, now - 72 * HOUR));
-      await almanac.upsertStatus(status(orphan, now - 49 * HOUR));
-      await almanac.upsertStatus(status(recentOrphan, now - HOUR));
-
-      assert.equal(await almanac.deleteExpired(now, now - 48 * HOUR), 3);
-      assert.equal(await almanac.findRegistration(expired), undefined);
-      assert.ok(await almanac.findRegistration(live));
-      assert.equal(await almanac.findStatus(expired), undefined);
-      assert.equal(await almanac.findStatus(orphan), undefined);
-      assert.ok(await almanac.findStatus(live), "a registered agent's status stays");
-      assert.ok(await almanac.findStatus(recentOrphan));
-    });
-
-    it('joins the last status into the resolvable record, null when none was sent', async () => {
-      const almanac = t.store.repos.almanac;
-      const { address } = TestIdentity.random();
-      await almanac.upsertRegistration(registration(address, Date.UTC(2026, 10, 21), 'http://c/'));
-      assert.equal((await almanac.findResolvable(address))?.is_active, null);
-      await almanac.upsertStatus(status(address, Date.UTC(2026, 10, 21)));
-      assert.equal((await almanac.findResolvable(address))?.is_active, 0);
-    });
+describeOnEachDialect('almanac store', (dialect) => {
+  let t: TestStore;
+  before(async () => {
+    t = await openTestStore(dialect);
   });
-}
+  after(() => t.close());
+
+  it('keeps the newest of racing registrations, whatever order they commit in', async () => {
+    const { address } = TestIdentity.random();
+    const base = Date.UTC(2026, 10, 21);
+    const rows = Array.from({ length: 8 }, (_, i) =>
+      registration(address, base + i * 1000, `http://127.0.0.1:800${i}/submit`),
+    ).reverse();
+    const stored = await Promise.all(
+      rows.map((row) => t.store.repos.almanac.upsertRegistration(row)),
+    );
+    assert.ok(stored.includes(true));
+    const kept = await t.store.repos.almanac.findRegistration(address);
+    assert.equal(kept?.signed_at, base + 7000);
+    assert.equal(
+      kept?.endpoints,
+      JSON.stringify([{ url: 'http://127.0.0.1:8007/submit', weight: 1 }]),
+    );
+  });
+
+  it('reports an older registration, or the stored one again, as not stored', async () => {
+    const { address } = TestIdentity.random();
+    const row = registration(address, Date.UTC(2026, 10, 21), 'http://127.0.0.1:8001/submit');
+    assert.equal(await t.store.repos.almanac.upsertRegistration(row), true);
+    assert.equal(await t.store.repos.almanac.upsertRegistration(row), false);
+    const older = { ...row, signed_at: row.signed_at - 1000, endpoints: '[]' };
+    assert.equal(await t.store.repos.almanac.upsertRegistration(older), false);
+    assert.equal((await t.store.repos.almanac.findRegistration(address))?.endpoints, row.endpoints);
+    const sameSecond = { ...row, signature: 'another', endpoints: '[]' };
+    assert.equal(await t.store.repos.almanac.upsertRegistration(sameSecond), true);
+    assert.equal((await t.store.repos.almanac.findRegistration(address))?.endpoints, '[]');
+  });
+
+  it('lets the last status of a second win, whatever it says', async () => {
+    const almanac = t.store.repos.almanac;
+    const signedAt = Date.UTC(2026, 10, 21);
+    for (const activeFirst of [true, false]) {
+      const { address } = TestIdentity.random();
+      const active = { ...status(address, signedAt), is_active: 1, signature: 'sig-on' };
+      const inactive = { ...status(address, signedAt), signature: 'sig-off' };
+      const [first, second] = activeFirst ? [active, inactive] : [inactive, active];
+      assert.equal(await almanac.upsertStatus(first), true);
+      assert.equal(await almanac.upsertStatus(second), true);
+      assert.equal((await almanac.findStatus(address))?.is_active, second.is_active);
+      assert.equal(await almanac.upsertStatus(second), false, 'the same status again');
+      const older = { ...first, signed_at: signedAt - 1000, signature: 'sig-older' };
+      assert.equal(await almanac.upsertStatus(older), false);
+    }
+  });
+
+  it('sweeps expired registrations and stale statuses of unregistered agents only', async () => {
+    // Before the moments the other tests use, so that only this test's rows are stale.
+    const now = Date.UTC(2026, 10, 1);
+    const almanac = t.store.repos.almanac;
+    const expired = TestIdentity.random().address;
+    const live = TestIdentity.random().address;
+    const orphan = TestIdentity.random().address;
+    const recentOrphan = TestIdentity.random().address;
+    await almanac.upsertRegistration(registration(expired, now - 49 * HOUR, 'http://a/'));
+    await almanac.upsertRegistration(registration(live, now - HOUR, 'http://b/'));
+    await almanac.upsertStatus(status(expired, now - 49 * HOUR));
+    await almanac.upsertStatus(status(live, now - 72 * HOUR));
+    await almanac.upsertStatus(status(orphan, now - 49 * HOUR));
+    await almanac.upsertStatus(status(recentOrphan, now - HOUR));
+
+    assert.equal(await almanac.deleteExpired(now, now - 48 * HOUR), 3);
+    assert.equal(await almanac.findRegistration(expired), undefined);
+    assert.ok(await almanac.findRegistration(live));
+    assert.equal(await almanac.findStatus(expired), undefined);
+    assert.equal(await almanac.findStatus(orphan), undefined);
+    assert.ok(await almanac.findStatus(live), "a registered agent's status stays");
+    assert.ok(await almanac.findStatus(recentOrphan));
+  });
+
+  it('joins the last status into the resolvable record, null when none was sent', async () => {
+    const almanac = t.store.repos.almanac;
+    const { address } = TestIdentity.random();
+    await almanac.upsertRegistration(registration(address, Date.UTC(2026, 10, 21), 'http://c/'));
+    assert.equal((await almanac.findResolvable(address))?.is_active, null);
+    await almanac.upsertStatus(status(address, Date.UTC(2026, 10, 21)));
+    assert.equal((await almanac.findResolvable(address))?.is_active, 0);
+  });
+});

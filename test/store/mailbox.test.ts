@@ -1,166 +1,164 @@
-import { after, before, describe, it } from 'node:test';
+import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { NewMessage } from '../../src/store/repositories/mailbox.js';
-import { dialects } from '../kit/databases.js';
+import { describeOnEachDialect } from '../kit/dialects.js';
 import { insertAgentWithMailbox, insertUser, openTestStore, type TestStore } from '../kit/store.js';
 
-for (const dialect of dialects) {
-  describe(`mailbox store (${dialect})`, () => {
-    let t: TestStore;
-    let owner: string;
-    const mailboxes = ['agent1messagesa', 'agent1messagesb'];
+describeOnEachDialect('mailbox store', (dialect) => {
+  let t: TestStore;
+  let owner: string;
+  const mailboxes = ['agent1messagesa', 'agent1messagesb'];
 
-    const addMailbox = (address: string, userId: string) =>
-      insertAgentWithMailbox(t.store, { address, user_id: userId });
+  const addMailbox = (address: string, userId: string) =>
+    insertAgentWithMailbox(t.store, { address, user_id: userId });
 
-    before(async () => {
-      t = await openTestStore(dialect);
-      owner = await insertUser(t.store);
-      for (const address of mailboxes) await addMailbox(address, owner);
-    });
-    after(() => t.close());
-
-    const message = (address: string, uuid = randomUUID(), expires_at = Number.MAX_SAFE_INTEGER) =>
-      ({
-        uuid,
-        address,
-        envelope: `{"uuid":"${uuid}"}`,
-        size: 10,
-        received_at: 1,
-        expires_at,
-      }) satisfies NewMessage;
-
-    /** Counters of each mailbox, and the owners' stored bytes, as one comparable value. */
-    async function counters(addresses: string[]) {
-      const { mailbox } = t.store.repos;
-      const found = await mailbox.findManyWithOwnerUsage(addresses, '2031-01');
-      return addresses.map((address) => {
-        const entry = found.get(address)!;
-        return [entry.mailbox.pending_messages, entry.mailbox.bytes_stored, entry.ownerBytesStored];
-      });
-    }
-
-    it('delivers many messages in order, skipping uuids taken before or earlier in the list', async () => {
-      const [a, b] = mailboxes as [string, string];
-      const { mailbox } = t.store.repos;
-      const earlier = message(a);
-      await mailbox.deliver([earlier], '2031-01');
-      const first = message(b);
-      const batch = [
-        message(a),
-        earlier,
-        first,
-        { ...first, envelope: '{"again":true}' },
-        message(b),
-      ];
-      const stored = await mailbox.deliver(batch, '2031-01');
-      assert.deepEqual([...stored].sort(), [batch[0]!.uuid, first.uuid, batch[4]!.uuid].sort());
-      const listed = await mailbox.listPending(b, 0, { limit: 10, offset: 0 });
-      assert.deepEqual(
-        listed.map((row) => row.envelope),
-        [first.envelope, batch[4]!.envelope],
-      );
-      assert.deepEqual(
-        await mailbox.existing([earlier.uuid, first.uuid, randomUUID()]),
-        new Set([earlier.uuid, first.uuid]),
-      );
-    });
-
-    it("moves the counters and the owners' usage by exactly what it stored", async () => {
-      const [a, b] = mailboxes as [string, string];
-      const { mailbox, usage } = t.store.repos;
-      const other = await insertUser(t.store);
-      const c = 'agent1messagesc';
-      await addMailbox(c, other);
-      const period = '2031-01';
-      const storedBefore = message(a);
-      await mailbox.deliver([storedBefore], period);
-      const before = await counters([a, b, c]);
-      const ownerMessages = (await usage.period(owner, period)).num_messages;
-
-      const fresh = [message(a), message(b), message(c), message(c)];
-      const stored = await mailbox.deliver(
-        [fresh[0]!, storedBefore, fresh[1]!, fresh[2]!, fresh[3]!],
-        period,
-      );
-
-      assert.deepEqual([...stored].sort(), fresh.map((m) => m.uuid).sort());
-      const after = await counters([a, b, c]);
-      assert.deepEqual(
-        after.map(([pending, bytes, ownerBytes], i) => [
-          pending! - before[i]![0]!,
-          bytes! - before[i]![1]!,
-          ownerBytes! - before[i]![2]!,
-        ]),
-        [
-          [1, 10, 20],
-          [1, 10, 20],
-          [2, 20, 20],
-        ],
-      );
-      assert.equal((await usage.period(owner, period)).num_messages, ownerMessages + 2);
-      assert.equal((await usage.period(other, period)).num_messages, 2);
-    });
-
-    it('stores nothing of a list whose mailbox is gone', async () => {
-      const [a] = mailboxes as [string];
-      const { mailbox, usage } = t.store.repos;
-      const kept = message(a);
-      await assert.rejects(mailbox.deliver([kept, message('agent1nomailbox')], '2031-02'));
-      assert.deepEqual(await mailbox.existing([kept.uuid]), new Set());
-      assert.equal((await usage.period(owner, '2031-02')).num_messages, 0);
-    });
-
-    it('acknowledges a message once, taking it off the counters', async () => {
-      const [, b] = mailboxes as [string, string];
-      const { mailbox } = t.store.repos;
-      const delivered = message(b);
-      await mailbox.deliver([delivered], '2031-01');
-      const before = await counters([b]);
-      assert.equal(await mailbox.acknowledge(b, delivered.uuid), true);
-      assert.equal(await mailbox.acknowledge(b, delivered.uuid), false, 'already gone');
-      assert.deepEqual(await counters([b]), [
-        [before[0]![0]! - 1, before[0]![1]! - 10, before[0]![2]! - 10],
-      ]);
-    });
-
-    it('sweeps expired messages in bounded batches with their counters', async () => {
-      const owned = await insertUser(t.store);
-      const d = 'agent1messagesd';
-      await addMailbox(d, owned);
-      const { mailbox } = t.store.repos;
-      const expired = Array.from({ length: 3 }, () => message(d, randomUUID(), 5));
-      const live = message(d, randomUUID(), 50);
-      await mailbox.deliver([...expired, live], '2031-01');
-      assert.deepEqual(await counters([d]), [[4, 40, 40]]);
-      assert.equal(await mailbox.sweep(10, 2), 2);
-      assert.equal(await mailbox.sweep(10, 2), 1);
-      assert.equal(await mailbox.sweep(10, 2), 0);
-      assert.deepEqual(await counters([d]), [[1, 10, 10]]);
-      assert.deepEqual(
-        (await mailbox.listPending(d, 10, { limit: 10, offset: 0 })).map((row) => row.uuid),
-        [live.uuid],
-      );
-    });
-
-    it("closes a mailbox with its messages and takes its bytes off the owner's total", async () => {
-      const owned = await insertUser(t.store);
-      const [e, f] = ['agent1messagese', 'agent1messagesf'];
-      await addMailbox(e, owned);
-      await addMailbox(f, owned);
-      const { mailbox } = t.store.repos;
-      await mailbox.deliver([message(e), message(e), message(f)], '2031-01');
-      assert.equal(await mailbox.close(e), true);
-      assert.equal(await mailbox.close(e), false);
-      assert.deepEqual(await counters([f]), [[1, 10, 10]]);
-      assert.equal(await mailbox.find(e), undefined);
-      const left = await t.store.db
-        .selectFrom('messages')
-        .select('uuid')
-        .where('address', '=', e)
-        .execute();
-      assert.deepEqual(left, []);
-    });
+  before(async () => {
+    t = await openTestStore(dialect);
+    owner = await insertUser(t.store);
+    for (const address of mailboxes) await addMailbox(address, owner);
   });
-}
+  after(() => t.close());
+
+  const message = (address: string, uuid = randomUUID(), expires_at = Number.MAX_SAFE_INTEGER) =>
+    ({
+      uuid,
+      address,
+      envelope: `{"uuid":"${uuid}"}`,
+      size: 10,
+      received_at: 1,
+      expires_at,
+    }) satisfies NewMessage;
+
+  /** Counters of each mailbox, and the owners' stored bytes, as one comparable value. */
+  async function counters(addresses: string[]) {
+    const { mailbox } = t.store.repos;
+    const found = await mailbox.findManyWithOwnerUsage(addresses, '2031-01');
+    return addresses.map((address) => {
+      const entry = found.get(address)!;
+      return [entry.mailbox.pending_messages, entry.mailbox.bytes_stored, entry.ownerBytesStored];
+    });
+  }
+
+  it('delivers many messages in order, skipping uuids taken before or earlier in the list', async () => {
+    const [a, b] = mailboxes as [string, string];
+    const { mailbox } = t.store.repos;
+    const earlier = message(a);
+    await mailbox.deliver([earlier], '2031-01');
+    const first = message(b);
+    const batch = [
+      message(a),
+      earlier,
+      first,
+      { ...first, envelope: '{"again":true}' },
+      message(b),
+    ];
+    const stored = await mailbox.deliver(batch, '2031-01');
+    assert.deepEqual([...stored].sort(), [batch[0]!.uuid, first.uuid, batch[4]!.uuid].sort());
+    const listed = await mailbox.listPending(b, 0, { limit: 10, offset: 0 });
+    assert.deepEqual(
+      listed.map((row) => row.envelope),
+      [first.envelope, batch[4]!.envelope],
+    );
+    assert.deepEqual(
+      await mailbox.existing([earlier.uuid, first.uuid, randomUUID()]),
+      new Set([earlier.uuid, first.uuid]),
+    );
+  });
+
+  it("moves the counters and the owners' usage by exactly what it stored", async () => {
+    const [a, b] = mailboxes as [string, string];
+    const { mailbox, usage } = t.store.repos;
+    const other = await insertUser(t.store);
+    const c = 'agent1messagesc';
+    await addMailbox(c, other);
+    const period = '2031-01';
+    const storedBefore = message(a);
+    await mailbox.deliver([storedBefore], period);
+    const before = await counters([a, b, c]);
+    const ownerMessages = (await usage.period(owner, period)).num_messages;
+
+    const fresh = [message(a), message(b), message(c), message(c)];
+    const stored = await mailbox.deliver(
+      [fresh[0]!, storedBefore, fresh[1]!, fresh[2]!, fresh[3]!],
+      period,
+    );
+
+    assert.deepEqual([...stored].sort(), fresh.map((m) => m.uuid).sort());
+    const after = await counters([a, b, c]);
+    assert.deepEqual(
+      after.map(([pending, bytes, ownerBytes], i) => [
+        pending! - before[i]![0]!,
+        bytes! - before[i]![1]!,
+        ownerBytes! - before[i]![2]!,
+      ]),
+      [
+        [1, 10, 20],
+        [1, 10, 20],
+        [2, 20, 20],
+      ],
+    );
+    assert.equal((await usage.period(owner, period)).num_messages, ownerMessages + 2);
+    assert.equal((await usage.period(other, period)).num_messages, 2);
+  });
+
+  it('stores nothing of a list whose mailbox is gone', async () => {
+    const [a] = mailboxes as [string];
+    const { mailbox, usage } = t.store.repos;
+    const kept = message(a);
+    await assert.rejects(mailbox.deliver([kept, message('agent1nomailbox')], '2031-02'));
+    assert.deepEqual(await mailbox.existing([kept.uuid]), new Set());
+    assert.equal((await usage.period(owner, '2031-02')).num_messages, 0);
+  });
+
+  it('acknowledges a message once, taking it off the counters', async () => {
+    const [, b] = mailboxes as [string, string];
+    const { mailbox } = t.store.repos;
+    const delivered = message(b);
+    await mailbox.deliver([delivered], '2031-01');
+    const before = await counters([b]);
+    assert.equal(await mailbox.acknowledge(b, delivered.uuid), true);
+    assert.equal(await mailbox.acknowledge(b, delivered.uuid), false, 'already gone');
+    assert.deepEqual(await counters([b]), [
+      [before[0]![0]! - 1, before[0]![1]! - 10, before[0]![2]! - 10],
+    ]);
+  });
+
+  it('sweeps expired messages in bounded batches with their counters', async () => {
+    const owned = await insertUser(t.store);
+    const d = 'agent1messagesd';
+    await addMailbox(d, owned);
+    const { mailbox } = t.store.repos;
+    const expired = Array.from({ length: 3 }, () => message(d, randomUUID(), 5));
+    const live = message(d, randomUUID(), 50);
+    await mailbox.deliver([...expired, live], '2031-01');
+    assert.deepEqual(await counters([d]), [[4, 40, 40]]);
+    assert.equal(await mailbox.sweep(10, 2), 2);
+    assert.equal(await mailbox.sweep(10, 2), 1);
+    assert.equal(await mailbox.sweep(10, 2), 0);
+    assert.deepEqual(await counters([d]), [[1, 10, 10]]);
+    assert.deepEqual(
+      (await mailbox.listPending(d, 10, { limit: 10, offset: 0 })).map((row) => row.uuid),
+      [live.uuid],
+    );
+  });
+
+  it("closes a mailbox with its messages and takes its bytes off the owner's total", async () => {
+    const owned = await insertUser(t.store);
+    const [e, f] = ['agent1messagese', 'agent1messagesf'];
+    await addMailbox(e, owned);
+    await addMailbox(f, owned);
+    const { mailbox } = t.store.repos;
+    await mailbox.deliver([message(e), message(e), message(f)], '2031-01');
+    assert.equal(await mailbox.close(e), true);
+    assert.equal(await mailbox.close(e), false);
+    assert.deepEqual(await counters([f]), [[1, 10, 10]]);
+    assert.equal(await mailbox.find(e), undefined);
+    const left = await t.store.db
+      .selectFrom('messages')
+      .select('uuid')
+      .where('address', '=', e)
+      .execute();
+    assert.deepEqual(left, []);
+  });
+});
