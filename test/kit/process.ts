@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -135,4 +135,20 @@ export async function spawnServer(
     child,
     exited: child.waitForExit(),
   };
+}
+
+export interface CommandResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs an `agentry` command from source (under tsx) to its end. */
+export function runAgentry(args: string[], env: Record<string, string> = {}): CommandResult {
+  const result = spawnSync(process.execPath, ['--import', 'tsx', agentryEntry, ...args], {
+    cwd: repositoryRoot,
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+  });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }

@@ -1,0 +1,89 @@
+import { after, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stripVTControlCharacters } from 'node:util';
+import { call } from '../kit/http.js';
+import { agentryEntry, repositoryRoot, runAgentry, spawnServer } from '../kit/process.js';
+import { TestIdentity } from '../kit/uagent.js';
+
+describe('command line: serve and migrate', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'agentry-cli-'));
+  const db = ['--data-dir', dir];
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('migrates on request and says when nothing is left to do', () => {
+    const res = runAgentry(['migrate', ...db]);
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(res.stdout, /up to date|applied/);
+  });
+
+  it('stops at start with a sentence naming the setting when configuration is wrong', () => {
+    const res = runAgentry(['migrate'], { AGENTRY_DATABASE_URL: 'mysql://nope' });
+    assert.equal(res.code, 2);
+    assert.match(res.stderr, /AGENTRY_DATABASE_URL must start with sqlite:/);
+  });
+
+  it('serves on first start with a printed key that works, and stops cleanly on SIGTERM', async () => {
+    const fresh = mkdtempSync(join(tmpdir(), 'agentry-serve-'));
+    const server = await spawnServer(['--data-dir', fresh]);
+    try {
+      assert.ok(server.bootstrapKey, 'the first start prints a key');
+      assert.equal((await call(server.url, 'GET', '/health')).status, 200);
+      const agent = TestIdentity.random();
+      const challenge = await call(server.url, 'GET', `/v2/identity/${agent.address}/challenge`, {
+        key: server.bootstrapKey,
+      });
+      assert.equal(challenge.status, 200);
+      server.child.kill('SIGTERM');
+      assert.equal(await server.exited, 0);
+    } finally {
+      server.child.kill('SIGKILL');
+      rmSync(fresh, { recursive: true, force: true });
+    }
+  });
+
+  it('prints readable log lines on a terminal, with the first-start key on its own', async () => {
+    const fresh = mkdtempSync(join(tmpdir(), 'agentry-tty-'));
+    const command = [
+      process.execPath,
+      '--import',
+      'tsx',
+      agentryEntry,
+      'serve',
+      '--data-dir',
+      fresh,
+    ]
+      .concat(['--port', '0', '--host', '127.0.0.1'])
+      .map((arg) => `'${arg}'`)
+      .join(' ');
+    const env = Object.fromEntries(
+      Object.entries(process.env).filter(([name]) => !name.startsWith('AGENTRY_')),
+    );
+    // script(1) runs the server under a pseudo-terminal, as a person starting it would.
+    const child = spawn('script', ['-qfec', command, '/dev/null'], { cwd: repositoryRoot, env });
+    let out = '';
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no listening line:\n${out}`)), 30_000);
+        child.stdout.on('data', (chunk: Buffer) => {
+          out += chunk.toString();
+          if (/agentry listening/.test(out)) {
+            clearTimeout(timer);
+            resolve();
+          }
+        });
+      });
+      const text = stripVTControlCharacters(out);
+      assert.match(text, /^\s+agy_[a-z2-7]{12}_[A-Za-z0-9_-]{43}\r?$/m, 'the key stands alone');
+      assert.match(text, /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: agentry listening/m);
+      assert.doesNotMatch(text, /"level":/, 'no JSON lines');
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+      rmSync(fresh, { recursive: true, force: true });
+    }
+  });
+});
