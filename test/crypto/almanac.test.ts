@@ -11,7 +11,7 @@ import {
 } from '../../src/crypto/index.js';
 import { TestIdentity } from '../kit/uagent.js';
 import { identityVector } from '../kit/vectors.js';
-import { verifiers } from './verifiers.js';
+import { verifiers } from '../kit/verifiers.js';
 
 const { address } = identityVector('alice');
 

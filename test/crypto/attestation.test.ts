@@ -11,7 +11,7 @@ import {
 } from '../../src/crypto/index.js';
 import { TestIdentity } from '../kit/uagent.js';
 import { vectors, type AttestationVector } from '../kit/vectors.js';
-import { verifiers } from './verifiers.js';
+import { verifiers } from '../kit/verifiers.js';
 
 const MAX_WINDOW_SECONDS = 24 * 3600;
 

@@ -11,7 +11,7 @@ import {
 } from '../../src/crypto/index.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 import { vectors } from '../kit/vectors.js';
-import { verifiers } from './verifiers.js';
+import { verifiers } from '../kit/verifiers.js';
 
 const SESSION = '4f1b0c62-1d3e-4d5c-9a8b-7c6d5e4f3a21';
 

@@ -8,7 +8,7 @@ import {
 } from '../../src/crypto/index.js';
 import { TestIdentity } from '../kit/uagent.js';
 import { identityVector, vectors } from '../kit/vectors.js';
-import { verifiers } from './verifiers.js';
+import { verifiers } from '../kit/verifiers.js';
 
 for (const verifier of verifiers) {
   describe(`challenge proof vectors with ${verifier.kind}`, () => {

@@ -9,7 +9,7 @@ import {
 } from '../../src/crypto/index.js';
 import { CURVE_ORDER, makeEnvelope, sValue, TestIdentity, type SHalf } from '../kit/uagent.js';
 import { vectors } from '../kit/vectors.js';
-import { verifiers } from './verifiers.js';
+import { verifiers } from '../kit/verifiers.js';
 
 function isHighS(signature: string): boolean {
   return sValue(decodeSignature(signature)) > CURVE_ORDER / 2n;

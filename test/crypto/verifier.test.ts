@@ -9,7 +9,7 @@ import {
 } from '../../src/crypto/index.js';
 import { CURVE_ORDER, sValue, TestIdentity } from '../kit/uagent.js';
 import { vectors } from '../kit/vectors.js';
-import { verifiers } from './verifiers.js';
+import { verifiers } from '../kit/verifiers.js';
 
 const HALF_ORDER = CURVE_ORDER / 2n;
 

@@ -8,7 +8,7 @@ import {
 } from '../../src/crypto/index.js';
 import { VerifierPool } from '../../src/infra/verifier-pool.js';
 import { CURVE_ORDER, makeEnvelope, sValue, TestIdentity } from '../kit/uagent.js';
-import { verifiers } from '../crypto/verifiers.js';
+import { verifiers } from '../kit/verifiers.js';
 
 const hex = (digest: Uint8Array | undefined): string | undefined =>
   digest && Buffer.from(digest).toString('hex');
