@@ -1,23 +1,34 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
+import cookie from '@fastify/cookie';
 import cors from '@fastify/cors';
 import rateLimit from '@fastify/rate-limit';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { AppContext } from './context.js';
 import { RateLimitedError } from './errors.js';
-import { installAuth } from './http/plugins/auth.js';
-import { installErrorHandling, installJsonParser } from './http/plugins/errors.js';
+import { installAuth, rateLimitKey, type RefusalHook } from './http/plugins/auth.js';
+import { installDrain } from './http/plugins/drain.js';
+import {
+  clientErrorHandler,
+  frameworkErrors,
+  installErrorHandling,
+  installJsonParser,
+} from './http/plugins/errors.js';
 import { installMetrics } from './http/plugins/metrics.js';
 import { installOpenApi } from './http/plugins/openapi.js';
 import { installValidation } from './http/plugins/validation.js';
 import { agentsRoutes } from './http/routes/agents.js';
 import { almanacRoutes } from './http/routes/almanac.js';
+import { discoveryRoutes } from './http/routes/discovery.js';
+import { consoleRoutes } from './http/routes/console.js';
 import { healthRoutes } from './http/routes/health.js';
 import { identityRoutes } from './http/routes/identity.js';
+import { deliveryRoutes } from './http/routes/deliveries.js';
 import { interactionRoutes } from './http/routes/interactions.js';
 import { mailboxRoutes } from './http/routes/mailbox.js';
 import { proxyRoutes } from './http/routes/proxy.js';
 import { usageRoutes } from './http/routes/usage.js';
+import { webRoutes } from './http/routes/web.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 export { version };
@@ -35,11 +46,28 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     requestIdHeader: 'x-request-id',
     genReqId: () => randomUUID(),
     bodyLimit: config.bodyLimitBytes,
-    return503OnClosing: true,
+    // Requests arriving while the server closes are answered by the hook below, with `detail`.
+    return503OnClosing: false,
+    frameworkErrors,
+    clientErrorHandler,
+    ...serverTimeouts(config),
   });
 
+  // Set as soon as close() begins (before the listening socket closes): requests still arriving
+  // on open connections are turned away with 503 and the connection is closed after the answer.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
   app.addHook('onRequest', async (request, reply) => {
     void reply.header('x-request-id', request.id);
+    if (closing) {
+      return reply
+        .code(503)
+        .header('connection', 'close')
+        .type('application/json')
+        .send({ detail: 'Service Unavailable: the server is shutting down' });
+    }
   });
   app.addHook('onResponse', async (request, reply) => {
     request.log.debug(
@@ -47,6 +75,10 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
       'request',
     );
   });
+
+  installDrain(app, ctx.lifecycle);
+  // Held mailbox polls would keep close() waiting for their hold limit: end them first.
+  app.addHook('preClose', async () => ctx.endHeldPolls());
 
   installErrorHandling(app);
   installJsonParser(app);
@@ -57,23 +89,34 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS'],
     exposedHeaders: ['x-request-id', 'x-uagents-status', 'retry-after'],
   });
+  let countRefusal: RefusalHook | undefined;
   if (config.rateLimit.max > 0) {
     await app.register(rateLimit, {
       max: config.rateLimit.max,
       timeWindow: config.rateLimit.windowMs,
-      // Per credential when one is presented, else per client address.
-      keyGenerator: (request) => {
-        const credential = request.headers.authorization;
-        return credential
-          ? `credential:${createHash('sha256').update(credential).digest('base64url')}`
-          : `ip:${request.ip}`;
-      },
+      // Counted once the caller is authenticated (the auth hook runs first): per user or agent,
+      // else per client address. A refused credential counts against the address.
+      hook: 'preValidation',
+      keyGenerator: rateLimitKey,
       errorResponseBuilder: (_request, context) =>
         new RateLimitedError(Math.max(1, Math.ceil(context.ttl / 1000))),
+      // Shared by the replicas through Redis when configured, else this process's own.
+      ...(ctx.rateLimits && { store: ctx.rateLimits.storeClass() }),
     });
+    const limit = app.rateLimit();
+    countRefusal = async (request, reply) => {
+      await limit.call(app, request, reply);
+    };
   }
   await installOpenApi(app, version);
-  installAuth(app, { users: ctx.services.users, attestations: ctx.attestations });
+  await app.register(cookie);
+  installAuth(app, {
+    users: ctx.services.users,
+    attestations: ctx.attestations,
+    countRefusal,
+    sessions: ctx.services.sessions,
+    publicUrl: config.publicUrl,
+  });
 
   healthRoutes(app, ctx);
   identityRoutes(app, ctx);
@@ -82,7 +125,30 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   mailboxRoutes(app, ctx);
   proxyRoutes(app, ctx);
   interactionRoutes(app, ctx);
+  deliveryRoutes(app, ctx);
   almanacRoutes(app, ctx);
+  discoveryRoutes(app, ctx);
+  consoleRoutes(app, ctx);
+  await webRoutes(app);
 
   return app;
+}
+
+/**
+ * How long clients may take to send requests and keep idle connections (docs/operations.md):
+ * slow or silent connections are closed instead of holding sockets. Node checks them on an
+ * interval, here a fraction of the shortest timeout.
+ */
+function serverTimeouts(config: AppContext['config']) {
+  return {
+    requestTimeout: config.requestTimeoutMs,
+    keepAliveTimeout: config.keepAliveTimeoutMs,
+    http: {
+      headersTimeout: config.headersTimeoutMs,
+      connectionsCheckingInterval: Math.max(
+        10,
+        Math.min(1000, Math.floor(config.headersTimeoutMs / 4)),
+      ),
+    },
+  };
 }

@@ -7,17 +7,29 @@ import { Metrics } from './metrics.js';
 import { AgentsService } from './services/agents.js';
 import { AlmanacService } from './services/almanac.js';
 import { systemClock, type Clock } from './infra/clock.js';
+import { DiscoveryService } from './services/discovery.js';
+import { DomainsService } from './services/domains.js';
+import { DeliveryNotifier } from './infra/delivery-notifier.js';
 import { EnvelopeAdmission, inlineEnvelopeVerifier } from './services/envelopes.js';
 import { IdentityService } from './services/identity.js';
+import { DeliveryTrace } from './services/deliveries.js';
 import { InteractionsService } from './services/interactions.js';
 import { MailboxService } from './services/mailbox.js';
 import { createOutboundDispatcher } from './infra/outbound.js';
 import { ProxyService } from './services/proxy.js';
+import { SessionsService } from './services/sessions.js';
 import { UsageService } from './services/usage.js';
 import { UsersService } from './services/users.js';
 import { inlineSignatureChecker } from './infra/signature-checker.js';
+import { SharedRateLimits } from './infra/rate-limit-store.js';
+import { Lifecycle } from './infra/lifecycle.js';
 import { VerifierPool } from './infra/verifier-pool.js';
 import { Store } from './store/index.js';
+import {
+  localDeliverySignals,
+  PostgresDeliverySignals,
+  type DeliverySignals,
+} from './store/delivery-signals.js';
 
 export interface Services {
   users: UsersService;
@@ -28,6 +40,10 @@ export interface Services {
   mailbox: MailboxService;
   proxy: ProxyService;
   interactions: InteractionsService;
+  deliveries: DeliveryTrace;
+  domains: DomainsService;
+  discovery: DiscoveryService;
+  sessions: SessionsService;
 }
 
 /** A job the server runs on a timer (expiry sweeps and the like). */
@@ -47,6 +63,15 @@ export interface AppContext {
   services: Services;
   metrics: Metrics;
   housekeeping: HousekeepingTask[];
+  /**
+   * Ends every held mailbox poll (each answers an empty list) and answers later polls at
+   * once. The app calls it when it starts closing; a drain may call it earlier.
+   */
+  endHeldPolls(): void;
+  /** Rate-limit counters shared through Redis; undefined: each process counts for itself. */
+  rateLimits: SharedRateLimits | undefined;
+  /** Serving or draining: readiness answers 503 from the moment a drain starts. */
+  lifecycle: Lifecycle;
   close(): Promise<void>;
 }
 
@@ -107,26 +132,64 @@ export function createContext(
   const signatures = verifierPool ?? inlineSignatureChecker(verifier);
   const identity = new IdentityService(store, signatures, clock, config.challengeTtlSeconds * 1000);
   const usage = new UsageService(store, clock, config.quotas);
-  const agents = new AgentsService(store, usage, clock);
+  // Held mailbox polls wait here; a serving process on PostgreSQL also hears (and tells) the
+  // other processes on the same database through one LISTEN connection.
+  const deliveryNotifier = new DeliveryNotifier();
+  const deliverySignals: DeliverySignals =
+    store.dialect === 'postgres' && options.serving
+      ? new PostgresDeliverySignals(config.databaseUrl, deliveryNotifier, logger)
+      : localDeliverySignals(deliveryNotifier);
+  const agents = new AgentsService(store, usage, clock, (address) =>
+    deliverySignals.announce([address]),
+  );
   const almanac = new AlmanacService(store, signatures, clock, config.publicUrl);
-  const admission = new EnvelopeAdmission(verifierPool ?? inlineEnvelopeVerifier(verifier), clock);
-  const mailbox = new MailboxService(store, admission, usage, clock, {
-    retentionMs: config.mailboxRetentionSeconds * 1000,
-    sweepBatchSize: 500,
-    sweepMaxBatches: 100,
-    maxDeliveryGroup: 256,
-  });
+  const deliveries = new DeliveryTrace(store, clock, config.deliveryTrace);
+  const admission = new EnvelopeAdmission(
+    verifierPool ?? inlineEnvelopeVerifier(verifier),
+    clock,
+    deliveries,
+  );
+  const mailboxWakeups = { notifier: deliveryNotifier, signals: deliverySignals };
+  const mailbox = new MailboxService(
+    store,
+    admission,
+    usage,
+    clock,
+    mailboxWakeups,
+    {
+      retentionMs: config.mailboxRetentionSeconds * 1000,
+      sweepBatchSize: 500,
+      sweepMaxBatches: 100,
+      maxDeliveryGroup: 256,
+      holdMs: config.mailboxHoldSeconds * 1000,
+    },
+    deliveries,
+  );
   const dispatcher =
     overrides.dispatcher ??
     createOutboundDispatcher({ allowPrivateTargets: config.allowPrivateTargets });
-  const proxy = new ProxyService(store, admission, dispatcher, {
-    timeoutMs: config.proxyTimeoutMs,
-    syncTimeoutMs: config.proxySyncTimeoutMs,
-    replyLimitBytes: config.envelopeBodyLimitBytes,
-  });
-  const interactions = new InteractionsService(store, clock);
+  const proxy = new ProxyService(
+    store,
+    admission,
+    dispatcher,
+    {
+      timeoutMs: config.proxyTimeoutMs,
+      syncTimeoutMs: config.proxySyncTimeoutMs,
+      replyLimitBytes: config.envelopeBodyLimitBytes,
+    },
+    deliveries,
+  );
+  const interactions = new InteractionsService(store, clock, deliveries);
+  const domains = new DomainsService(store, clock);
+  const discovery = new DiscoveryService(store, almanac, domains, clock);
+  const sessions = new SessionsService(store, clock, users, config.sessionTtlSeconds * 1000);
 
   const metrics = new Metrics();
+  metrics.countHeldPolls(() => mailbox.heldPolls);
+  const rateLimits =
+    options.serving && config.redisUrl && config.rateLimit.max > 0
+      ? SharedRateLimits.open({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, logger })
+      : undefined;
 
   const housekeeping: HousekeepingTask[] = [
     {
@@ -144,6 +207,11 @@ export function createContext(
       intervalMs: 60_000,
       run: () => mailbox.sweepExpired(),
     },
+    {
+      name: 'expired console sessions',
+      intervalMs: 600_000,
+      run: () => sessions.purgeExpired(),
+    },
   ];
 
   return {
@@ -153,10 +221,29 @@ export function createContext(
     store,
     verifier,
     attestations,
-    services: { users, identity, usage, agents, almanac, mailbox, proxy, interactions },
+    services: {
+      users,
+      identity,
+      usage,
+      agents,
+      almanac,
+      mailbox,
+      proxy,
+      interactions,
+      deliveries,
+      domains,
+      discovery,
+      sessions,
+    },
     metrics,
     housekeeping,
+    endHeldPolls: () => mailbox.endHeldPolls(),
+    rateLimits,
+    lifecycle: new Lifecycle(),
     close: async () => {
+      mailbox.endHeldPolls();
+      await deliverySignals.close();
+      await rateLimits?.close();
       await verifierPool?.close();
       await dispatcher.close();
       await store.close();

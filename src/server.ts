@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import { redactUrl, type Config } from './config/index.js';
 import { createContext, type AppContext, type ContextOverrides } from './context.js';
+import { limitConnectionsPerAddress } from './infra/connection-limit.js';
 import type { NewUser } from './services/users.js';
 
 export interface ServerOptions {
@@ -15,6 +16,8 @@ export interface ServerOptions {
 export class Server {
   private timers: NodeJS.Timeout[] = [];
   private closing: Promise<void> | undefined;
+  private draining: Promise<void> | undefined;
+  private endGrace: (() => void) | undefined;
 
   private constructor(
     readonly ctx: AppContext,
@@ -30,6 +33,7 @@ export class Server {
         const { applied } = await ctx.store.migrate();
         if (applied.length > 0) ctx.logger.info({ applied }, 'database migrated');
       }
+      await ctx.rateLimits?.connect();
       const bootstrapped = config.bootstrapUser ? await ctx.services.users.bootstrap() : undefined;
       const app = await buildApp(ctx);
       return new Server(ctx, app, bootstrapped);
@@ -42,6 +46,9 @@ export class Server {
   /** Listens and starts housekeeping; resolves to the URL it listens on. */
   async start(): Promise<string> {
     const { config, logger } = this.ctx;
+    limitConnectionsPerAddress(this.app.server, config.maxConnectionsPerAddress, (client) =>
+      logger.debug({ client }, 'connection refused: too many open from this address'),
+    );
     const address = await this.app.listen({ port: config.port, host: config.host });
     for (const task of this.ctx.housekeeping) {
       const timer = setInterval(() => {
@@ -64,8 +71,41 @@ export class Server {
     return address;
   }
 
+  /**
+   * A graceful stop. At once `/ready` answers 503 (a load balancer takes this replica out of
+   * rotation) and every answer closes its connection; requests are still served for
+   * `graceMs` so that clients and the balancer notice, then the server closes (see
+   * {@link close}). Resolves once it has.
+   */
+  drain(graceMs: number): Promise<void> {
+    this.draining ??= (async () => {
+      this.ctx.lifecycle.startDraining();
+      this.ctx.logger.info({ graceMs }, 'draining: not ready; closing after the grace period');
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, graceMs);
+        this.endGrace = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      await this.close();
+    })();
+    return this.draining;
+  }
+
+  /** Ends the grace period of a drain under way now (a second signal). */
+  endGracePeriod(): void {
+    this.endGrace?.();
+  }
+
+  /**
+   * Stops accepting connections, lets every request in flight finish and be answered (a
+   * submit waiting for its commit gets it; held polls end), answers requests that still
+   * arrive on open connections with 503, then closes the store.
+   */
   close(): Promise<void> {
     this.closing ??= (async () => {
+      this.ctx.lifecycle.startDraining();
       for (const timer of this.timers) clearInterval(timer);
       await this.app.close();
       await this.ctx.close();

@@ -78,7 +78,7 @@ export async function startService(
       '--log-level',
       'warn',
     ],
-    cleanEnvironment({ AGENTRY_RATE_LIMIT_MAX: '0', ...settings }),
+    cleanEnvironment({ AGENTRY_RATE_LIMIT_MAX: '0', AGENTRY_DRAIN_SECONDS: '0', ...settings }),
   );
   const rss = new RssSampler(child.pid);
   try {

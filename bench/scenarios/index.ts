@@ -1,8 +1,11 @@
 import { almanacScenario } from './almanac.js';
 import { identityScenario } from './identity.js';
+import { mailboxDeliveryScenario } from './mailbox-delivery.js';
+import { mailboxHeldScenario } from './mailbox-held.js';
 import { mailboxListScenario } from './mailbox-list.js';
-import { mailboxSubmitScenario } from './mailbox-submit.js';
+import { mailboxSubmitScenario, mailboxSubmitUntracedScenario } from './mailbox-submit.js';
 import type { Scenario } from './scenario.js';
+import { searchScenario } from './search.js';
 
 /**
  * Every scenario `npm run bench` runs, in this order, on each store. A new one is a module
@@ -11,6 +14,10 @@ import type { Scenario } from './scenario.js';
 export const scenarios: Scenario[] = [
   identityScenario,
   mailboxSubmitScenario,
+  mailboxSubmitUntracedScenario,
   mailboxListScenario,
+  mailboxDeliveryScenario,
+  mailboxHeldScenario,
   almanacScenario,
+  searchScenario,
 ];

@@ -48,56 +48,77 @@ function submitWorkload(): Promise<SubmitWorkload> {
  * compared with the submit ceiling composed from those parts. It runs with the connections
  * every scenario uses, then with {@link SATURATING_CONNECTIONS}.
  */
-export const mailboxSubmitScenario: Scenario = {
-  name: 'mailbox submit',
-  async run({ service, profile, dialect, ceilings }) {
-    const { targets, bodies } = await submitWorkload();
-    await registerAgents(service, targets);
-    const common = { url: service.url, connections: profile.connections, expectStatus: 200 };
-    const submitOf =
-      (offset: number) =>
-      (index: number): HttpRequest => ({
-        method: 'POST',
-        path: '/v2/agents/mailbox/submit',
-        body: bodies[offset + index],
-      });
-    await runLoad({ ...common, until: { requests: WARMUP_SUBMITS }, request: submitOf(0) });
-    const ceiling = ceilings.submit[dialect]!;
-    const measured = async (id: string, label: string, offset: number, connections: number) => {
-      const run = await runLoad({
-        ...common,
-        connections,
-        until: { requests: MEASURED_SUBMITS },
-        request: submitOf(offset),
-        cpuOfPid: service.pid,
-      });
-      const measure = throughputMeasure({ id, label, store: dialect }, run, ceiling);
-      // The load generator and the server share the cores; per core of the server's own CPU
-      // time, the ceiling is what one core does of each part.
-      const perServerCore = run.requestsPerSecond / run.serverCores!;
-      const ceilingPerCore = ceiling.value / (ceiling.details!.cores as number);
-      measure.details = {
-        ...measure.details,
-        connections,
-        perServerCore,
-        ceilingPerCore,
-        perCoreRatio: perServerCore / ceilingPerCore,
+export const mailboxSubmitScenario: Scenario = submitScenario('mailbox submit', '', '');
+
+/**
+ * The same runs with the delivery trace off, right after the runs with it on (the default):
+ * what the trace costs a submit, measured in one run.
+ */
+export const mailboxSubmitUntracedScenario: Scenario = submitScenario(
+  'mailbox submit, delivery trace off',
+  '.untraced',
+  ', delivery trace off',
+  { AGENTRY_DELIVERY_TRACE: 'false' },
+);
+
+function submitScenario(
+  name: string,
+  idSuffix: string,
+  labelSuffix: string,
+  settings?: Record<string, string>,
+): Scenario {
+  return {
+    name,
+    ...(settings ? { settings } : {}),
+    async run({ service, profile, dialect, ceilings }) {
+      const { targets, bodies } = await submitWorkload();
+      await registerAgents(service, targets);
+      const common = { url: service.url, connections: profile.connections, expectStatus: 200 };
+      const submitOf =
+        (offset: number) =>
+        (index: number): HttpRequest => ({
+          method: 'POST',
+          path: '/v2/agents/mailbox/submit',
+          body: bodies[offset + index],
+        });
+      await runLoad({ ...common, until: { requests: WARMUP_SUBMITS }, request: submitOf(0) });
+      const ceiling = ceilings.submit[dialect]!;
+      const measured = async (id: string, label: string, offset: number, connections: number) => {
+        const run = await runLoad({
+          ...common,
+          connections,
+          until: { requests: MEASURED_SUBMITS },
+          request: submitOf(offset),
+          cpuOfPid: service.pid,
+        });
+        const measure = throughputMeasure({ id, label, store: dialect }, run, ceiling);
+        // The load generator and the server share the cores; per core of the server's own CPU
+        // time, the ceiling is what one core does of each part.
+        const perServerCore = run.requestsPerSecond / run.serverCores!;
+        const ceilingPerCore = ceiling.value / (ceiling.details!.cores as number);
+        measure.details = {
+          ...measure.details,
+          connections,
+          perServerCore,
+          ceilingPerCore,
+          perCoreRatio: perServerCore / ceilingPerCore,
+        };
+        return measure;
       };
-      return measure;
-    };
-    return [
-      await measured(
-        'mailbox.submit',
-        'mailbox: submit (signed 600 B envelope)',
-        WARMUP_SUBMITS,
-        profile.connections,
-      ),
-      await measured(
-        'mailbox.submit.saturated',
-        `mailbox: submit, ${SATURATING_CONNECTIONS} connections`,
-        WARMUP_SUBMITS + MEASURED_SUBMITS,
-        SATURATING_CONNECTIONS,
-      ),
-    ];
-  },
-};
+      return [
+        await measured(
+          `mailbox.submit${idSuffix}`,
+          `mailbox: submit (signed 600 B envelope)${labelSuffix}`,
+          WARMUP_SUBMITS,
+          profile.connections,
+        ),
+        await measured(
+          `mailbox.submit.saturated${idSuffix}`,
+          `mailbox: submit, ${SATURATING_CONNECTIONS} connections${labelSuffix}`,
+          WARMUP_SUBMITS + MEASURED_SUBMITS,
+          SATURATING_CONNECTIONS,
+        ),
+      ];
+    },
+  };
+}

@@ -40,6 +40,13 @@ export interface Config {
   /** Largest body of a batch registration: a full batch does not fit in `bodyLimitBytes`. */
   batchBodyLimitBytes: number;
   mailboxRetentionSeconds: number;
+  /**
+   * How long an agent's poll of its empty mailbox is held open waiting for a message; 0
+   * answers at once.
+   */
+  mailboxHoldSeconds: number;
+  /** Whether what happens to each message is recorded for its owner (the delivery trace). */
+  deliveryTrace: boolean;
   proxyTimeoutMs: number;
   proxySyncTimeoutMs: number;
   /**
@@ -49,6 +56,26 @@ export interface Config {
   verifierThreads: number;
   quotas: Quotas;
   rateLimit: { max: number; windowMs: number };
+  /**
+   * Time a client has to send a whole request, headers and body (0: no limit). It ends once
+   * the request is received: a response still being prepared, such as a held poll, is not
+   * limited by it.
+   */
+  requestTimeoutMs: number;
+  /** Time a client has to send a request's headers from the moment it connects or starts one. */
+  headersTimeoutMs: number;
+  /** How long an idle keep-alive connection stays open between requests. */
+  keepAliveTimeoutMs: number;
+  /** Connections one client address may hold open at once (0: no limit). */
+  maxConnectionsPerAddress: number;
+  /** Lifetime of a web console sign-in (never beyond the API key it was opened with). */
+  sessionTtlSeconds: number;
+  /** Redis that holds rate-limit counters shared by replicas; unset: each process counts alone. */
+  redisUrl: string | undefined;
+  /** Prefix of every key Agentry writes to Redis. */
+  redisKeyPrefix: string;
+  /** On SIGTERM, how long the server keeps serving (not ready) before it stops accepting. */
+  drainSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -77,6 +104,8 @@ export const defaults: Config = {
   bodyLimitBytes: 256 * KiB,
   batchBodyLimitBytes: 4 * MiB,
   mailboxRetentionSeconds: 7 * 24 * 3600,
+  mailboxHoldSeconds: 20,
+  deliveryTrace: true,
   proxyTimeoutMs: 10_000,
   proxySyncTimeoutMs: 30_000,
   // One core stays with the event loop; a thread where there is no second core only adds
@@ -89,6 +118,14 @@ export const defaults: Config = {
     bytesTransferredPerMonth: 10 * GiB,
   },
   rateLimit: { max: 6000, windowMs: 60_000 },
+  requestTimeoutMs: 60_000,
+  headersTimeoutMs: 10_000,
+  keepAliveTimeoutMs: 5_000,
+  maxConnectionsPerAddress: 256,
+  sessionTtlSeconds: 12 * 3600,
+  redisUrl: undefined,
+  redisKeyPrefix: 'agentry:',
+  drainSeconds: 5,
 };
 
 type Env = Record<string, string | undefined>;
@@ -165,6 +202,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   bool('AGENTRY_ALLOW_PRIVATE_TARGETS', (b) => (config.allowPrivateTargets = b));
   bool('AGENTRY_MIGRATE_ON_START', (b) => (config.migrateOnStart = b));
   bool('AGENTRY_BOOTSTRAP_USER', (b) => (config.bootstrapUser = b));
+  bool('AGENTRY_DELIVERY_TRACE', (b) => (config.deliveryTrace = b));
   const logLevel = read('AGENTRY_LOG_LEVEL');
   if (logLevel) config.logLevel = logLevel as LogLevel;
   config.logFormat =
@@ -177,6 +215,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   int('AGENTRY_BODY_LIMIT_BYTES', 1024, (n) => (config.bodyLimitBytes = n));
   int('AGENTRY_BATCH_BODY_LIMIT_BYTES', 1024, (n) => (config.batchBodyLimitBytes = n));
   int('AGENTRY_MAILBOX_RETENTION_SECONDS', 1, (n) => (config.mailboxRetentionSeconds = n));
+  int('AGENTRY_MAILBOX_HOLD_SECONDS', 0, (n) => (config.mailboxHoldSeconds = n));
   int('AGENTRY_PROXY_TIMEOUT_MS', 1, (n) => (config.proxyTimeoutMs = n));
   int('AGENTRY_PROXY_SYNC_TIMEOUT_MS', 1, (n) => (config.proxySyncTimeoutMs = n));
   int('AGENTRY_VERIFIER_THREADS', 0, (n) => (config.verifierThreads = n));
@@ -188,6 +227,14 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   });
   int('AGENTRY_RATE_LIMIT_MAX', 0, (n) => (config.rateLimit.max = n));
   int('AGENTRY_RATE_LIMIT_WINDOW_MS', 1, (n) => (config.rateLimit.windowMs = n));
+  int('AGENTRY_REQUEST_TIMEOUT_MS', 0, (n) => (config.requestTimeoutMs = n));
+  int('AGENTRY_HEADERS_TIMEOUT_MS', 1, (n) => (config.headersTimeoutMs = n));
+  int('AGENTRY_KEEP_ALIVE_TIMEOUT_MS', 1, (n) => (config.keepAliveTimeoutMs = n));
+  int('AGENTRY_MAX_CONNECTIONS_PER_ADDRESS', 0, (n) => (config.maxConnectionsPerAddress = n));
+  int('AGENTRY_SESSION_TTL_SECONDS', 60, (n) => (config.sessionTtlSeconds = n));
+  config.redisUrl = read('AGENTRY_REDIS_URL') ?? config.redisUrl;
+  config.redisKeyPrefix = read('AGENTRY_REDIS_KEY_PREFIX') ?? config.redisKeyPrefix;
+  int('AGENTRY_DRAIN_SECONDS', 0, (n) => (config.drainSeconds = n));
 
   Object.assign(config, stripUndefined(overrides));
   // The public URL follows the port unless it was given: a newcomer running on another port
@@ -208,6 +255,11 @@ function validate(config: Config): void {
     );
   }
   if (config.port > 65535) throw new ConfigError(`AGENTRY_PORT must be at most 65535.`);
+  if (config.requestTimeoutMs > 0 && config.headersTimeoutMs > config.requestTimeoutMs) {
+    throw new ConfigError(
+      `AGENTRY_HEADERS_TIMEOUT_MS (${config.headersTimeoutMs}) must not exceed AGENTRY_REQUEST_TIMEOUT_MS (${config.requestTimeoutMs}).`,
+    );
+  }
   try {
     const url = new URL(config.publicUrl);
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('scheme');
@@ -222,6 +274,15 @@ function validate(config: Config): void {
   }
   if (!logFormats.includes(config.logFormat)) {
     throw new ConfigError(`AGENTRY_LOG_FORMAT must be one of ${logFormats.join(', ')}.`);
+  }
+  // The uAgents client gives up on a request after five minutes.
+  if (config.mailboxHoldSeconds > 240) {
+    throw new ConfigError('AGENTRY_MAILBOX_HOLD_SECONDS must be at most 240 (4 min).');
+  }
+  if (config.redisUrl !== undefined && !/^rediss?:\/\//.test(config.redisUrl)) {
+    throw new ConfigError(
+      `AGENTRY_REDIS_URL must start with redis:// or rediss:// (got "${redactUrl(config.redisUrl)}").`,
+    );
   }
   if (config.attestationMaxWindowSeconds > 24 * 3600) {
     throw new ConfigError('AGENTRY_ATTESTATION_MAX_WINDOW_SECONDS must be at most 86400 (24 h).');

@@ -19,7 +19,7 @@ export {
   verifyEnvelopeSignature,
 } from './envelope.js';
 export type { EnvelopeFields } from './envelope.js';
-export { CryptoFormatError } from './errors.js';
+export { CryptoFormatError, unlessMalformed } from './errors.js';
 export { protocolManifestDigest } from './manifest.js';
 export type { ProtocolManifestContent } from './manifest.js';
 export {
@@ -29,6 +29,7 @@ export {
   isAgentAddress,
   isUserAddress,
   publicKeyFromAgentAddress,
+  userAddressOf,
 } from './keys.js';
 export {
   bech32SignatureCheck,

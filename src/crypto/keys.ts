@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { decodeBech32, encodeBech32 } from './bech32.js';
 import { CryptoFormatError, unlessMalformed } from './errors.js';
 import { isCompressedCurvePoint } from './secp256k1.js';
@@ -58,6 +59,16 @@ export function signerKeyFromAgentAddress(address: string): Uint8Array {
  */
 export function isAgentAddress(value: string): boolean {
   return unlessMalformed(() => publicKeyFromAgentAddress(value)) !== undefined;
+}
+
+/**
+ * The `user1…` address a user of this service sends from: 32 bytes derived from the user's
+ * id, so that it needs no storage and names exactly one user. It proves nothing by itself;
+ * only that user's API key vouches for it.
+ */
+export function userAddressOf(userId: string): string {
+  const bytes = createHash('sha256').update(`agentry user address ${userId}`, 'utf8').digest();
+  return encodeBech32(USER_PREFIX, bytes);
 }
 
 /** `user1…` carries 32 random bytes: it names a user but proves nothing. */

@@ -22,7 +22,7 @@ export class PrivateTargetError extends Error {
 
 /**
  * The address whose range decides: an IPv4 address carried inside IPv6 (IPv4-mapped,
- * NAT64 or 6to4) is judged as the IPv4 address it routes to.
+ * IPv4-compatible `::a.b.c.d`, NAT64 or 6to4) is judged as the IPv4 address it routes to.
  */
 function judgedAddress(address: ipaddr.IPv4 | ipaddr.IPv6): ipaddr.IPv4 | ipaddr.IPv6 {
   if (address.kind() === 'ipv4') return address;
@@ -37,8 +37,13 @@ function judgedAddress(address: ipaddr.IPv4 | ipaddr.IPv6): ipaddr.IPv4 | ipaddr
     case '6to4':
       return ipv4From(v6.parts[1]!, v6.parts[2]!);
     default:
-      return v6;
+      return isIpv4Compatible(v6) ? ipv4From(v6.parts[6]!, v6.parts[7]!) : v6;
   }
+}
+
+/** `::a.b.c.d` (deprecated, but still parsed and routed by some stacks); not `::` or `::1`. */
+function isIpv4Compatible(v6: ipaddr.IPv6): boolean {
+  return v6.parts.slice(0, 6).every((part) => part === 0) && v6.parts[6] !== 0;
 }
 
 /**

@@ -7,7 +7,7 @@ import {
 } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
 import type { Repositories, Store } from '../store/index.js';
-import type { ListingChanges, StoredAgent } from '../store/repositories/agents.js';
+import type { AgentListing, ListingChanges, StoredAgent } from '../store/repositories/agents.js';
 import type {
   AgentProfile,
   AgentUpdates,
@@ -32,6 +32,17 @@ function completeProfile(profile: ProfileInput = {}): AgentProfile {
   };
 }
 
+/** What full-text search reads of a listing. */
+function searchText(listing: Pick<AgentListing, 'address' | 'name' | 'handle' | 'profile'>) {
+  return {
+    address: listing.address,
+    name: listing.name,
+    handle: listing.handle ?? '',
+    description: listing.profile.description,
+    readme: listing.profile.readme,
+  };
+}
+
 // The same answer for an agent of another user as for none at all: existence stays private.
 function agentNotFound(address: string): NotFoundError {
   return new NotFoundError(`Agent ${address} not found`);
@@ -53,6 +64,8 @@ export class AgentsService {
     private readonly store: Store,
     private readonly usage: UsageService,
     private readonly clock: Clock,
+    /** Hears, after the commit, of each mailbox a deletion removed (held polls end). */
+    private readonly onMailboxRemoved: (address: string) => void = () => {},
   ) {}
 
   list(userId: string, limit: number, offset: number): Promise<StoredAgent[]> {
@@ -107,7 +120,9 @@ export class AgentsService {
       if ((await tx.agents.update(address, changes)) === 'handle-taken') {
         throw handleTaken(changes.handle);
       }
-      return { ...agent, ...changes };
+      const updated = { ...agent, ...changes };
+      await tx.discovery.indexAgent(searchText(updated));
+      return updated;
     });
   }
 
@@ -118,9 +133,11 @@ export class AgentsService {
       const agent = await tx.agents.find(address);
       if (agent?.user_id !== userId) throw agentNotFound(address);
       await tx.mailbox.close(address);
+      await tx.discovery.removeAgent(address);
       await tx.agents.delete(address);
       await tx.identities.release(address, userId);
     });
+    this.onMailboxRemoved(address);
   }
 
   private async lockAllowance(tx: Repositories, userId: string): Promise<AgentAllowance> {
@@ -154,7 +171,7 @@ export class AgentsService {
       throw new QuotaExceededError(`Agent quota reached ${allowance.used} / ${allowance.limit}`);
     }
     const now = this.clock.now();
-    const outcome = await tx.agents.save({
+    const listing = {
       address,
       user_id: userId,
       name: registration.name,
@@ -167,8 +184,10 @@ export class AgentsService {
       metadata: registration.metadata ?? null,
       registered_at: now,
       updated_at: now,
-    });
+    };
+    const outcome = await tx.agents.save(listing);
     if (outcome === 'handle-taken') throw handleTaken(registration.handle);
+    await tx.discovery.indexAgent(searchText(listing));
     await tx.mailbox.open({ address, user_id: userId, created_at: now });
     if (isNew) allowance.used += 1;
   }

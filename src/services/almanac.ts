@@ -2,6 +2,7 @@ import {
   almanacSignatureCheck,
   almanacSignerAddress,
   protocolManifestDigest,
+  unlessMalformed,
   type AlmanacNetworkPrefix,
   type AlmanacSignedFields,
 } from '../crypto/index.js';
@@ -39,6 +40,8 @@ export interface AlmanacEntry {
   protocols: string[];
   metadata: AlmanacMetadata | null;
   expiresAt: number;
+  /** The domain the agent is assigned to. */
+  domainName: string | null;
 }
 
 /** How a 400 detail names the signed message it is about. */
@@ -73,7 +76,7 @@ export class AlmanacService {
 
   async register(attestation: AgentRegistrationAttestation): Promise<void> {
     const row = await this.acceptRegistration(attestation, REGISTRATION);
-    await this.storeRegistration(this.store.repos, row, REGISTRATION);
+    await this.store.transaction((tx) => this.storeRegistration(tx, row, REGISTRATION));
   }
 
   /**
@@ -141,6 +144,7 @@ export class AlmanacService {
       protocols: JSON.parse(row.protocols) as string[],
       metadata: row.metadata === null ? null : (JSON.parse(row.metadata) as AlmanacMetadata),
       expiresAt: row.expires_at,
+      domainName: row.domain,
     };
   }
 
@@ -154,7 +158,9 @@ export class AlmanacService {
     await this.store.repos.almanac.storeManifest({
       digest,
       manifest: JSON.stringify(manifest),
-      verified: protocolManifestDigest(manifest) === digest ? 1 : 0,
+      // A manifest whose digest cannot be computed (a number JSON cannot hold exactly) is
+      // not verified, like any other that does not hash to its digest.
+      verified: unlessMalformed(() => protocolManifestDigest(manifest)) === digest ? 1 : 0,
       stored_at: this.clock.now(),
     });
   }
@@ -165,14 +171,6 @@ export class AlmanacService {
     const row = await this.store.repos.almanac.findManifest(key);
     if (!row) throw new NotFoundError('manifest not found');
     return JSON.parse(row.manifest) as ProtocolManifest;
-  }
-
-  /**
-   * Names (`agent://name`) would come from a name service this server does not have; a 404
-   * sends uAgents on to resolve by address, as it does for an unknown name on Agentverse.
-   */
-  resolveDomain(name: string): never {
-    throw new NotFoundError(`domain not found: ${name}`);
   }
 
   /** Drops expired registrations and stale statuses; called by the housekeeping timer. */
@@ -215,7 +213,12 @@ export class AlmanacService {
     row: AlmanacRegistrationRow,
     subject: Subject,
   ): Promise<void> {
-    if (await repos.almanac.upsertRegistration(row)) return;
+    if (await repos.almanac.upsertRegistration(row)) {
+      // Search finds agents by protocol through this table, kept in step in the same transaction.
+      const digests = (JSON.parse(row.protocols) as string[]).map(normaliseDigest);
+      await repos.almanac.replaceProtocols(row.address, digests);
+      return;
+    }
     if (isResent(await repos.almanac.findRegistration(row.address), row)) return;
     throw olderThanStored(subject);
   }
@@ -250,7 +253,7 @@ export class AlmanacService {
   }
 
   /** `mailbox` or `proxy` when an endpoint is this service's submit URL, as uAgents decides. */
-  private typeOf(endpoints: Endpoint[]): AlmanacAgentType {
+  typeOf(endpoints: Endpoint[]): AlmanacAgentType {
     const types = new Set(endpoints.map(({ url }) => this.ownEndpoints.get(normaliseUrl(url))));
     if (types.has('mailbox')) return 'mailbox';
     if (types.has('proxy')) return 'proxy';
@@ -284,6 +287,11 @@ function olderThanStored(name: Subject): BadRequestError {
   return new BadRequestError(
     `${name} is older than the one stored for this agent (replayed or out of order); sign it again with the current time`,
   );
+}
+
+/** A protocol digest as stored: `proto:` and hex, however the agent wrote it. */
+export function normaliseDigest(digest: string): string {
+  return digest.startsWith('proto:') ? digest : `proto:${digest}`;
 }
 
 /** Host case, default ports and the like do not make another URL. */

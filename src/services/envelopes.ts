@@ -1,15 +1,16 @@
 import type { Principal } from '../auth/principal.js';
 import {
-  CryptoFormatError,
   envelopeDigest,
-  isUserAddress,
+  unlessMalformed,
+  userAddressOf,
   verifiedEnvelopeDigest,
   type EnvelopeFields,
   type SignatureVerifier,
 } from '../crypto/index.js';
-import { BadRequestError, NotFoundError } from '../errors.js';
+import { BadRequestError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
-import type { Envelope } from '../wire/mailbox.js';
+import { envelopeFields, type Envelope } from '../wire/mailbox.js';
+import type { DeliveryTrace } from './deliveries.js';
 
 /**
  * Checks that an envelope is signed by its sender, and yields its digest (the sha256 of
@@ -28,8 +29,10 @@ export function inlineEnvelopeVerifier(verifier: SignatureVerifier): EnvelopeVer
 
 /** An envelope that may be delivered. */
 export interface AdmittedEnvelope {
-  /** The target's canonical address. */
+  /** The target's address (lower case, as the schema admits it). */
   target: string;
+  /** The envelope as it is stored and forwarded: its own fields only, as sent. */
+  envelope: EnvelopeFields;
   /** `envelopeDigest` of the envelope. */
   digest: Uint8Array;
 }
@@ -39,26 +42,40 @@ export const UNKNOWN_TARGET = 'No registered address found matching envelope tar
 
 /**
  * The checks every submitted envelope passes before delivery, mailbox or proxy (INTERFACE.md
- * §5 steps 2–3), past its shape (the schema checked that its session is a UUID4 the
- * recipient's client can parse): a sender that proved itself, and an expiry not yet passed.
+ * §5 steps 2–3), past its shape (the schema checked that every field is one the recipient's
+ * client can parse, addresses in the one spelling it recognises): a sender that proved
+ * itself, and an expiry not yet passed. Fields the protocol does not define are dropped.
  */
 export class EnvelopeAdmission {
   constructor(
     private readonly verifier: EnvelopeVerifier,
     private readonly clock: Clock,
+    private readonly trace: DeliveryTrace,
   ) {}
 
-  /** Resolves when the envelope may be delivered. */
+  /**
+   * Resolves when the envelope may be delivered. A refused one (400) is traced for its
+   * target's owner before the error goes on, whichever way it was being delivered.
+   */
   async admit(envelope: Envelope, principal: Principal): Promise<AdmittedEnvelope> {
+    try {
+      return await this.check(envelope, principal);
+    } catch (err) {
+      if (err instanceof BadRequestError) await this.trace.refused(envelope, err.message);
+      throw err;
+    }
+  }
+
+  private async check(envelope: Envelope, principal: Principal): Promise<AdmittedEnvelope> {
     let digest: Uint8Array | undefined;
     if (USER_PREFIX.test(envelope.sender)) {
       // A user address is not a key: only the user's own credentials vouch for it.
-      if (principal.kind !== 'user') {
+      if (principal.kind !== 'user' || envelope.sender !== userAddressOf(principal.userId)) {
         throw new BadRequestError(
-          `${UNVERIFIED_ENVELOPE}: a message from a user address needs the user's API key`,
+          `${UNVERIFIED_ENVELOPE}: a message from a user address needs that user's API key`,
         );
       }
-      digest = isUserAddress(envelope.sender) ? digestUnlessMalformed(envelope) : undefined;
+      digest = unlessMalformed(() => envelopeDigest(envelope));
     } else {
       digest = await this.verifier.verify(envelope);
     }
@@ -66,30 +83,9 @@ export class EnvelopeAdmission {
     if (envelope.expires != null && envelope.expires * 1000 < this.clock.now()) {
       throw new BadRequestError('Envelope expired');
     }
-    return { target: canonicalTarget(envelope.target), digest };
+    return { target: envelope.target, envelope: envelopeFields(envelope), digest };
   }
 }
 
 /** Branching on the prefix spares agent senders a failed user-address decode (an exception). */
 const USER_PREFIX = /^user1/i;
-
-/**
- * The lower-case form a target is registered under. A string that is not an address simply
- * matches no agent; only mixed case, which bech32 forbids, is refused here, because lowering
- * it would deliver to an agent whose client does not recognise the spelling.
- */
-function canonicalTarget(target: string): string {
-  const lower = target.toLowerCase();
-  if (target !== lower && target !== target.toUpperCase()) throw new NotFoundError(UNKNOWN_TARGET);
-  return lower;
-}
-
-/** The envelope's digest; undefined when its fields cannot be packed as uAgents signs them. */
-function digestUnlessMalformed(envelope: EnvelopeFields): Uint8Array | undefined {
-  try {
-    return envelopeDigest(envelope);
-  } catch (err) {
-    if (err instanceof CryptoFormatError) return undefined;
-    throw err;
-  }
-}

@@ -2,12 +2,14 @@ import { NotFoundError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
 import type { Store } from '../store/index.js';
 import type { Interaction } from '../wire/interactions.js';
+import type { DeliveryTrace } from './deliveries.js';
 
 /** Interactions agents report with another, recorded for its owner's statistics. */
 export class InteractionsService {
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
+    private readonly trace: DeliveryTrace,
   ) {}
 
   /** The auth plugin has already matched the caller's attestation to `source`. */
@@ -22,5 +24,6 @@ export class InteractionsService {
       session_id,
       created_at: this.clock.now(),
     });
+    await this.trace.interaction(source, target, session_id);
   }
 }

@@ -3,10 +3,20 @@ import type { Principal } from '../auth/principal.js';
 import { envelopeDigest, type EnvelopeFields } from '../crypto/index.js';
 import { NotFoundError, QuotaExceededError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
+import type { DeliveryNotifier } from '../infra/delivery-notifier.js';
+import { inBatches } from '../infra/batches.js';
 import { GroupCommit, type ItemOutcome } from '../infra/group-commit.js';
 import { formatUuid4 } from '../infra/uuids.js';
+import type { DeliverySignals } from '../store/delivery-signals.js';
 import type { Store } from '../store/index.js';
-import type { MailboxRow, NewMessage, PendingMessage } from '../store/repositories/mailbox.js';
+import type { NewDeliveryEvent } from '../store/repositories/deliveries.js';
+import type { DeliveryTrace } from './deliveries.js';
+import type {
+  MailboxRow,
+  NewMessage,
+  PendingMessage,
+  QuarantinedMessage,
+} from '../store/repositories/mailbox.js';
 import type { Envelope, MailboxPage } from '../wire/mailbox.js';
 import { UNKNOWN_TARGET, type EnvelopeAdmission } from './envelopes.js';
 import { usagePeriod, type UsageService } from './usage.js';
@@ -19,6 +29,25 @@ export interface MailboxPolicy {
   sweepMaxBatches: number;
   /** Most submitted messages committed in one transaction (see {@link GroupCommit}). */
   maxDeliveryGroup: number;
+  /**
+   * How long an agent's poll of its empty mailbox waits for a message before answering
+   * (empty); 0 answers at once.
+   */
+  holdMs: number;
+}
+
+/** Where held polls wait, and how commits reach them (in this process and others). */
+export interface DeliveryWakeups {
+  notifier: DeliveryNotifier;
+  signals: DeliverySignals;
+}
+
+/** A poll that may be held: `signal` aborts when its client goes away. */
+export interface PollOptions {
+  hold: boolean;
+  signal?: AbortSignal;
+  /** Whether the bytes answered count as transferred (not for a HEAD, which sends none). */
+  charge?: boolean;
 }
 
 /** A checked envelope on its way into a mailbox. */
@@ -30,6 +59,9 @@ interface Delivery {
   size: number;
   /** The envelope's own expiry, unix seconds. */
   expires: number | null;
+  sender: string;
+  /** The envelope digest, when the trace is on (hex). */
+  digest: string | null;
 }
 
 /** Where an owner's quotas stand while a group of deliveries is written. */
@@ -76,22 +108,33 @@ export class MailboxService {
     private readonly admission: EnvelopeAdmission,
     private readonly usage: UsageService,
     private readonly clock: Clock,
+    private readonly wakeups: DeliveryWakeups,
     private readonly policy: MailboxPolicy,
+    private readonly trace: DeliveryTrace,
   ) {
     this.deliveries = new GroupCommit((group) => this.deliverGroup(group), policy.maxDeliveryGroup);
   }
 
   /** Resolves once the message is committed (or was already stored). */
   async submit(envelope: Envelope, principal: Principal): Promise<void> {
-    const { target, digest } = await this.admission.admit(envelope, principal);
-    const text = JSON.stringify(envelope);
-    await this.deliveries.submit({
-      address: target,
-      uuid: messageUuid(envelope, digest),
-      text,
-      size: Buffer.byteLength(text),
-      expires: envelope.expires ?? null,
-    });
+    const admitted = await this.admission.admit(envelope, principal);
+    const text = JSON.stringify(admitted.envelope);
+    const uuid = messageUuid(admitted.envelope, admitted.digest);
+    try {
+      await this.deliveries.submit({
+        address: admitted.target,
+        uuid,
+        text,
+        size: Buffer.byteLength(text),
+        expires: envelope.expires ?? null,
+        sender: admitted.envelope.sender,
+        digest: this.trace.enabled ? Buffer.from(admitted.digest).toString('hex') : null,
+      });
+    } catch (err) {
+      // A target without a mailbox may still be a registered agent (a proxy one).
+      if (err instanceof NotFoundError) await this.trace.refused(envelope, err.message, uuid);
+      throw err;
+    }
   }
 
   /**
@@ -99,7 +142,8 @@ export class MailboxService {
    * as read just before the group and moved by the deliveries before it in the group. Groups
    * are written one at a time, so a process never counts past a quota; replicas writing at
    * the same moment may each let one group through on the same reading. A message stored
-   * already (a client resending after a lost answer) is not stored or counted again. The
+   * already (a client resending after a lost answer), or delivered and deleted within its
+   * retention (a replay), is not stored or counted again. The
    * messages, their mailboxes' counters and their owners' usage and stored bytes are written
    * atomically.
    */
@@ -116,10 +160,20 @@ export class MailboxService {
     ]);
     const owners = new Map<string, OwnerTally>();
     const accepted: NewMessage[] = [];
+    const traced: NewDeliveryEvent[] = [];
+    const trace = (delivery: Delivery, event: 'submitted' | 'refused', detail: string): void => {
+      if (!this.trace.enabled) return;
+      const { address, uuid, digest, sender, size } = delivery;
+      traced.push({ address, event, at: now, uuid, digest, sender, size, detail });
+    };
     const outcomes = group.map((delivery): ItemOutcome<void> => {
       const found = mailboxes.get(delivery.address);
       if (!found) return { ok: false, error: new NotFoundError(UNKNOWN_TARGET) };
-      if (taken.has(delivery.uuid)) return { ok: true, value: undefined };
+      if (taken.has(delivery.uuid)) {
+        // A resubmission (or a replay): traced, as it stores nothing to stand for it.
+        trace(delivery, 'submitted', 'already stored or delivered');
+        return { ok: true, value: undefined };
+      }
       const owner = found.mailbox.user_id;
       let tally = owners.get(owner);
       if (!tally) {
@@ -131,7 +185,10 @@ export class MailboxService {
         owners.set(owner, tally);
       }
       const refusal = quotaRefusal(tally, delivery.size);
-      if (refusal) return { ok: false, error: refusal };
+      if (refusal) {
+        trace(delivery, 'refused', refusal.message);
+        return { ok: false, error: refusal };
+      }
       tally.messagesThisPeriod += 1;
       tally.bytesStored += delivery.size;
       taken.add(delivery.uuid);
@@ -143,26 +200,105 @@ export class MailboxService {
         received_at: now,
         expires_at:
           delivery.expires == null ? retained : Math.min(retained, delivery.expires * 1000),
+        // The pending message is the trace of its submission: who sent it, which envelope.
+        ...(this.trace.enabled ? { sender: delivery.sender, digest: delivery.digest } : {}),
       });
       return { ok: true, value: undefined };
     });
     // A uuid another writer stored meanwhile is skipped: that message is stored, as asked.
-    if (accepted.length > 0) await mailbox.deliver(accepted, period);
+    if (accepted.length > 0) {
+      const stored = await mailbox.deliver(accepted, period, traced);
+      this.wakeups.signals.announce(
+        accepted.filter((message) => stored.has(message.uuid)).map((message) => message.address),
+      );
+    } else if (traced.length > 0) {
+      // Nothing to store (resubmissions, refusals): the trace rows alone.
+      await this.store.repos.deliveries.record(traced);
+    }
     return outcomes;
   }
 
-  /** Unexpired messages, oldest first; their bytes count as transferred. */
-  async list(principal: Principal, address: string, page: MailboxPage): Promise<PendingMessage[]> {
-    return this.served(principal, address, MAILBOX_NOT_FOUND, (now) =>
-      this.store.repos.mailbox.listPending(address, now, page),
-    );
+  /**
+   * Unexpired messages, oldest first; their bytes count as transferred unless
+   * `options.charge` is false (a HEAD request, which sends none of them). A page that would
+   * take the transfer quota past its limit is cut to the messages that fit (406 when not even
+   * the first does). An agent's poll of the first page that finds its mailbox empty is held
+   * (when `options.hold`): it answers as soon as a message for the agent is committed, in this
+   * process or another on the same database, or empty after the hold limit. A mailbox removed
+   * meanwhile answers as missing; a shutdown ({@link endHeldPolls}) or the client going away
+   * ends it empty. Only what is finally answered counts as transferred.
+   */
+  async list(
+    principal: Principal,
+    address: string,
+    page: MailboxPage,
+    options: PollOptions = { hold: false },
+  ): Promise<PendingMessage[]> {
+    const read = (): Promise<PendingMessage[]> =>
+      this.served(principal, address, MAILBOX_NOT_FOUND, options.charge ?? true, (now) =>
+        this.store.repos.mailbox.listPending(address, now, page),
+      );
+    const holds =
+      options.hold && this.policy.holdMs > 0 && principal.kind === 'agent' && page.offset === 0;
+    if (!holds) return read();
+    const deadline = performance.now() + this.policy.holdMs;
+    for (;;) {
+      const remaining = deadline - performance.now();
+      if (remaining <= 0) return read();
+      // Waiting starts before the read: a commit in between still wakes this poll.
+      const hold = this.wakeups.notifier.hold(address, remaining, options.signal);
+      let messages: PendingMessage[];
+      try {
+        messages = await read();
+      } catch (err) {
+        hold.release();
+        throw err;
+      }
+      if (messages.length > 0) {
+        hold.release();
+        return messages;
+      }
+      const reason = await hold.settled;
+      if (reason === 'closed' || reason === 'aborted') return [];
+      // 'delivered' looks again; 'timeout' reads once more, then answers what it finds.
+      if (reason === 'timeout') return read();
+    }
   }
 
-  async get(principal: Principal, address: string, uuid: string): Promise<PendingMessage> {
-    const [message] = await this.served(principal, address, ENTRY_NOT_FOUND, async (now) => {
-      const found = await this.store.repos.mailbox.findPending(address, uuid, now);
-      return found ? [found] : [];
-    });
+  /** Polls held now, in this process. */
+  get heldPolls(): number {
+    return this.wakeups.notifier.held;
+  }
+
+  /** Whether held polls were ended (the process is stopping or draining). */
+  get holdsEnded(): boolean {
+    return this.wakeups.notifier.closed;
+  }
+
+  /**
+   * Ends every held poll (each answers an empty list) and answers later polls at once: for
+   * shutdown and draining.
+   */
+  endHeldPolls(): void {
+    this.wakeups.notifier.close();
+  }
+
+  async get(
+    principal: Principal,
+    address: string,
+    uuid: string,
+    charge = true,
+  ): Promise<PendingMessage> {
+    const [message] = await this.served(
+      principal,
+      address,
+      ENTRY_NOT_FOUND,
+      charge,
+      async (now) => {
+        const found = await this.store.repos.mailbox.findPending(address, uuid, now);
+        return found ? [found] : [];
+      },
+    );
     if (!message) throw new NotFoundError(ENTRY_NOT_FOUND);
     return message;
   }
@@ -172,7 +308,40 @@ export class MailboxService {
     const { mailbox } = this.store.repos;
     const found = await mailbox.find(address);
     if (!found || !mayRead(principal, found)) throw new NotFoundError(ENTRY_NOT_FOUND);
-    if (!(await mailbox.acknowledge(address, uuid))) throw new NotFoundError(ENTRY_NOT_FOUND);
+    const tracedAt = this.trace.enabled ? this.clock.now() : undefined;
+    if (!(await mailbox.acknowledge(address, uuid, tracedAt))) {
+      throw new NotFoundError(ENTRY_NOT_FOUND);
+    }
+  }
+
+  /** The mailbox's quarantined messages, for its owner only. */
+  async listQuarantined(
+    principal: Principal,
+    address: string,
+    page: MailboxPage,
+  ): Promise<QuarantinedMessage[]> {
+    await this.ownedMailbox(principal, address, MAILBOX_NOT_FOUND);
+    return this.store.repos.mailbox.listQuarantined(address, page);
+  }
+
+  /** Deletes a quarantined message, for the mailbox's owner only. */
+  async deleteQuarantined(principal: Principal, address: string, uuid: string): Promise<void> {
+    await this.ownedMailbox(principal, address, ENTRY_NOT_FOUND);
+    if (!(await this.store.repos.mailbox.deleteQuarantined(address, uuid))) {
+      throw new NotFoundError(ENTRY_NOT_FOUND);
+    }
+  }
+
+  private async ownedMailbox(
+    principal: Principal,
+    address: string,
+    notFound: string,
+  ): Promise<MailboxRow> {
+    const found = await this.store.repos.mailbox.find(address);
+    if (!found || principal.kind !== 'user' || principal.userId !== found.user_id) {
+      throw new NotFoundError(notFound);
+    }
+    return found;
   }
 
   /** Whether the agent has a mailbox to deliver to (the readiness probe). */
@@ -181,30 +350,35 @@ export class MailboxService {
   }
 
   /**
-   * Deletes expired messages in bounded batches, each its own short transaction so that
+   * Deletes expired messages (tracing each as expired unread) and trace rows older than the
+   * retention period in bounded batches, each its own short transaction so that
    * submissions are not held up; returns how many went.
    */
   async sweepExpired(): Promise<number> {
-    let swept = 0;
-    for (let batch = 0; batch < this.policy.sweepMaxBatches; batch++) {
-      const removed = await this.store.repos.mailbox.sweep(
-        this.clock.now(),
-        this.policy.sweepBatchSize,
-      );
-      swept += removed;
-      if (removed < this.policy.sweepBatchSize) break;
-    }
+    const { mailbox } = this.store.repos;
+    const { sweepBatchSize: size, sweepMaxBatches: maxBatches } = this.policy;
+    let swept = await inBatches(size, maxBatches, () =>
+      mailbox.sweep(this.clock.now(), size, this.trace.enabled),
+    );
+    // The uuids of acknowledged messages go when the messages would have expired.
+    await inBatches(size, maxBatches, () => mailbox.sweepReplays(this.clock.now(), size));
+    // Quarantined messages expire alike; there are few, one batch a run keeps up.
+    swept += await mailbox.sweepQuarantined(this.clock.now(), size);
+    // The trace is kept as long as the messages it describes could be.
+    await this.trace.prune(this.clock.now(), this.policy.retentionMs, size, maxBatches);
     return swept;
   }
 
   /**
    * Reads messages of the mailbox at `address` for a caller who may read it, unless the
-   * owner's transfer quota is spent, and adds the bytes served to this period's usage.
+   * owner's transfer quota is spent, and adds the bytes served to this period's usage when
+   * `charge` is set.
    */
   private async served(
     principal: Principal,
     address: string,
     notFound: string,
+    charge: boolean,
     read: (now: number) => Promise<PendingMessage[]>,
   ): Promise<PendingMessage[]> {
     const now = this.clock.now();
@@ -219,13 +393,23 @@ export class MailboxService {
     if (!found || !mayRead(principal, found.mailbox)) throw new NotFoundError(notFound);
     const limit = this.usage.limitsWith(found.overrides).bytesTransferredPerMonth;
     const transferred = found.counters.bytes_transferred;
-    if (transferred >= limit) {
+    // The oldest messages that fit in what is left of the quota; never past it.
+    let bytes = 0;
+    let fitting = 0;
+    for (const message of messages) {
+      if (transferred + bytes + Number(message.size) > limit) break;
+      bytes += Number(message.size);
+      fitting += 1;
+    }
+    if (transferred >= limit || (fitting === 0 && messages.length > 0)) {
       throw new QuotaExceededError(`Transfer quota reached ${transferred} / ${limit}`);
     }
-    const bytes = messages.reduce((sum, message) => sum + message.size, 0);
     const owner = found.mailbox.user_id;
-    if (bytes > 0) await mailbox.countTransfer(owner, period, bytes);
-    return messages;
+    if (charge && bytes > 0) await mailbox.countTransfer(owner, period, bytes);
+    const served = messages.slice(0, fitting);
+    // Handed to the agent; its owner looking (the console) is not a delivery.
+    if (charge && principal.kind === 'agent') await this.trace.polled(address, served, 'agent');
+    return served;
   }
 }
 

@@ -4,7 +4,9 @@ import { BadGatewayError, BadRequestError, GatewayTimeoutError, NotFoundError } 
 import { PrivateTargetError } from '../infra/outbound.js';
 import type { Store } from '../store/index.js';
 import type { Envelope } from '../wire/mailbox.js';
+import type { DeliveryTrace } from './deliveries.js';
 import { UNKNOWN_TARGET, type EnvelopeAdmission } from './envelopes.js';
+import { messageUuid } from './mailbox.js';
 
 export interface ProxyPolicy {
   timeoutMs: number;
@@ -33,6 +35,7 @@ export class ProxyService {
     private readonly admission: EnvelopeAdmission,
     private readonly dispatcher: Dispatcher,
     private readonly policy: ProxyPolicy,
+    private readonly trace: DeliveryTrace,
   ) {}
 
   /**
@@ -44,9 +47,29 @@ export class ProxyService {
     principal: Principal,
     connection: string | undefined,
   ): Promise<RelayedReply | undefined> {
-    const { target: address } = await this.admission.admit(envelope, principal);
+    const {
+      target: address,
+      envelope: admitted,
+      digest,
+    } = await this.admission.admit(envelope, principal);
     const url = await this.store.repos.agents.findRedirectUrl(address);
-    if (!url) throw new NotFoundError(UNKNOWN_TARGET);
+    if (!url) {
+      // A registered agent without a URL still has an owner to tell.
+      await this.trace.refused(envelope, UNKNOWN_TARGET);
+      throw new NotFoundError(UNKNOWN_TARGET);
+    }
+    const body = JSON.stringify(admitted);
+    const started = performance.now();
+    const attempt = (statusCode: number | null, error: string | null): Promise<void> =>
+      this.trace.forwarded({
+        envelope: admitted,
+        uuid: messageUuid(admitted, digest),
+        digest,
+        size: Buffer.byteLength(body),
+        statusCode,
+        latencyMs: performance.now() - started,
+        error,
+      });
     const sync = connection === 'sync';
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (connection !== undefined) headers['x-uagents-connection'] = connection;
@@ -56,26 +79,40 @@ export class ProxyService {
       response = await request(url, {
         method: 'POST',
         headers,
-        body: JSON.stringify(envelope),
+        body,
         dispatcher: this.dispatcher,
         signal: AbortSignal.timeout(sync ? this.policy.syncTimeoutMs : this.policy.timeoutMs),
       });
     } catch (err) {
-      throw deliveryError(err);
+      const refused = deliveryError(err);
+      await attempt(null, refused.message);
+      throw refused;
     }
     if (response.statusCode < 200 || response.statusCode >= 300) {
       await response.body.dump();
-      throw new BadGatewayError(`Target agent answered with status ${response.statusCode}`);
+      const refused = new BadGatewayError(
+        `Target agent answered with status ${response.statusCode}`,
+      );
+      await attempt(response.statusCode, refused.message);
+      throw refused;
     }
     if (!sync) {
       await response.body.dump();
+      await attempt(response.statusCode, null);
       return undefined;
     }
-    const body = await this.readReply(response);
+    let reply: Buffer;
+    try {
+      reply = await this.readReply(response);
+    } catch (err) {
+      await attempt(response.statusCode, err instanceof Error ? err.message : String(err));
+      throw err;
+    }
+    await attempt(response.statusCode, null);
     const contentType = response.headers['content-type'];
     return {
       contentType: typeof contentType === 'string' ? contentType : 'application/json',
-      body,
+      body: reply,
     };
   }
 

@@ -62,6 +62,11 @@ export class UsageService {
     return this.limitsFor(userId);
   }
 
+  /** Counters of the user's last `months` active periods, most recent first. */
+  history(userId: string, months: number) {
+    return this.store.repos.usage.history(userId, months);
+  }
+
   async report(userId: string): Promise<UserUsage> {
     const now = this.clock.now();
     const repos = this.store.repos;

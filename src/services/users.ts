@@ -22,6 +22,7 @@ export interface NewUser {
 
 export interface ApiKeyInfo {
   id: string;
+  label: string | null;
   createdAt: number;
   expiresAt: number | null;
   revokedAt: number | null;
@@ -47,7 +48,10 @@ export class UsersService {
       if (await tx.users.findByName(name)) {
         throw new ConflictError(`A user named "${name}" already exists`);
       }
-      await tx.users.insert(user);
+      // Checked above, but another process may insert the same name in between.
+      if ((await tx.users.insert(user)) === 'name-taken') {
+        throw new ConflictError(`A user named "${name}" already exists`);
+      }
       await tx.apiKeys.insert({
         id: key.id,
         user_id: user.id,
@@ -106,11 +110,41 @@ export class UsersService {
     return { keyId: key.id, token: key.token, expiresAt };
   }
 
+  /** Creates a key for a user found by id (an owner's own call); the token is shown once. */
+  async createKey(
+    userId: string,
+    options: { label?: string | null; lifetimeMs?: number } = {},
+  ): Promise<ApiKeyInfo & { token: string }> {
+    const now = this.clock.now();
+    const key = generateApiKey();
+    const expiresAt = options.lifetimeMs === undefined ? null : now + options.lifetimeMs;
+    const label = options.label ?? null;
+    await this.store.repos.apiKeys.insert({
+      id: key.id,
+      user_id: userId,
+      secret_hash: key.secretHash,
+      created_at: now,
+      expires_at: expiresAt,
+      revoked_at: null,
+      label,
+    });
+    return { id: key.id, label, createdAt: now, expiresAt, revokedAt: null, token: key.token };
+  }
+
+  /** Revokes one of the user's own keys; 404 for a key of anyone else. */
+  async revokeOwnKey(userId: string, keyId: string): Promise<void> {
+    if (await this.store.repos.apiKeys.revoke(keyId, this.clock.now(), userId)) return;
+    const row = await this.store.repos.apiKeys.findById(keyId);
+    if (!row || row.user_id !== userId) throw new NotFoundError(`No key with id ${keyId}`);
+    throw new NotFoundError(`Key ${keyId} is already revoked`);
+  }
+
   async listKeys(nameOrId: string): Promise<ApiKeyInfo[]> {
     const user = await this.findUser(nameOrId);
     const rows = await this.store.repos.apiKeys.listForUser(user.id);
     return rows.map((r) => ({
       id: r.id,
+      label: r.label ?? null,
       createdAt: r.created_at,
       expiresAt: r.expires_at,
       revokedAt: r.revoked_at,

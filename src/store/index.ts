@@ -5,9 +5,13 @@ import { migrateToLatest, type MigrationOutcome } from './migrate.js';
 import type { Database } from './schema.js';
 import { AgentsRepository } from './repositories/agents.js';
 import { AlmanacRepository } from './repositories/almanac.js';
+import { DeliveriesRepository } from './repositories/deliveries.js';
+import { DiscoveryRepository } from './repositories/discovery.js';
+import { DomainsRepository } from './repositories/domains.js';
 import { ChallengesRepository, IdentitiesRepository } from './repositories/identity.js';
 import { InteractionsRepository } from './repositories/interactions.js';
 import { MailboxRepository } from './repositories/mailbox.js';
+import { SessionsRepository } from './repositories/sessions.js';
 import { UsageRepository } from './repositories/usage.js';
 import { ApiKeysRepository, UsersRepository } from './repositories/users.js';
 
@@ -22,6 +26,10 @@ export interface Repositories {
   mailbox: MailboxRepository;
   almanac: AlmanacRepository;
   interactions: InteractionsRepository;
+  discovery: DiscoveryRepository;
+  domains: DomainsRepository;
+  sessions: SessionsRepository;
+  deliveries: DeliveriesRepository;
 }
 
 function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories {
@@ -35,6 +43,10 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     mailbox: new MailboxRepository(db, dialect),
     almanac: new AlmanacRepository(db),
     interactions: new InteractionsRepository(db),
+    discovery: new DiscoveryRepository(db, dialect),
+    domains: new DomainsRepository(db),
+    sessions: new SessionsRepository(db),
+    deliveries: new DeliveriesRepository(db),
   };
 }
 
@@ -68,6 +80,11 @@ export class Store {
 
   transaction<T>(work: (tx: Repositories) => Promise<T>): Promise<T> {
     return this.db.transaction().execute((trx) => work(bindRepositories(trx, this.sqlDialect)));
+  }
+
+  /** The dialect's own statements, for work that differs between the two (full-text search). */
+  get sql(): Dialect {
+    return this.sqlDialect;
   }
 
   /** True when the store answers a trivial query (readiness). */

@@ -1,4 +1,4 @@
-import type { Generated } from 'kysely';
+import type { ColumnType, Generated } from 'kysely';
 
 /**
  * Table shapes shared by both dialects. Portable types only: times are integer epoch
@@ -18,7 +18,14 @@ export interface Database {
   almanac_statuses: AlmanacStatusesTable;
   almanac_manifests: AlmanacManifestsTable;
   messages: MessagesTable;
+  replays: ReplaysTable;
+  quarantined_messages: QuarantinedMessagesTable;
+  delivery_events: DeliveryEventsTable;
   interactions: InteractionsTable;
+  almanac_protocols: AlmanacProtocolsTable;
+  domains: DomainsTable;
+  domain_agents: DomainAgentsTable;
+  sessions: SessionsTable;
 }
 
 export interface UsersTable {
@@ -35,6 +42,8 @@ export interface ApiKeysTable {
   created_at: number;
   expires_at: number | null;
   revoked_at: number | null;
+  /** What the key is for, as its owner named it. */
+  label: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface ChallengesTable {
@@ -142,12 +151,53 @@ export interface MessagesTable {
   /** Version-4 UUID derived from the envelope's digest; the same envelope gets the same uuid. */
   uuid: string;
   address: string;
-  /** The envelope as received: JSON object text, unknown fields kept. */
+  /** The envelope as stored and served: JSON object text, its own fields as received. */
   envelope: string;
   /** UTF-8 bytes of `envelope`, the unit of the storage and transfer quotas. */
   size: number;
   received_at: number;
   expires_at: number;
+  /** The envelope's sender and digest (hex), for the delivery trace; null when it is off. */
+  sender: ColumnType<string | null, string | null | undefined, string | null>;
+  digest: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/**
+ * Messages moved out of a mailbox because they cannot be served in the form the agent's
+ * client parses (stored before submit checked for it): kept for the owner to see why, until
+ * deleted or expired, and counted in no quota.
+ */
+export interface QuarantinedMessagesTable {
+  id: Generated<number>;
+  uuid: string;
+  address: string;
+  /** The stored text, as it was. */
+  envelope: string;
+  size: number;
+  /** Why the client could not take it. */
+  reason: string;
+  received_at: number;
+  expires_at: number;
+  quarantined_at: number;
+}
+
+/** One step of a message's delivery, or an interaction an agent reported (0008). */
+export interface DeliveryEventsTable {
+  id: Generated<number>;
+  /** The agent whose owner may read the row: the message's target, an interaction's source. */
+  address: string;
+  /** submitted, stored, refused, polled, deleted, expired, quarantined, forwarded, interaction. */
+  event: string;
+  at: number;
+  uuid: string | null;
+  /** The envelope digest, hex. */
+  digest: string | null;
+  sender: string | null;
+  size: number | null;
+  status_code: number | null;
+  latency_ms: number | null;
+  /** Why (a refusal, a quarantine, a failed forward), who polled, an interaction's target. */
+  detail: string | null;
 }
 
 export interface InteractionsTable {
@@ -156,4 +206,40 @@ export interface InteractionsTable {
   target: string;
   session_id: string;
   created_at: number;
+}
+
+/** The uuid of an acknowledged message, kept until the message would have expired. */
+export interface ReplaysTable {
+  uuid: string;
+  expires_at: number;
+}
+
+/** One row per protocol an Almanac registration declares (`proto:` and hex). */
+export interface AlmanacProtocolsTable {
+  digest: string;
+  address: string;
+}
+
+/** A name a user owns, such as `alice.agent`. */
+export interface DomainsTable {
+  name: string;
+  user_id: string;
+  created_at: number;
+  updated_at: number;
+}
+
+/** An agent assigned to a domain; resolution picks among them by weight. */
+export interface DomainAgentsTable {
+  domain: string;
+  address: string;
+  weight: number;
+}
+/** A web console sign-in, opened with an API key; it ends when that key stops being valid. */
+export interface SessionsTable {
+  /** Hex SHA-256 of the session token held in the browser's cookie. */
+  token_hash: string;
+  user_id: string;
+  key_id: string;
+  created_at: number;
+  expires_at: number;
 }

@@ -2,8 +2,10 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { StoredAgent } from '../store/repositories/agents.js';
 import {
   AgentAddress,
+  BoundedInteger,
   Endpoint,
   isoTimestamp,
+  MAX_OFFSET,
   Nullable,
   StringEnum,
   Timestamp,
@@ -130,7 +132,7 @@ export const AGENTS_PAGE_SIZE = 30;
 
 export const ListQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: AGENTS_PAGE_SIZE })),
-  offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 })),
+  offset: Type.Optional(BoundedInteger({ maximum: MAX_OFFSET, default: 0 })),
 });
 
 export const Success = Type.Object({ success: Type.Boolean() });

@@ -1,6 +1,13 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { AlmanacEntry } from '../services/almanac.js';
-import { isoTimestamp, Nullable, StringEnum, WireString } from './common.js';
+import {
+  BoundedInteger,
+  EndpointWeight,
+  isoTimestamp,
+  Nullable,
+  StringEnum,
+  WireString,
+} from './common.js';
 
 // Bodies follow uagents-core's pydantic models (uagents_core/registration.py); the signature
 // covers every field of the model, so nothing here may change a value before it is checked.
@@ -9,7 +16,7 @@ const AgentIdentifier = WireString('almanac-identifier', {
   description: 'agent://<address>, test-agent://<address> or a bare agent address',
 });
 
-const Timestamp = Type.Integer({ description: 'Unix seconds when the agent signed' });
+const Timestamp = BoundedInteger({ description: 'Unix seconds when the agent signed' });
 
 const Signature = Type.String({
   description: 'bech32 "sig1…" signature of the sorted, compact Python JSON of every other field',
@@ -18,7 +25,7 @@ const Signature = Type.String({
 /** An Almanac endpoint: weights must be positive for resolution to pick it. */
 export const AlmanacEndpoint = Type.Object({
   url: Type.String(),
-  weight: Type.Integer({ exclusiveMinimum: 0 }),
+  weight: EndpointWeight,
 });
 
 export const AlmanacMetadata = Nullable(
@@ -72,7 +79,7 @@ export const AlmanacAgent = Type.Object({
   endpoints: Type.Array(AlmanacEndpoint),
   protocols: Type.Array(Type.String()),
   metadata: Nullable(Type.Object({}, { additionalProperties: true })),
-  domain_name: Type.Null(),
+  domain_name: Nullable(Type.String({ description: 'the domain the agent is assigned to' })),
   expiry: Type.String({
     description: 'ISO-8601 with offset; the registration resolves until then',
   }),
@@ -88,7 +95,7 @@ export function almanacAgent(entry: AlmanacEntry): AlmanacAgent {
     endpoints: entry.endpoints,
     protocols: entry.protocols,
     metadata: entry.metadata,
-    domain_name: null,
+    domain_name: entry.domainName,
     expiry: isoTimestamp(entry.expiresAt),
   };
 }
@@ -131,5 +138,3 @@ export type ProtocolManifest = Static<typeof ProtocolManifest>;
 export const ManifestDigestParams = Type.Object({
   digest: Type.String({ description: 'proto:<64 hex digits>, or the hex digits alone' }),
 });
-
-export const DomainParams = Type.Object({ name: Type.String() });

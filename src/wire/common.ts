@@ -26,6 +26,30 @@ export function WireString(
   return Type.String({ ...options, format });
 }
 
+/**
+ * An integer within bounds: JSON numbers and query strings such as `1e400` or `Infinity`
+ * never reach a service or the database. By default any non-negative integer JavaScript
+ * holds exactly.
+ */
+export function BoundedInteger(
+  options: {
+    minimum?: number;
+    exclusiveMinimum?: number;
+    maximum?: number;
+    default?: number;
+    description?: string;
+  } = {},
+) {
+  return Type.Integer({
+    ...(options.exclusiveMinimum === undefined ? { minimum: 0 } : {}),
+    maximum: Number.MAX_SAFE_INTEGER,
+    ...options,
+  });
+}
+
+/** The largest page offset a list takes. */
+export const MAX_OFFSET = 2_147_483_647;
+
 /** A moment as ISO-8601 with an explicit UTC offset (see {@link isoTimestamp}). */
 export const Timestamp = Type.String({ format: 'date-time' });
 
@@ -68,8 +92,14 @@ export const AgentAddress = WireString('agent-address', {
 
 export const AddressParams = Type.Object({ address: AgentAddress });
 
+/**
+ * An endpoint's weight: a positive whole number that JSON carries exactly (`1e400` parses as
+ * Infinity, which would be stored as null).
+ */
+export const EndpointWeight = BoundedInteger({ exclusiveMinimum: 0 });
+
 /** Where an agent receives envelopes, and how often it is picked among its endpoints. */
-export const Endpoint = Type.Object({ url: Type.String(), weight: Type.Integer() });
+export const Endpoint = Type.Object({ url: Type.String(), weight: EndpointWeight });
 export type Endpoint = Static<typeof Endpoint>;
 
 /** Standard error answers a route may give, for the OpenAPI document. */

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { almanacSignerAddress, canonicalUuid, isAgentAddress } from '../crypto/index.js';
 import type { ValidationIssue } from '../errors.js';
 
@@ -39,6 +40,32 @@ function unlessThrows(make: () => string): string | undefined {
 
 const uuid = (value: string) => unlessThrows(() => canonicalUuid(value));
 
+/**
+ * The shape of a lower-case bech32 address: prefix, separator and data characters of the
+ * right count (`agent1` + 59 for a 33-byte key, `user1` + 58 for 32 bytes). The checksum is
+ * left to what follows: a sender's signature check decodes it, a target must equal a
+ * registered address, a user sender the user's own. A regular expression costs a fraction of
+ * a full decode, on every submit.
+ */
+const AGENT_ADDRESS_SHAPE = /^agent1[02-9ac-hj-np-z]{59}$/;
+const USER_ADDRESS_SHAPE = /^user1[02-9ac-hj-np-z]{58}$/;
+
+/**
+ * Whether `value` is padded standard base64 of a UTF-8 text: what uAgents' `decode_payload`
+ * reads. One decoding pass: Node's decoder skips characters outside the alphabet and stops
+ * at misplaced padding, so any of them leaves fewer bytes than the length promises; it also
+ * takes the URL-safe alphabet, which Python's does not, so those two are looked for first.
+ */
+function isBase64OfUtf8(value: string): boolean {
+  if (value.length % 4 !== 0 || value.includes('-') || value.includes('_')) return false;
+  const padding = value.endsWith('==') ? 2 : value.endsWith('=') ? 1 : 0;
+  const bytes = Buffer.from(value, 'base64');
+  return bytes.length === (value.length / 4) * 3 - padding && isUtf8(bytes);
+}
+
+const SCHEMA_DIGEST = /^model:[0-9a-f]{64}$/;
+const PROTOCOL_DIGEST = /^proto:[0-9a-f]{64}$/;
+
 export const wireFormats = {
   /** bech32 `agent1…` of a compressed secp256k1 key; canonical in lower case. */
   'agent-address': {
@@ -63,6 +90,59 @@ export const wireFormats = {
       uuid(value) === undefined
         ? notAUuid
         : { msg: 'UUID version 4 expected', type: 'uuid_version', ctx: { expected_version: 4 } },
+  },
+  /**
+   * An envelope's `sender`: a lower-case `agent1…` or `user1…` address, kept as sent (it is
+   * signed). The recipient's client compares addresses as text, so no other spelling is
+   * admitted.
+   */
+  'envelope-sender': {
+    canonical: (value) =>
+      AGENT_ADDRESS_SHAPE.test(value) || USER_ADDRESS_SHAPE.test(value) ? value : undefined,
+    rewrite: false,
+    issue: () => ({
+      msg: 'Value error, sender must be an agent1… or user1… address in lower case',
+      type: 'value_error',
+    }),
+  },
+  /**
+   * An envelope's `target`: a lower-case `agent1…` address, kept as sent (it is signed).
+   * uAgents ignores, and never deletes, a message whose target is spelled otherwise.
+   */
+  'envelope-target': {
+    canonical: (value) => (AGENT_ADDRESS_SHAPE.test(value) ? value : undefined),
+    rewrite: false,
+    issue: () => ({
+      msg: 'Value error, target must be an agent1… address in lower case',
+      type: 'value_error',
+    }),
+  },
+  /** Padded standard base64 of a UTF-8 text (an envelope's `payload`). */
+  'base64-utf8': {
+    canonical: (value) => (isBase64OfUtf8(value) ? value : undefined),
+    rewrite: false,
+    issue: () => ({
+      msg: 'Value error, payload must be padded standard base64 of a UTF-8 text',
+      type: 'value_error',
+    }),
+  },
+  /** `model:` and 64 lower-case hex digits: the digest of a message schema. */
+  'schema-digest': {
+    canonical: (value) => (SCHEMA_DIGEST.test(value) ? value : undefined),
+    rewrite: false,
+    issue: () => ({
+      msg: 'Value error, schema_digest must be model: followed by 64 lower-case hex digits',
+      type: 'value_error',
+    }),
+  },
+  /** `proto:` and 64 lower-case hex digits: the digest of a protocol manifest. */
+  'protocol-digest': {
+    canonical: (value) => (PROTOCOL_DIGEST.test(value) ? value : undefined),
+    rewrite: false,
+    issue: () => ({
+      msg: 'Value error, protocol_digest must be proto: followed by 64 lower-case hex digits',
+      type: 'value_error',
+    }),
   },
   /** `agent://<address>`, `test-agent://<address>`, `prefix://name/address` or an address. */
   'almanac-identifier': {

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stripVTControlCharacters } from 'node:util';
 import { call } from '../kit/http.js';
-import { agentryEntry, repositoryRoot, runAgentry, spawnServer } from '../kit/process.js';
+import { agentryArgs, repositoryRoot, runAgentry, spawnServer } from '../kit/process.js';
 import { TestIdentity } from '../kit/uagent.js';
 
 describe('command line: serve and migrate', () => {
@@ -49,14 +49,8 @@ describe('command line: serve and migrate', () => {
     const fresh = mkdtempSync(join(tmpdir(), 'agentry-tty-'));
     const command = [
       process.execPath,
-      '--import',
-      'tsx',
-      agentryEntry,
-      'serve',
-      '--data-dir',
-      fresh,
+      ...agentryArgs('serve', '--data-dir', fresh, '--port', '0', '--host', '127.0.0.1'),
     ]
-      .concat(['--port', '0', '--host', '127.0.0.1'])
       .map((arg) => `'${arg}'`)
       .join(' ');
     const env = Object.fromEntries(

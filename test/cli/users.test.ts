@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config/index.js';
+import { userAddressOf } from '../../src/crypto/index.js';
 import { createLogger } from '../../src/logger.js';
 import { Server } from '../../src/server.js';
 import { call } from '../kit/http.js';
@@ -22,6 +23,15 @@ describe('command line: users and keys', () => {
     const res = runAgentry(['users', 'add', 'bob', ...db]);
     assert.equal(res.code, 0, res.stderr);
     assert.match(lastLine(res.stdout), /^agy_[a-z2-7]{12}_[A-Za-z0-9_-]{43}$/);
+  });
+
+  it('lists each user with the user1… address they send messages from', () => {
+    const res = runAgentry(['users', 'list', ...db]);
+    assert.equal(res.code, 0, res.stderr);
+    const bob = res.stdout.split('\n').find((line) => line.startsWith('bob\t'));
+    const [, id, , address] = bob!.split('\t');
+    assert.equal(address, userAddressOf(id!));
+    assert.match(address!, /^user1[02-9ac-hj-np-z]{58}$/);
   });
 
   it('refuses a duplicate user name with a sentence and exit code 2', () => {

@@ -36,3 +36,85 @@ describe('log format setting', () => {
     assert.equal(loadConfig({}, {}).logFormat, 'json');
   });
 });
+
+describe('connection timeouts and cap', () => {
+  it('has defaults and takes the AGENTRY_* variables', () => {
+    const defaults = loadConfig({}, {});
+    assert.deepEqual(
+      [
+        defaults.requestTimeoutMs,
+        defaults.headersTimeoutMs,
+        defaults.keepAliveTimeoutMs,
+        defaults.maxConnectionsPerAddress,
+      ],
+      [60_000, 10_000, 5_000, 256],
+    );
+    const set = loadConfig(
+      {},
+      {
+        AGENTRY_REQUEST_TIMEOUT_MS: '0',
+        AGENTRY_HEADERS_TIMEOUT_MS: '2000',
+        AGENTRY_KEEP_ALIVE_TIMEOUT_MS: '700',
+        AGENTRY_MAX_CONNECTIONS_PER_ADDRESS: '0',
+      },
+    );
+    assert.deepEqual(
+      [set.requestTimeoutMs, set.headersTimeoutMs, set.keepAliveTimeoutMs],
+      [0, 2000, 700],
+    );
+    assert.equal(set.maxConnectionsPerAddress, 0);
+  });
+
+  it('refuses a headers timeout longer than the request timeout', () => {
+    assert.throws(
+      () =>
+        loadConfig({}, { AGENTRY_REQUEST_TIMEOUT_MS: '1000', AGENTRY_HEADERS_TIMEOUT_MS: '2000' }),
+      (error) => error instanceof ConfigError && /AGENTRY_HEADERS_TIMEOUT_MS/.test(error.message),
+    );
+  });
+});
+
+describe('Redis settings', () => {
+  it('leaves Redis unset by default and takes AGENTRY_REDIS_URL and its key prefix', () => {
+    assert.equal(loadConfig({}, {}).redisUrl, undefined);
+    const config = loadConfig(
+      {},
+      { AGENTRY_REDIS_URL: 'redis://cache:6379/2', AGENTRY_REDIS_KEY_PREFIX: 'prod:' },
+    );
+    assert.equal(config.redisUrl, 'redis://cache:6379/2');
+    assert.equal(config.redisKeyPrefix, 'prod:');
+  });
+
+  it('refuses a URL that is not redis:// or rediss://', () => {
+    assert.throws(
+      () => loadConfig({}, { AGENTRY_REDIS_URL: 'cache:6379' }),
+      (error) => error instanceof ConfigError && /AGENTRY_REDIS_URL/.test(error.message),
+    );
+  });
+});
+
+describe('mailbox hold setting', () => {
+  it('holds polls 20 s by default; AGENTRY_MAILBOX_HOLD_SECONDS changes it, 0 turns it off', () => {
+    assert.equal(loadConfig({}, {}).mailboxHoldSeconds, 20);
+    assert.equal(loadConfig({}, { AGENTRY_MAILBOX_HOLD_SECONDS: '0' }).mailboxHoldSeconds, 0);
+    assert.equal(loadConfig({}, { AGENTRY_MAILBOX_HOLD_SECONDS: '240' }).mailboxHoldSeconds, 240);
+  });
+
+  it('refuses a hold the uAgents client would not wait for', () => {
+    assert.throws(
+      () => loadConfig({}, { AGENTRY_MAILBOX_HOLD_SECONDS: '241' }),
+      (error) => error instanceof ConfigError && /AGENTRY_MAILBOX_HOLD_SECONDS/.test(error.message),
+    );
+  });
+});
+
+describe('drain setting', () => {
+  it('drains for 5 s by default and takes AGENTRY_DRAIN_SECONDS, 0 meaning no grace period', () => {
+    assert.equal(loadConfig({}, {}).drainSeconds, 5);
+    assert.equal(loadConfig({}, { AGENTRY_DRAIN_SECONDS: '0' }).drainSeconds, 0);
+    assert.throws(
+      () => loadConfig({}, { AGENTRY_DRAIN_SECONDS: '-1' }),
+      (error) => error instanceof ConfigError && /AGENTRY_DRAIN_SECONDS/.test(error.message),
+    );
+  });
+});

@@ -1,15 +1,19 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import {
   createNodeVerifier,
   verifyEnvelopeSignature,
   type EnvelopeFields,
 } from '../../src/crypto/index.js';
-import type { AlmanacAgent } from '../../src/wire/almanac.js';
 import type { Endpoint } from '../../src/wire/common.js';
 import { hostOf, registerAgent } from '../kit/agents.js';
+import {
+  dispense,
+  endpointAgentServer,
+  mailboxEndpointOf,
+  resolveEndpoints,
+} from '../kit/client.js';
 import {
   postRegistration,
   postStatus,
@@ -19,7 +23,7 @@ import {
   unixSeconds,
 } from '../kit/almanac.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
-import { call, type JsonResponse } from '../kit/http.js';
+import { call } from '../kit/http.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
@@ -34,100 +38,8 @@ import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 const verifier = createNodeVerifier();
 /** `DEFAULT_ENVELOPE_TIMEOUT_SECONDS`: `ctx.send` signs `expires = int(time()) + 30`. */
 const ENVELOPE_TIMEOUT_SECONDS = 30;
-/** `DEFAULT_MAX_ENDPOINTS` of the resolver. */
-const MAX_RESOLVED_ENDPOINTS = 10;
 /** The mailbox client's attestations: `int(MAILBOX_POLL_INTERVAL_SECONDS * 1000)` seconds. */
 const ATTESTATION_VALIDITY_SECONDS = 1000;
-
-/** `AgentverseConfig.mailbox_endpoint`: the endpoint `mailbox=True` registers, weight 1. */
-function mailboxEndpointOf(agentverse: string): string {
-  return `${agentverse}/v2/agents/mailbox/submit`;
-}
-
-/**
- * Weighted sampling without replacement (Efraimidis–Spirakis), as uAgents' resolver orders
- * the endpoints it hands to the dispenser, which tries them first to last.
- */
-function weightedRandomSample<T>(items: T[], weights: number[], k: number): T[] {
-  const keys = weights.map((weight) => Math.random() ** (1 / weight));
-  const order = items.map((_, index) => index).sort((x, y) => keys[x]! - keys[y]!);
-  return order.slice(-k).map((index) => items[index]!);
-}
-
-/**
- * `AlmanacApiResolver._api_resolve`: a record counts only with a 200 and an expiry, and
- * yields its endpoint URLs sampled by weight.
- */
-async function resolveEndpoints(
-  agentverse: string,
-  address: string,
-): Promise<{ record: AlmanacAgent; endpoints: string[] }> {
-  const res = await resolveAgent(agentverse, address);
-  assert.equal(res.status, 200, res.text);
-  const record = res.body as AlmanacAgent;
-  assert.notEqual(record.expiry, null, 'the resolver drops a record without expiry');
-  assert.ok(record.endpoints.length > 0, 'the resolver finds nowhere to send without endpoints');
-  const endpoints = weightedRandomSample(
-    record.endpoints.map(({ url }) => url),
-    record.endpoints.map(({ weight }) => weight),
-    Math.min(MAX_RESOLVED_ENDPOINTS, record.endpoints.length),
-  );
-  return { record, endpoints };
-}
-
-/**
- * `send_exchange_envelope` without sync: POSTs the envelope's JSON to each endpoint in turn
- * and stops at the first 200. Fails the test when none took it.
- */
-async function dispense(envelope: EnvelopeFields, endpoints: string[]): Promise<JsonResponse> {
-  const errors: string[] = [];
-  for (const endpoint of endpoints) {
-    const response = await call(endpoint, 'POST', '', { body: envelope });
-    if (response.status === 200) return response;
-    errors.push(`${endpoint}: ${response.status} ${response.text}`);
-  }
-  assert.fail(`Failed to deliver message to ${envelope.target}: ${errors.join('; ')}`);
-}
-
-/**
- * An endpoint agent's own server, answering `POST /submit` as uAgents' ASGI server does:
- * it takes only JSON envelopes signed by their sender and addressed to this agent.
- */
-function endpointAgentServer(agent: TestIdentity, inbox: EnvelopeFields[]): HttpServer {
-  return createServer((request, response) => {
-    const answer = (status: number, body: unknown) =>
-      response.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
-    if (request.method !== 'POST' || request.url !== '/submit') {
-      answer(404, { error: 'not found' });
-      return;
-    }
-    if (!(request.headers['content-type'] ?? '').includes('application/json')) {
-      answer(400, { error: 'invalid content-type' });
-      return;
-    }
-    const chunks: Buffer[] = [];
-    request.on('data', (chunk: Buffer) => chunks.push(chunk));
-    request.on('end', () => {
-      let envelope: EnvelopeFields;
-      try {
-        envelope = JSON.parse(Buffer.concat(chunks).toString('utf8')) as EnvelopeFields;
-      } catch {
-        answer(400, { error: 'empty or invalid payload' });
-        return;
-      }
-      if (!verifyEnvelopeSignature(verifier, envelope)) {
-        answer(400, { error: 'signature verification failed' });
-        return;
-      }
-      if (envelope.target !== agent.address) {
-        answer(400, { error: 'unable to route envelope' });
-        return;
-      }
-      inbox.push(envelope);
-      answer(200, {});
-    });
-  });
-}
 
 function payloadOf(envelope: EnvelopeFields): unknown {
   return JSON.parse(Buffer.from(envelope.payload ?? '', 'base64').toString('utf8'));

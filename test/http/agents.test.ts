@@ -875,6 +875,27 @@ describeOnEachDialect('agent registry', (dialect) => {
       assert.deepEqual(disconnect.body, { success: true });
     });
   });
+
+  it('takes only finite positive whole endpoint weights', async () => {
+    const agent = TestIdentity.random();
+    assert.equal((await prove(agent)).status, 200);
+    const body = (weight: string) =>
+      `{"address":"${agent.address}","name":"w","endpoints":[{"url":"http://a.example/","weight":${weight}}]}`;
+    for (const weight of ['1e400', '-1e400', '0', '-3', '1.5', '9007199254740993']) {
+      const res = await call(t.url, 'POST', '/v2/agents', {
+        key: t.userKey,
+        rawBody: body(weight),
+      });
+      assert.equal(res.status, 422, `${weight}: ${res.text}`);
+      assert.deepEqual(res.body.detail[0].loc, ['body', 'endpoints', 0, 'weight'], weight);
+    }
+    assert.equal((await get(agent.address)).status, 404, 'nothing was registered');
+    const ok = await call(t.url, 'POST', '/v2/agents', { key: t.userKey, rawBody: body('5') });
+    assert.equal(ok.status, 200, ok.text);
+    assert.deepEqual((await get(agent.address)).body.endpoints, [
+      { url: 'http://a.example/', weight: 5 },
+    ]);
+  });
 });
 
 let counter = 0;

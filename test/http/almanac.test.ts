@@ -108,6 +108,18 @@ describeOnEachDialect('almanac', (dialect) => {
       assert.deepEqual((await resolved(agent.address)).endpoints, body.endpoints);
     });
 
+    it('refuses an endpoint weight that is not a finite positive whole number', async () => {
+      const agent = TestIdentity.random();
+      const text = JSON.stringify(signedRegistration(agent, { timestamp: now() }));
+      for (const weight of ['1e400', '0', '-1']) {
+        const res = await call(t.url, 'POST', '/v1/almanac/agents', {
+          rawBody: text.replace('"weight":1', `"weight":${weight}`),
+        });
+        assert.equal(res.status, 422, `${weight}: ${res.text}`);
+        assert.deepEqual(res.body.detail[0].loc, ['body', 'endpoints', 0, 'weight']);
+      }
+    });
+
     it('needs no credentials and ignores any given', async () => {
       const agent = TestIdentity.random();
       const res = await call(t.url, 'POST', '/v1/almanac/agents', {
@@ -599,7 +611,7 @@ describeOnEachDialect('almanac', (dialect) => {
     });
   });
 
-  it('answers 404 for every domain', async () => {
+  it('answers 404 for a domain nobody claimed', async () => {
     const res = await call(t.url, 'GET', '/v1/almanac/domains/alice.agent?prefix=agent');
     assert.equal(res.status, 404);
     assert.match(res.body.detail, /domain not found/);

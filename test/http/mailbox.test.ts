@@ -1,7 +1,7 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { encodeBech32 } from '../../src/crypto/index.js';
+import { encodeBech32, userAddressOf } from '../../src/crypto/index.js';
 import { messageUuid } from '../../src/services/mailbox.js';
 import { Store } from '../../src/store/index.js';
 import { hostOf, registerAgent } from '../kit/agents.js';
@@ -104,13 +104,6 @@ describeOnEachDialect('mailbox', (dialect) => {
     });
   }
 
-  it('keeps fields it does not know and returns them with the envelope', async () => {
-    const [recipient, sender] = [await newAgent(), TestIdentity.random()];
-    const envelope = { ...envelopeFrom(sender, recipient.address), extra: { kept: [1, 'two'] } };
-    assert.equal((await submit(envelope)).status, 200);
-    assert.deepEqual((await list(recipient)).body[0].envelope, envelope);
-  });
-
   for (const [what, change] of [
     ['payload', { payload: Buffer.from('{"text":"changed"}').toString('base64') }],
     ['nonce', { nonce: 12345 }],
@@ -140,18 +133,36 @@ describeOnEachDialect('mailbox', (dialect) => {
     }
   });
 
-  it('accepts a user-address sender only with a valid API key', async () => {
+  it("accepts a user-address sender only with that user's own API key", async () => {
     const recipient = await newAgent();
-    const sender = encodeBech32('user', randomBytes(32));
+    const sender = userAddressOf(t.server.bootstrapped!.user.id);
     const envelope = makeEnvelope({ sender, target: recipient.address, payloadJson: '{}' });
     const anonymous = await submit(envelope);
     assert.equal(anonymous.status, 400);
     assert.match(anonymous.body.detail, /^Unable to validate envelope/);
     const badKey = await submit(envelope, { key: 'agy_nope' });
     assert.equal(badKey.status, 401);
+    const anotherUser = await submit(envelope, { key: otherKey });
+    assert.equal(anotherUser.status, 400, anotherUser.text);
+    assert.match(anotherUser.body.detail, /^Unable to validate envelope/);
+    const strangers = [encodeBech32('user', randomBytes(32)), userAddressOf('someone else')];
+    for (const stranger of strangers) {
+      const claimed = makeEnvelope({
+        sender: stranger,
+        target: recipient.address,
+        payloadJson: '{}',
+      });
+      assert.equal((await submit(claimed, { key: t.userKey })).status, 400);
+    }
+    assert.equal((await list(recipient)).body.length, 0);
     const withKey = await submit(envelope, { key: t.userKey });
     assert.equal(withKey.status, 200, withKey.text);
     assert.equal((await list(recipient)).body.length, 1);
+    const ownedByOther = await submit(
+      makeEnvelope({ sender, target: recipient.address, payloadJson: '{"n":2}' }),
+      { key: otherKey },
+    );
+    assert.equal(ownedByOther.status, 400);
   });
 
   it('refuses an envelope that has expired and keeps one no longer than it allows', async () => {
@@ -170,14 +181,11 @@ describeOnEachDialect('mailbox', (dialect) => {
   });
 
   it('answers 404 for a target that is not registered', async () => {
-    const sender = TestIdentity.random();
-    for (const target of [TestIdentity.random().address, 'not-an-address']) {
-      const res = await submit(envelopeFrom(sender, target));
-      assert.equal(res.status, 404);
-      assert.deepEqual(res.body, {
-        detail: 'No registered address found matching envelope target',
-      });
-    }
+    const res = await submit(envelopeFrom(TestIdentity.random(), TestIdentity.random().address));
+    assert.equal(res.status, 404);
+    assert.deepEqual(res.body, {
+      detail: 'No registered address found matching envelope target',
+    });
   });
 
   it('refuses a body over the envelope limit with 413', async () => {
@@ -547,25 +555,29 @@ describeOnEachDialect('mailbox', (dialect) => {
     await totalMatches(0);
   });
 
-  it('counts bytes served and refuses to serve once the transfer quota is spent', async () => {
+  it('counts bytes served and never serves past the transfer quota', async () => {
     const owner = await t.addUser('transfer-quota');
     const principal = await t.server.ctx.services.users.authenticate(owner);
     assert.equal(principal.kind, 'user');
-    await t.server.ctx.services.usage.setLimits(principal.userId, {
-      bytesTransferredPerMonth: 100,
-    });
     const [recipient, sender] = [await newAgent(owner), TestIdentity.random()];
-    const envelope = envelopeFrom(sender, recipient.address);
-    await submit(envelope);
-    const size = Buffer.byteLength(JSON.stringify(envelope));
-    assert.ok(size > 100);
+    const envelopes = [1, 2, 3].map((nonce) => envelopeFrom(sender, recipient.address, { nonce }));
+    for (const envelope of envelopes) assert.equal((await submit(envelope)).status, 200);
+    const size = Buffer.byteLength(JSON.stringify(envelopes[0]));
+    const limit = 2 * size + Math.floor(size / 2);
+    await t.server.ctx.services.usage.setLimits(principal.userId, {
+      bytesTransferredPerMonth: limit,
+    });
 
     const served = await list(recipient);
     assert.equal(served.status, 200);
-    assert.equal((await usageOf(owner)).bytes_transferred, size);
+    assert.deepEqual(
+      served.body.map((item: { envelope: unknown }) => item.envelope),
+      envelopes.slice(0, 2),
+    );
+    assert.equal((await usageOf(owner)).bytes_transferred, 2 * size);
     const refused = await list(recipient);
     assert.equal(refused.status, 406);
-    assert.deepEqual(refused.body, { detail: `Transfer quota reached ${size} / 100` });
+    assert.deepEqual(refused.body, { detail: `Transfer quota reached ${2 * size} / ${limit}` });
     const one = await call(
       t.url,
       'GET',
@@ -573,6 +585,13 @@ describeOnEachDialect('mailbox', (dialect) => {
       { authorization: agentAuth(recipient) },
     );
     assert.equal(one.status, 406);
+    assert.equal((await usageOf(owner)).bytes_transferred, 2 * size, 'never past the quota');
+
+    await t.server.ctx.services.usage.setLimits(principal.userId, {
+      bytesTransferredPerMonth: 2 * size,
+    });
+    const spent = await list(recipient);
+    assert.equal(spent.status, 406);
   });
 
   it('never lists an expired message and sweeps it with its counters', async () => {

@@ -23,6 +23,28 @@ describe('OpenAPI document', () => {
     assert.match(await docs.text(), /<html/i);
   });
 
+  it('bounds every number a request takes, so that none reaches the store unchecked', async () => {
+    const spec = (await call(t.url, 'GET', '/openapi.json')).body as OpenApiDocument;
+    const unbounded: string[] = [];
+    for (const [path, operations] of Object.entries(spec.paths)) {
+      for (const [method, operation] of Object.entries(operations)) {
+        for (const parameter of operation.parameters ?? []) {
+          unboundedNumbers(
+            spec,
+            parameter.schema,
+            `${method} ${path} ${parameter.in}.${parameter.name}`,
+            unbounded,
+          );
+        }
+        for (const content of Object.values(operation.requestBody?.content ?? {})) {
+          unboundedNumbers(spec, content.schema, `${method} ${path} body`, unbounded);
+        }
+      }
+    }
+    assert.ok(Object.keys(spec.paths).length > 20);
+    assert.deepEqual(unbounded, []);
+  });
+
   it('keeps the generated OpenAPI document in step with the committed one', async () => {
     const spec = (await call(t.url, 'GET', '/openapi.json')).body;
     const generated = JSON.stringify(spec, null, 2) + '\n';
@@ -34,3 +56,77 @@ describe('OpenAPI document', () => {
     );
   });
 });
+
+interface JsonSchema {
+  $ref?: string;
+  type?: string | string[];
+  minimum?: number;
+  exclusiveMinimum?: number;
+  maximum?: number;
+  exclusiveMaximum?: number;
+  properties?: Record<string, JsonSchema>;
+  patternProperties?: Record<string, JsonSchema>;
+  additionalProperties?: boolean | JsonSchema;
+  items?: JsonSchema;
+  anyOf?: JsonSchema[];
+  oneOf?: JsonSchema[];
+  allOf?: JsonSchema[];
+}
+
+interface OpenApiDocument {
+  paths: Record<
+    string,
+    Record<
+      string,
+      {
+        parameters?: { in: string; name: string; schema?: JsonSchema }[];
+        requestBody?: { content?: Record<string, { schema?: JsonSchema }> };
+      }
+    >
+  >;
+  components?: { schemas?: Record<string, JsonSchema> };
+}
+
+/** Collects, under `where`, every integer or number in the schema without both bounds. */
+function unboundedNumbers(
+  spec: OpenApiDocument,
+  schema: JsonSchema | undefined,
+  where: string,
+  found: string[],
+  seen = new Set<string>(),
+): void {
+  if (!schema) return;
+  if (schema.$ref) {
+    if (seen.has(schema.$ref)) return;
+    const name = schema.$ref.replace('#/components/schemas/', '');
+    const target = spec.components?.schemas?.[name];
+    assert.ok(target, `${where}: ${schema.$ref} resolves`);
+    unboundedNumbers(spec, target, where, found, new Set([...seen, schema.$ref]));
+    return;
+  }
+  const types = ([] as string[]).concat(schema.type ?? []);
+  if (types.includes('integer') || types.includes('number')) {
+    const low = schema.minimum ?? schema.exclusiveMinimum;
+    const high = schema.maximum ?? schema.exclusiveMaximum;
+    if (low === undefined || high === undefined) found.push(where);
+  }
+  const children: [string, JsonSchema | undefined][] = [
+    ...Object.entries(schema.properties ?? {}).map(([key, value]): [string, JsonSchema] => [
+      `.${key}`,
+      value,
+    ]),
+    ...Object.entries(schema.patternProperties ?? {}).map(([key, value]): [string, JsonSchema] => [
+      `[${key}]`,
+      value,
+    ]),
+    ['[]', schema.items],
+    [
+      '{}',
+      typeof schema.additionalProperties === 'object' ? schema.additionalProperties : undefined,
+    ],
+    ...[...(schema.anyOf ?? []), ...(schema.oneOf ?? []), ...(schema.allOf ?? [])].map(
+      (branch, index): [string, JsonSchema] => [`|${index}`, branch],
+    ),
+  ];
+  for (const [step, child] of children) unboundedNumbers(spec, child, where + step, found, seen);
+}

@@ -93,11 +93,11 @@ describeOnEachDialect('proxy', (dialect) => {
     return endpoint.received.filter((r) => r.path === path);
   }
 
-  it("forwards the envelope to the agent's URL and answers {}", async () => {
+  it("forwards the envelope, its own fields only, to the agent's URL and answers {}", async () => {
     const agent = await agentAt('/ok');
-    const envelope = { ...signedFor(agent.address), extra: 'kept' };
+    const envelope = signedFor(agent.address);
     const before = deliveriesTo('/ok').length;
-    const res = await forward(envelope);
+    const res = await forward({ ...envelope, extra: { dropped: [1] } });
     assert.equal(res.status, 200, res.text);
     assert.deepEqual(res.body, {});
     const delivered = deliveriesTo('/ok').slice(before);
@@ -184,6 +184,11 @@ describeOnEachDialect('proxy', (dialect) => {
     );
     assert.deepEqual((await forward(expired)).body, { detail: 'Envelope expired' });
     assert.equal((await forward({ version: 1 })).status, 422);
+    const shouting = await forward(signedFor(agent.address.toUpperCase()));
+    assert.equal(shouting.status, 422, shouting.text);
+    assert.deepEqual(shouting.body.detail[0].loc, ['body', 'target']);
+    const notBase64 = await forward({ ...signedFor(agent.address), payload: 'not base64!' });
+    assert.equal(notBase64.status, 422, notBase64.text);
     const huge = { ...signedFor(agent.address), padding: 'x'.repeat(1024 * 1024) };
     assert.equal((await forward(huge)).status, 413);
     assert.equal(deliveriesTo('/ok').length, before);
@@ -225,6 +230,7 @@ describeOnEachDialect('proxy private-network guard', (dialect) => {
     ['a name that resolves to loopback', () => `http://localhost:${port()}/ok`],
     ['an IPv4-mapped IPv6 loopback address', () => `http://[::ffff:127.0.0.1]:${port()}/ok`],
     ['an IPv6 loopback address', () => `http://[::1]:${port()}/ok`],
+    ['an IPv4-compatible IPv6 loopback address', () => `http://[::127.0.0.1]:${port()}/ok`],
     ['a private address', () => 'http://10.0.0.1/'],
   ] as const) {
     it(`refuses by default to forward to ${what}`, async () => {

@@ -15,6 +15,8 @@ export function hostOf(t: TestServer): AgentHost {
 export interface RegisterOptions {
   /** The URL the proxy forwards to; without it the agent is a mailbox agent only. */
   redirectUrl?: string;
+  /** Fields of the `RegistrationRequest` to send besides address, url and agent_type. */
+  listing?: Record<string, unknown>;
 }
 
 /**
@@ -49,6 +51,7 @@ export async function registerAgent(
       name: `agent ${identity.address.slice(-8)}`,
       url: options.redirectUrl ?? null,
       agent_type: 'uagent',
+      ...options.listing,
     },
   });
   assert.equal(registered.status, 200, registered.text);

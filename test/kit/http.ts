@@ -1,4 +1,5 @@
 /** Small helpers for calling a running server the way a client does. */
+import { Agent, fetch as undiciFetch } from 'undici';
 
 export interface JsonResponse<T = unknown> {
   status: number;
@@ -15,6 +16,22 @@ export interface CallOptions {
   /** Sent as is (for malformed bodies). */
   rawBody?: string;
   headers?: Record<string, string>;
+  /**
+   * The loopback address to connect from (any of 127.0.0.0/8), so that one test can be
+   * several clients to a server that tells clients apart by address.
+   */
+  localAddress?: string;
+}
+
+const fromAddress = new Map<string, Agent>();
+
+function dispatcherFrom(localAddress: string): Agent {
+  let agent = fromAddress.get(localAddress);
+  if (!agent) {
+    agent = new Agent({ localAddress });
+    fromAddress.set(localAddress, agent);
+  }
+  return agent;
 }
 
 export async function call<T = any>(
@@ -34,7 +51,14 @@ export async function call<T = any>(
     body = JSON.stringify(options.body);
     headers['content-type'] = 'application/json';
   }
-  const response = await fetch(baseUrl + path, { method, headers, body });
+  const response = options.localAddress
+    ? await undiciFetch(baseUrl + path, {
+        method,
+        headers,
+        body,
+        dispatcher: dispatcherFrom(options.localAddress),
+      })
+    : await fetch(baseUrl + path, { method, headers, body });
   const text = await response.text();
   let parsed: unknown = undefined;
   if (text.length > 0 && (response.headers.get('content-type') ?? '').includes('json')) {

@@ -47,6 +47,8 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
       {},
     ),
     rateLimit: { max: 0, windowMs: 60_000 },
+    // Polls of an empty mailbox answer at once unless a test asks for held polls.
+    mailboxHoldSeconds: 0,
     ...options.config,
   };
   const server = await Server.create(config, {

@@ -5,6 +5,8 @@ import { createTestDatabase } from './databases.js';
 
 export interface TestStore {
   store: Store;
+  /** The database's URL, for a second store on it (another process, as it were). */
+  url: string;
   close(): Promise<void>;
 }
 
@@ -15,6 +17,7 @@ export async function openTestStore(dialect: DialectName): Promise<TestStore> {
   await store.migrate();
   return {
     store,
+    url: database.url,
     close: async () => {
       await store.close();
       await database.drop();

@@ -6,6 +6,7 @@ import { migrations } from '../../src/store/migrations/index.js';
 import { createTestDatabase, type TestDatabase } from '../kit/databases.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { agentListing } from '../kit/store.js';
+import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
 describeOnEachDialect('migrations of existing data', (dialect) => {
   let database: TestDatabase;
@@ -19,7 +20,7 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
     await database.drop();
   });
 
-  it("0005 totals each user's stored bytes from their mailboxes", async () => {
+  async function migrateTo(name: string): Promise<void> {
     const schema =
       dialect === 'postgres'
         ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(store.db))
@@ -30,7 +31,11 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
       provider: { getMigrations: async () => migrations },
       ...(schema ? { migrationTableSchema: schema } : {}),
     });
-    assert.equal((await migrator.migrateTo('0004_almanac')).error, undefined);
+    assert.equal((await migrator.migrateTo(name)).error, undefined);
+  }
+
+  it("0005 totals each user's stored bytes from their mailboxes", async () => {
+    await migrateTo('0004_almanac');
 
     const mailboxes = [
       { user: 'u-many', address: 'agent1migratea', bytes: 700 },
@@ -70,5 +75,125 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
         ['agent1migratec', 0],
       ],
     );
+  });
+
+  it('0011 moves stored messages the client cannot take into quarantine, off the counters', async () => {
+    await migrateTo('0005_user_storage');
+    const agent = TestIdentity.random();
+    await store.db.insertInto('users').values({ id: 'u-q', name: 'u-q', created_at: 0 }).execute();
+    await store.repos.agents.save(agentListing({ address: agent.address, user_id: 'u-q' }));
+    await store.repos.mailbox.open({ address: agent.address, user_id: 'u-q', created_at: 0 });
+    const sender = TestIdentity.random();
+    const good = sender.signEnvelope(
+      makeEnvelope({ sender: sender.address, target: agent.address, payloadJson: '{}' }),
+    );
+    const texts = [
+      JSON.stringify(good),
+      JSON.stringify({ ...good, target: agent.address.toUpperCase() }),
+      JSON.stringify({ ...good, payload: '%%%' }),
+      JSON.stringify({ ...good, extra: JSON.parse(`${'['.repeat(100)}${']'.repeat(100)}`) }),
+      JSON.stringify({ ...good, extra: { shallow: true } }),
+    ];
+    const now = Date.now();
+    await store.repos.mailbox.deliver(
+      texts.map((text, index) => ({
+        uuid: `00000000-0000-4000-8000-00000000000${index}`,
+        address: agent.address,
+        envelope: text,
+        size: Buffer.byteLength(text),
+        received_at: now,
+        expires_at: now + 60_000,
+      })),
+      '2031-01',
+    );
+
+    await store.migrate();
+    const left = await store.repos.mailbox.listPending(agent.address, now, {
+      limit: 10,
+      offset: 0,
+    });
+    assert.deepEqual(
+      left.map((message) => message.envelope),
+      [texts[0], texts[4]],
+    );
+    const quarantined = await store.repos.mailbox.listQuarantined(agent.address, {
+      limit: 10,
+      offset: 0,
+    });
+    assert.deepEqual(
+      quarantined.map((message) => [message.envelope, message.reason.split(':')[0]]),
+      [
+        [texts[1], 'target'],
+        [texts[2], 'payload'],
+        [texts[3], 'nests deeper than 32 levels'],
+      ],
+    );
+    const mailbox = (await store.repos.mailbox.find(agent.address))!;
+    assert.equal(Number(mailbox.pending_messages), 2);
+    assert.equal(
+      Number(mailbox.bytes_stored),
+      Buffer.byteLength(texts[0]!) + Buffer.byteLength(texts[4]!),
+    );
+    const owner = await store.repos.mailbox.findWithOwnerUsage(agent.address, '2031-01');
+    assert.equal(owner?.ownerBytesStored, Number(mailbox.bytes_stored));
+  });
+
+  it('0006 indexes the listings and the protocols of the registrations already stored', async () => {
+    const scratch = await createTestDatabase(dialect);
+    const old = Store.open(scratch.url);
+    try {
+      const schema =
+        dialect === 'postgres'
+          ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(old.db))
+              .rows[0]!.schema
+          : undefined;
+      const migrator = new Migrator({
+        db: old.db,
+        provider: { getMigrations: async () => migrations },
+        ...(schema ? { migrationTableSchema: schema } : {}),
+      });
+      assert.equal((await migrator.migrateTo('0005_user_storage')).error, undefined);
+      await old.db.insertInto('users').values({ id: 'u', name: 'u', created_at: 0 }).execute();
+      await old.repos.agents.save(
+        agentListing({ address: 'agent1listed', user_id: 'u', name: 'Weather oracle' }),
+      );
+      const digest = 'ab'.repeat(32);
+      await old.db
+        .insertInto('almanac_registrations')
+        .values({
+          address: 'agent1listed',
+          prefix: 'agent',
+          endpoints: '[{"url":"http://127.0.0.1:1/submit","weight":1}]',
+          protocols: JSON.stringify([digest, `proto:${digest}`]),
+          metadata: null,
+          signed_at: 0,
+          signature: 'sig1',
+          expires_at: 1e15,
+          updated_at: 0,
+        })
+        .execute();
+
+      await old.migrate();
+      const byProtocol = await old.repos.discovery.almanacByProtocol(`proto:${digest}`, 0, {
+        offset: 0,
+        limit: 10,
+      });
+      assert.deepEqual(
+        byProtocol.map((row) => [row.address, row.name]),
+        [['agent1listed', 'Weather oracle']],
+      );
+      const byText = await old.repos.discovery.almanacByText(
+        { words: ['oracle'], exact: true },
+        0,
+        { offset: 0, limit: 10 },
+      );
+      assert.deepEqual(
+        byText.map((row) => row.address),
+        ['agent1listed'],
+      );
+    } finally {
+      await old.close();
+      await scratch.drop();
+    }
   });
 });

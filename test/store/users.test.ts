@@ -1,5 +1,8 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { ConflictError } from '../../src/errors.js';
+import { UsersService } from '../../src/services/users.js';
+import { Store } from '../../src/store/index.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { insertUser, openTestStore, type TestStore } from '../kit/store.js';
 
@@ -35,4 +38,29 @@ describeOnEachDialect('users store', (dialect) => {
     assert.equal(await t.store.repos.apiKeys.revoke('abcdefghijkl', at + 2), true);
     assert.equal(await t.store.repos.apiKeys.revoke('abcdefghijkl', at + 3), false);
   });
+
+  // On SQLite, writers take turns (each transaction begins with the write lock), and two
+  // connections in one thread would only wait on each other.
+  const skip = dialect === 'sqlite' && 'SQLite serialises writers';
+  it(
+    'two processes creating the same user at once: one gets it, the other a conflict',
+    { skip },
+    async () => {
+      // Two stores on one database, as two replicas bootstrapping together have.
+      const other = Store.open(t.url);
+      try {
+        const clock = { now: () => Date.now() };
+        const services = [t.store, other].map((store) => new UsersService(store, clock));
+        for (let round = 0; round < 5; round++) {
+          const name = `same-${round}`;
+          const made = await Promise.allSettled(services.map((users) => users.createUser(name)));
+          assert.deepEqual(made.map((result) => result.status).sort(), ['fulfilled', 'rejected']);
+          const refused = made.find((result) => result.status === 'rejected');
+          assert.ok(refused?.reason instanceof ConflictError, String(refused?.reason));
+        }
+      } finally {
+        await other.close();
+      }
+    },
+  );
 });

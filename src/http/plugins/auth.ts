@@ -1,8 +1,39 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AttestationAuthenticator } from '../../auth/attestations.js';
 import type { AuthRequirement, Principal } from '../../auth/principal.js';
 import { ForbiddenError, UnauthenticatedError } from '../../errors.js';
+import type { SessionsService } from '../../services/sessions.js';
 import type { UsersService } from '../../services/users.js';
+
+/** The cookie that carries a web console session. */
+export const SESSION_COOKIE = 'agentry_session';
+/** The header a cookie-authenticated write must carry; other sites cannot set it. */
+export const CSRF_HEADER = 'x-agentry-csrf';
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * A write made with a session cookie must come from this service's own pages: it carries the
+ * custom header (which a form or a cross-site script cannot send without a CORS grant that is
+ * never given with credentials), and any Origin or Sec-Fetch-Site the browser sends must say
+ * same origin.
+ */
+export function checkSameOriginWrite(request: FastifyRequest, publicUrl?: string): void {
+  if (SAFE_METHODS.has(request.method)) return;
+  if (request.headers[CSRF_HEADER] === undefined) {
+    throw new ForbiddenError(`Cookie-authenticated writes need the ${CSRF_HEADER} header`);
+  }
+  const site = request.headers['sec-fetch-site'];
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') {
+    throw new ForbiddenError('Cross-site request refused');
+  }
+  const origin = request.headers.origin;
+  if (origin === undefined) return;
+  // Behind a proxy that ends TLS, the browser's origin is the public URL's, not the socket's.
+  const own = [`${request.protocol}://${request.host}`];
+  if (publicUrl) own.push(new URL(publicUrl).origin);
+  if (!own.includes(origin)) throw new ForbiddenError('Cross-origin request refused');
+}
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -39,6 +70,25 @@ function actedOn(request: FastifyRequest, requirement: AuthRequirement): unknown
   return (request.body as { source?: unknown } | undefined)?.source;
 }
 
+/** Counts a request whose credential was refused; throws when that is one too many. */
+export type RefusalHook = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+
+/**
+ * The rate-limit bucket of a request: its user or agent once authenticated, else its client
+ * address. A key spelled differently, or any number of junk credentials, is still one bucket.
+ */
+export function rateLimitKey(request: FastifyRequest): string {
+  const principal = request.principal as Principal | null;
+  switch (principal?.kind) {
+    case 'user':
+      return `user:${principal.userId}`;
+    case 'agent':
+      return `agent:${principal.address}`;
+    default:
+      return `ip:${request.ip}`;
+  }
+}
+
 /**
  * One hook authenticates every request according to its route's `auth` option and leaves
  * the result on `request.principal`; a second one, once validation has made the request's
@@ -47,17 +97,37 @@ function actedOn(request: FastifyRequest, requirement: AuthRequirement): unknown
  */
 export function installAuth(
   app: FastifyInstance,
-  deps: { users: UsersService; attestations: AttestationAuthenticator },
+  deps: {
+    users: UsersService;
+    attestations: AttestationAuthenticator;
+    /** Rate limiting of refused credentials, when limits are on. */
+    countRefusal?: RefusalHook;
+    sessions: SessionsService;
+    /** The service's public URL: writes from its origin are same-origin too. */
+    publicUrl?: string;
+  },
 ): void {
   // Fastify wants a null placeholder for object decorations; the hook sets the real value.
   app.decorateRequest<Principal | null>('principal', null);
   // Before validation, as FastAPI resolves security first (a caller without credentials learns
   // nothing about the body).
-  app.addHook('preValidation', async (request) => {
+  const authenticate = async (request: FastifyRequest): Promise<void> => {
     const requirement = request.routeOptions.config.auth ?? 'none';
     request.principal = anonymous;
     if (requirement === 'none') return;
     const credential = readCredential(request);
+    const session = request.cookies?.[SESSION_COOKIE];
+    if (!credential && session && requirement !== 'agent-body-source') {
+      checkSameOriginWrite(request, deps.publicUrl);
+      try {
+        const principal = await deps.sessions.authenticate(session);
+        request.principal = { kind: 'user', userId: principal.userId, keyId: principal.keyId };
+      } catch (err) {
+        // A stale cookie must not stop what anyone may do.
+        if (requirement !== 'optional-user') throw err;
+      }
+      return;
+    }
     if (!credential) {
       if (requirement === 'optional-user') return;
       throw new UnauthenticatedError(
@@ -76,6 +146,16 @@ export function installAuth(
       throw new UnauthenticatedError('This call needs a user API key: "Bearer <api key>"');
     }
     request.principal = deps.attestations.authenticate(credential.attestation);
+  };
+  app.addHook('preValidation', async (request, reply) => {
+    try {
+      await authenticate(request);
+    } catch (err) {
+      // The client is still anonymous: counted by address, it may get a 429 instead.
+      request.principal = anonymous;
+      if (deps.countRefusal) await deps.countRefusal(request, reply);
+      throw err;
+    }
   });
   app.addHook('preHandler', async (request) => {
     const { principal } = request;

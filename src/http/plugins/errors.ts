@@ -1,3 +1,4 @@
+import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
   DomainError,
@@ -63,6 +64,10 @@ export function toErrorAnswer(err: unknown, requestId: string): ErrorAnswer {
     };
   }
   switch (fastifyError.code) {
+    case 'FST_ERR_BAD_URL':
+      return { status: 400, body: { detail: 'Invalid URL: a path segment does not decode' } };
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return { status: 414, body: { detail: 'URI Too Long: a path segment is too long' } };
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return { status: 413, body: { detail: 'Request body is too large' } };
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
@@ -83,6 +88,62 @@ export function toErrorAnswer(err: unknown, requestId: string): ErrorAnswer {
   };
 }
 
+/**
+ * The answer's JSON text. Serialising it cannot fail the request: should the inputs it echoes
+ * not serialise, the items go without them.
+ */
+export function serializeAnswer(answer: ErrorAnswer): string {
+  try {
+    return JSON.stringify(answer.body);
+  } catch {
+    const { detail } = answer.body;
+    return JSON.stringify({
+      detail:
+        typeof detail === 'string'
+          ? detail
+          : detail.map(({ loc, msg, type }) => ({ loc, msg, type })),
+    });
+  }
+}
+
+/**
+ * Errors the router meets before any route (a path segment that does not decode or is too
+ * long) answer through {@link toErrorAnswer} too: Fastify's `frameworkErrors` option.
+ */
+export function frameworkErrors(
+  err: FastifyError,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): void {
+  const answer = toErrorAnswer(err, request.id);
+  void reply.code(answer.status).type('application/json').send(serializeAnswer(answer));
+}
+
+const clientErrors: Record<string, [status: number, reason: string, detail: string]> = {
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request Timeout', 'Request timed out'],
+  HPE_HEADER_OVERFLOW: [431, 'Request Header Fields Too Large', 'Request headers are too large'],
+};
+
+/**
+ * A request Node's HTTP parser refuses (malformed, headers too large, too slow) never reaches
+ * Fastify: its answer is written to the socket here, in the same JSON shape as every other.
+ */
+export function clientErrorHandler(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, reason, detail] = clientErrors[err.code ?? ''] ?? [
+    400,
+    'Bad Request',
+    'Malformed HTTP request',
+  ];
+  if (socket.writable) {
+    const body = JSON.stringify({ detail });
+    socket.write(
+      `HTTP/1.1 ${status} ${reason}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
+}
+
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const answer = toErrorAnswer(err, request.id);
@@ -92,17 +153,65 @@ export function installErrorHandling(app: FastifyInstance): void {
       request.log.debug({ status: answer.status, detail: answer.body.detail }, 'request refused');
     }
     if (answer.headers) void reply.headers(answer.headers);
-    return reply.code(answer.status).type('application/json').send(answer.body);
+    return reply.code(answer.status).type('application/json').send(serializeAnswer(answer));
   });
   app.setNotFoundHandler((_request, reply) =>
     reply.code(404).type('application/json').send({ detail: 'Not Found' }),
   );
 }
 
-/** JSON bodies parse like FastAPI's: a syntax error is a 422 `json_invalid` item. */
+/** Deepest nesting of arrays and objects a JSON body may have. */
+export const MAX_JSON_DEPTH = 64;
+
+const OPEN_BRACKET = 0x5b;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACKET = 0x5d;
+const CLOSE_BRACE = 0x7d;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * Where JSON text first nests deeper than `limit`, or -1. One pass over the characters that
+ * counts brackets outside strings: it never recurses, so a body of brackets is refused before
+ * the parser, the validator or a serialiser walk it recursively.
+ */
+export function excessiveDepthAt(text: string, limit = MAX_JSON_DEPTH): number {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === BACKSLASH) i++;
+      else if (c === QUOTE) inString = false;
+    } else if (c === QUOTE) {
+      inString = true;
+    } else if (c === OPEN_BRACKET || c === OPEN_BRACE) {
+      if (++depth > limit) return i;
+    } else if (c === CLOSE_BRACKET || c === CLOSE_BRACE) {
+      depth--;
+    }
+  }
+  return -1;
+}
+
+/**
+ * JSON bodies parse like FastAPI's: a syntax error is a 422 `json_invalid` item, and so is
+ * nesting deeper than {@link MAX_JSON_DEPTH}.
+ */
 export function installJsonParser(app: FastifyInstance): void {
   const parse = (body: string): unknown => {
     if (body.length === 0) return undefined;
+    const tooDeep = excessiveDepthAt(body);
+    if (tooDeep >= 0) {
+      throw new RequestValidationError([
+        {
+          loc: ['body', tooDeep],
+          msg: `JSON nested deeper than ${MAX_JSON_DEPTH} levels`,
+          type: 'json_invalid',
+          input: {},
+        },
+      ]);
+    }
     try {
       return JSON.parse(body);
     } catch (err) {

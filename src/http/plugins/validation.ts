@@ -17,6 +17,8 @@ const shared: AjvOptions = {
   // The schemas are TypeBox's, compiled at start-up; checking them against the JSON Schema
   // meta-schema would run the meta-schema's own `format`s through the keyword below.
   validateSchema: false,
+  // NaN and ±Infinity are not numbers of any schema (JSON.parse reads 1e400 as Infinity).
+  strictNumbers: true,
 };
 
 /**
@@ -60,9 +62,126 @@ function withWireFormats(options: AjvOptions): Ajv {
 const bodyAjv = withWireFormats({ ...shared, coerceTypes: false });
 const textAjv = withWireFormats({ ...shared, coerceTypes: 'array' });
 
+interface Validate {
+  (data: unknown): boolean;
+  errors?: ErrorObject[] | null;
+}
+
+function hasNonFinite(data: unknown): boolean {
+  if (typeof data !== 'object' || data === null) return false;
+  for (const value of Object.values(data)) {
+    if (typeof value === 'number' && !Number.isFinite(value)) return true;
+  }
+  return false;
+}
+
+/**
+ * Query, path and header values are coerced from text; a value that coerced to a non-finite
+ * number is checked again without coercion, which reports it as not a number of its type.
+ */
+function compileText(schema: object): Validate {
+  const coerce = textAjv.compile(schema);
+  let strict: Validate | undefined;
+  const validate: Validate = (data) => {
+    if (!coerce(data)) {
+      validate.errors = coerce.errors;
+      return false;
+    }
+    if (!hasNonFinite(data)) return true;
+    // Checked again as a body is, without coercion: 'Infinity' coerces to a number no bound stops.
+    strict ??= bodyAjv.compile(schema);
+    strict(data);
+    validate.errors = strict.errors;
+    return false;
+  };
+  return validate;
+}
+
+export const NUL_MESSAGE = 'Value error, text must not contain NUL characters (\\u0000)';
+export const SURROGATE_MESSAGE =
+  'Value error, text must be valid Unicode: a lone surrogate (\\ud800–\\udfff) cannot be stored';
+
+function escapePointer(segment: string): string {
+  return segment.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
+/** A lone UTF-16 surrogate: not a character, so it has no UTF-8 form to store. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** Why no store can keep this text as it is, if so. */
+function unstorable(text: string): string | undefined {
+  if (text.includes('\u0000')) return NUL_MESSAGE;
+  if (LONE_SURROGATE.test(text)) return SURROGATE_MESSAGE;
+  return undefined;
+}
+
+/**
+ * The errors for every text in `data`, values and keys alike, at any depth (walked without
+ * recursion), that no store can keep as it is: one with a NUL character (PostgreSQL refuses
+ * it; a C string would end there) or a lone surrogate (it would be replaced, silently, on its
+ * way to UTF-8).
+ */
+function unstorableTextErrors(data: unknown): ErrorObject[] {
+  const errors: ErrorObject[] = [];
+  const error = (instancePath: string, value: string, message: string): ErrorObject => ({
+    keyword: 'text',
+    instancePath,
+    schemaPath: '',
+    params: {},
+    message,
+    data: value,
+  });
+  const pending: [unknown, string][] = [[data, '']];
+  while (pending.length > 0) {
+    const [value, path] = pending.pop()!;
+    if (typeof value === 'string') {
+      const message = unstorable(value);
+      if (message) errors.push(error(path, value, message));
+    } else if (value !== null && typeof value === 'object') {
+      for (const [key, child] of Object.entries(value)) {
+        const childPath = `${path}/${escapePointer(key)}`;
+        const message = unstorable(key);
+        if (message) errors.push(error(childPath, key, message));
+        else pending.push([child, childPath]);
+      }
+    }
+  }
+  return errors.reverse();
+}
+
+/**
+ * Checks a request part against its schema, after refusing text no store can keep anywhere
+ * in it: once here, for every route, rather than field by field.
+ */
+function refusingUnstorableText(validate: Validate): Validate {
+  const check: Validate = (data) => {
+    const errors = unstorableTextErrors(data);
+    if (errors.length > 0) {
+      check.errors = errors;
+      return false;
+    }
+    const valid = validate(data);
+    check.errors = validate.errors;
+    return valid;
+  };
+  return check;
+}
+
+/**
+ * A check of a value against a body schema, formats included, outside any request (such as
+ * stored data that must still have the shape a route admits): its pydantic-style issues,
+ * none when it passes.
+ */
+export function bodyChecker(schema: object): (value: unknown) => ValidationIssue[] {
+  const validate = bodyAjv.compile(schema);
+  return (value) => (validate(value) ? [] : toValidationIssues(validate.errors ?? [], 'body'));
+}
+
 export function installValidation(app: FastifyInstance): void {
   app.setValidatorCompiler(({ schema, httpPart }) =>
-    (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object),
+    refusingUnstorableText(
+      httpPart === 'body' ? bodyAjv.compile(schema as object) : compileText(schema as object),
+    ),
   );
 }
 
@@ -224,6 +343,8 @@ function toIssue(error: ErrorObject, part: RequestPart): ValidationIssue | undef
       const wire = (wireFormats as Record<string, WireFormat>)[String(params.format)];
       return wire && { loc, ...wire.issue(String(input)), input };
     }
+    case 'text':
+      return { loc, msg: error.message ?? NUL_MESSAGE, type: 'value_error', input };
     case 'anyOf':
     case 'oneOf':
       // The branch errors already say what is wrong.

@@ -8,7 +8,6 @@ import {
   AgentStatusUpdate,
   AlmanacAgent,
   almanacAgent,
-  DomainParams,
   ManifestDigestParams,
   ProtocolManifest,
   ResolveQuery,
@@ -131,20 +130,5 @@ export function almanacRoutes(app: FastifyInstance, ctx: AppContext): void {
       },
     },
     (request) => almanac.findManifest(request.params.digest),
-  );
-
-  r.get(
-    '/v1/almanac/domains/:name',
-    {
-      config: { auth: 'none' },
-      schema: {
-        tags: ['almanac'],
-        summary: 'Resolve Domain',
-        description: 'Agent names are not served yet: always 404.',
-        params: DomainParams,
-        response: errorResponses(404),
-      },
-    },
-    (request) => almanac.resolveDomain(request.params.name),
   );
 }

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../../context.js';
 import { ServiceUnavailableError } from '../../errors.js';
@@ -26,7 +26,11 @@ export function healthRoutes(app: FastifyInstance, ctx: AppContext): void {
         response: { 200: Status, ...errorResponses(503) },
       },
     },
-    async () => {
+    async (_request, reply) => {
+      // Expected while draining: answered, not logged as a failure.
+      if (ctx.lifecycle.draining) {
+        return (reply as FastifyReply).code(503).send({ detail: 'Shutting down' });
+      }
       if (!(await ctx.store.ping())) throw new ServiceUnavailableError('Store is not reachable');
       return { status: 'ready' };
     },

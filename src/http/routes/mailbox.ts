@@ -7,6 +7,8 @@ import {
   Envelope,
   MailboxQuery,
   MessageParams,
+  QuarantinedEnvelope,
+  quarantinedEnvelopeView,
   StoredEnvelope,
   storedEnvelopeJson,
 } from '../../wire/mailbox.js';
@@ -61,7 +63,7 @@ export function mailboxRoutes(app: FastifyInstance, ctx: AppContext): void {
         tags: ['mailbox'],
         summary: 'List Mailbox Messages',
         description:
-          'Pending, unexpired messages, oldest first. The bytes returned count towards the transfer quota.',
+          'Pending, unexpired messages, oldest first. The bytes returned count towards the transfer quota; a HEAD request counts none. When an agent polls its empty mailbox, the answer waits until a message arrives or the hold limit passes (then it is empty).',
         params: AddressParams,
         querystring: MailboxQuery,
         response: {
@@ -71,7 +73,23 @@ export function mailboxRoutes(app: FastifyInstance, ctx: AppContext): void {
       },
     },
     async (request, reply) => {
-      const messages = await mailbox.list(request.principal, request.params.address, request.query);
+      // A held poll stops waiting when its client goes away.
+      const gone = new AbortController();
+      const onClose = (): void => gone.abort();
+      reply.raw.once('close', onClose);
+      let messages;
+      try {
+        messages = await mailbox.list(request.principal, request.params.address, request.query, {
+          hold: request.method === 'GET',
+          signal: gone.signal,
+          // HEAD runs this handler too, but sends no body: it is not charged as a transfer.
+          charge: request.method !== 'HEAD',
+        });
+      } finally {
+        reply.raw.off('close', onClose);
+      }
+      // Stopping: this connection must not stay open, idle, until its keep-alive ends.
+      if (mailbox.holdsEnded) void reply.header('connection', 'close');
       return sendJsonText(reply, `[${messages.map(storedEnvelopeJson).join(',')}]`);
     },
   );
@@ -92,6 +110,7 @@ export function mailboxRoutes(app: FastifyInstance, ctx: AppContext): void {
         request.principal,
         request.params.address,
         request.params.uuid,
+        request.method !== 'HEAD',
       );
       return sendJsonText(reply, storedEnvelopeJson(message));
     },
@@ -111,6 +130,54 @@ export function mailboxRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
     async (request) => {
       await mailbox.delete(request.principal, request.params.address, request.params.uuid);
+      return {};
+    },
+  );
+
+  r.get(
+    '/v2/agents/:address/mailbox/quarantine',
+    {
+      config: { auth: 'user' },
+      schema: {
+        tags: ['mailbox'],
+        summary: 'List Quarantined Messages',
+        description:
+          'Messages moved out of the mailbox because the agent’s client cannot take them, with the reason, oldest first. Owner only; they count in no quota and expire like the others.',
+        params: AddressParams,
+        querystring: MailboxQuery,
+        response: {
+          200: Type.Array(QuarantinedEnvelope),
+          ...errorResponses(401, 404, 422),
+        },
+      },
+    },
+    async (request) => {
+      const messages = await mailbox.listQuarantined(
+        request.principal,
+        request.params.address,
+        request.query,
+      );
+      return messages.map(quarantinedEnvelopeView);
+    },
+  );
+
+  r.delete(
+    '/v2/agents/:address/mailbox/quarantine/:uuid',
+    {
+      config: { auth: 'user' },
+      schema: {
+        tags: ['mailbox'],
+        summary: 'Delete Quarantined Message',
+        params: MessageParams,
+        response: { 200: EmptyObject, ...errorResponses(401, 404, 422) },
+      },
+    },
+    async (request) => {
+      await mailbox.deleteQuarantined(
+        request.principal,
+        request.params.address,
+        request.params.uuid,
+      );
       return {};
     },
   );

@@ -4,6 +4,12 @@ import * as registry from './0002_registry.js';
 import * as mailbox from './0003_mailbox.js';
 import * as almanac from './0004_almanac.js';
 import * as userStorage from './0005_user_storage.js';
+import * as search from './0006_search.js';
+import * as domains from './0007_domains.js';
+import * as deliveries from './0008_deliveries.js';
+import * as console from './0009_console.js';
+import * as replays from './0010_replays.js';
+import * as quarantine from './0011_quarantine.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -15,4 +21,10 @@ export const migrations: Record<string, Migration> = {
   '0003_mailbox': mailbox,
   '0004_almanac': almanac,
   '0005_user_storage': userStorage,
+  '0006_search': search,
+  '0007_domains': domains,
+  '0008_deliveries': deliveries,
+  '0009_console': console,
+  '0010_replays': replays,
+  '0011_quarantine': quarantine,
 };

@@ -11,7 +11,10 @@ export type AlmanacStatusRow = Selectable<AlmanacStatusesTable>;
 export type AlmanacManifestRow = Selectable<AlmanacManifestsTable>;
 
 /** A registration with the agent's last signed status, null when it never sent one. */
-export type ResolvableRow = AlmanacRegistrationRow & { is_active: number | null };
+export type ResolvableRow = AlmanacRegistrationRow & {
+  is_active: number | null;
+  domain: string | null;
+};
 
 /**
  * The upsert condition of a signed write: the incoming message was signed later than the
@@ -59,6 +62,17 @@ export class AlmanacRepository {
     return stored !== undefined;
   }
 
+  /** Rewrites the protocols a registration declares (`proto:` and hex, each once). */
+  async replaceProtocols(address: string, digests: string[]): Promise<void> {
+    await this.db.deleteFrom('almanac_protocols').where('address', '=', address).execute();
+    const unique = [...new Set(digests)];
+    if (unique.length === 0) return;
+    await this.db
+      .insertInto('almanac_protocols')
+      .values(unique.map((digest) => ({ digest, address })))
+      .execute();
+  }
+
   findRegistration(address: string): Promise<AlmanacRegistrationRow | undefined> {
     return this.db
       .selectFrom('almanac_registrations')
@@ -72,8 +86,9 @@ export class AlmanacRepository {
     return this.db
       .selectFrom('almanac_registrations as r')
       .leftJoin('almanac_statuses as s', 's.address', 'r.address')
+      .leftJoin('domain_agents as d', 'd.address', 'r.address')
       .selectAll('r')
-      .select('s.is_active')
+      .select(['s.is_active', 'd.domain'])
       .where('r.address', '=', address)
       .executeTakeFirst();
   }

@@ -1,11 +1,19 @@
 import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
 import type { Dialect } from '../dialect.js';
-import type { Database, MailboxesTable, MessagesTable } from '../schema.js';
+import type {
+  Database,
+  MailboxesTable,
+  MessagesTable,
+  QuarantinedMessagesTable,
+} from '../schema.js';
+import { insertDeliveryEvents, type NewDeliveryEvent } from './deliveries.js';
 import type { PeriodCounters, QuotaOverrides } from './usage.js';
 
 export type MailboxRow = Selectable<MailboxesTable>;
 export type MessageRow = Selectable<MessagesTable>;
 export type NewMessage = Insertable<MessagesTable>;
+/** A message moved aside, as its owner sees it. */
+export type QuarantinedMessage = Omit<Selectable<QuarantinedMessagesTable>, 'id' | 'address'>;
 
 /** What a reader of a mailbox gets back for one message. */
 export type PendingMessage = Pick<
@@ -26,6 +34,39 @@ export interface MailboxWithOwnerUsage {
 
 /** Rows per INSERT: 6 parameters each stays far below either database's limit. */
 export const MAX_ROWS_PER_INSERT = 1000;
+
+/** What a message leaving its mailbox takes into the delivery trace. */
+type LeavingMessage = Pick<
+  MessageRow,
+  'uuid' | 'address' | 'size' | 'received_at' | 'sender' | 'digest'
+>;
+
+/**
+ * The trace rows of messages leaving their mailbox: the `stored` row that the pending
+ * message stood for (when, sender, size, digest), then `event` at `at`.
+ */
+function leavingRows(
+  messages: LeavingMessage[],
+  event: string,
+  at: number,
+  detail: (message: LeavingMessage) => string | null = () => null,
+): NewDeliveryEvent[] {
+  return messages.flatMap((m) => [
+    {
+      address: m.address,
+      event: 'stored',
+      at: m.received_at,
+      uuid: m.uuid,
+      digest: m.digest,
+      sender: m.sender,
+      size: m.size,
+    },
+    { address: m.address, event, at, uuid: m.uuid, size: m.size, detail: detail(m) },
+  ]);
+}
+
+/** The columns {@link leavingRows} reads. */
+const LEAVING = ['uuid', 'address', 'size', 'received_at', 'sender', 'digest'] as const;
 
 /** Runs `work` in a transaction, or in the one `db` already is. */
 export function atomically<T>(
@@ -127,6 +168,83 @@ async function addToOwnersStorage(
       }),
     )
     .execute();
+}
+
+/**
+ * Moves the messages named (uuid → why the client cannot take it) out of their mailboxes
+ * into quarantine, in one transaction with their counters: a quarantined message counts in
+ * no quota. Returns how many moved (a message deleted meanwhile is not).
+ */
+export function moveToQuarantine(
+  db: Kysely<Database>,
+  reasons: Map<string, string>,
+  now: number,
+): Promise<number> {
+  return atomically(db, async (db) => {
+    const removed = await db
+      .deleteFrom('messages')
+      .where('uuid', 'in', [...reasons.keys()])
+      .returning([...LEAVING, 'envelope', 'expires_at'])
+      .execute();
+    if (removed.length === 0) return 0;
+    for (let from = 0; from < removed.length; from += MAX_ROWS_PER_INSERT) {
+      await db
+        .insertInto('quarantined_messages')
+        .values(
+          removed.slice(from, from + MAX_ROWS_PER_INSERT).map((message) => ({
+            uuid: message.uuid,
+            address: message.address,
+            envelope: message.envelope,
+            size: message.size,
+            received_at: message.received_at,
+            expires_at: message.expires_at,
+            reason: reasons.get(message.uuid) ?? 'unservable',
+            quarantined_at: now,
+          })),
+        )
+        .onConflict((oc) => oc.column('uuid').doNothing())
+        .execute();
+    }
+    await moveCounters(db, removed, -1);
+    await insertDeliveryEvents(
+      db,
+      leavingRows(removed, 'quarantined', now, (m) => reasons.get(m.uuid) ?? 'unservable'),
+    );
+    return removed.length;
+  });
+}
+
+/**
+ * One pass over every stored message, `batchSize` at a time in id order, moving to
+ * quarantine those `reasonOf` finds a reason against (text and mailbox address → reason, or
+ * undefined for a message that can be served). Returns how many moved.
+ */
+export async function quarantineUnservable(
+  db: Kysely<Database>,
+  reasonOf: (envelope: string, address: string) => string | undefined,
+  now: number,
+  batchSize = 500,
+): Promise<number> {
+  let moved = 0;
+  let after = -1;
+  for (;;) {
+    const rows = await db
+      .selectFrom('messages')
+      .select(['id', 'uuid', 'address', 'envelope'])
+      .where('id', '>', after)
+      .orderBy('id')
+      .limit(batchSize)
+      .execute();
+    if (rows.length === 0) return moved;
+    after = Number(rows[rows.length - 1]!.id);
+    const reasons = new Map<string, string>();
+    for (const row of rows) {
+      const reason = reasonOf(row.envelope, row.address);
+      if (reason !== undefined) reasons.set(row.uuid, reason);
+    }
+    if (reasons.size > 0) moved += await moveToQuarantine(db, reasons, now);
+    if (rows.length < batchSize) return moved;
+  }
 }
 
 /**
@@ -242,12 +360,16 @@ export class MailboxRepository {
     );
   }
 
-  /** Those of `uuids` that some stored message has. */
+  /**
+   * Those of `uuids` that a stored message has, or that an acknowledged message had and
+   * whose retention has not yet run out (a replay): one round trip for both.
+   */
   async existing(uuids: string[]): Promise<Set<string>> {
     const rows = await this.db
       .selectFrom('messages')
       .select('uuid')
       .where('uuid', 'in', uuids)
+      .unionAll(this.db.selectFrom('replays').select('uuid').where('uuid', 'in', uuids))
       .execute();
     return new Set(rows.map((row) => row.uuid));
   }
@@ -256,10 +378,15 @@ export class MailboxRepository {
    * Stores messages and moves, by exactly the messages stored, their mailboxes' counters,
    * their owners' stored bytes and their owners' message usage in `period`; all of it or
    * nothing. A message whose uuid is taken (stored before, or earlier in the list) is
-   * skipped. Returns the uuids stored now.
+   * skipped. Returns the uuids stored now. Trace rows given (refusals, resubmissions) are
+   * written in the same transaction.
    */
-  deliver(messages: NewMessage[], period: string): Promise<Set<string>> {
-    return this.dialect.deliver(this.db, messages, period);
+  deliver(
+    messages: NewMessage[],
+    period: string,
+    trace?: NewDeliveryEvent[],
+  ): Promise<Set<string>> {
+    return this.dialect.deliver(this.db, messages, period, trace);
   }
 
   /** Unexpired messages of a mailbox, oldest first. */
@@ -295,39 +422,102 @@ export class MailboxRepository {
   }
 
   /**
-   * Deletes one message of a mailbox, as its agent acknowledges it, with its counters; false
-   * when there was none (or another request deleted it first).
+   * Deletes one message of a mailbox, as its agent acknowledges it, with its counters, and
+   * keeps its uuid until the message would have expired, so that the same envelope is not
+   * delivered again; false when there was none (or another request deleted it first). With
+   * `tracedAt`, a `deleted` trace row is written in the same transaction.
    */
-  acknowledge(address: string, uuid: string): Promise<boolean> {
+  acknowledge(address: string, uuid: string, tracedAt?: number): Promise<boolean> {
     return atomically(this.db, async (db) => {
       const removed = await db
         .deleteFrom('messages')
         .where('uuid', '=', uuid)
         .where('address', '=', address)
-        .returning(['address', 'size'])
+        .returning([...LEAVING, 'expires_at'])
         .executeTakeFirst();
       if (!removed) return false;
       await moveCounters(db, [removed], -1);
+      await db
+        .insertInto('replays')
+        .values({ uuid, expires_at: removed.expires_at })
+        .onConflict((oc) => oc.column('uuid').doNothing())
+        .execute();
+      if (tracedAt !== undefined) {
+        await insertDeliveryEvents(db, leavingRows([removed], 'deleted', tracedAt));
+      }
       return true;
     });
+  }
+
+  /** Forgets up to `limit` uuids of acknowledged messages whose retention has run out. */
+  async sweepReplays(now: number, limit: number): Promise<number> {
+    const removed = await this.db
+      .deleteFrom('replays')
+      .where('uuid', 'in', (eb) =>
+        eb.selectFrom('replays').select('uuid').where('expires_at', '<=', now).limit(limit),
+      )
+      .executeTakeFirst();
+    return Number(removed.numDeletedRows);
   }
 
   /**
    * Deletes up to `limit` expired messages with their counters and says how many went.
    * RETURNING reports exactly the rows this statement removed, so a message deleted
-   * concurrently by its reader is never subtracted from the counters twice.
+   * concurrently by its reader is never subtracted from the counters twice. With `trace`, an
+   * `expired` trace row for each is written in the same transaction.
    */
-  sweep(now: number, limit: number): Promise<number> {
+  sweep(now: number, limit: number, trace = false): Promise<number> {
     return atomically(this.db, async (db) => {
       const removed = await db
         .deleteFrom('messages')
         .where('id', 'in', (eb) =>
           eb.selectFrom('messages').select('id').where('expires_at', '<=', now).limit(limit),
         )
-        .returning(['address', 'size'])
+        .returning([...LEAVING])
         .execute();
       await moveCounters(db, removed, -1);
+      if (trace) await insertDeliveryEvents(db, leavingRows(removed, 'expired', now));
       return removed.length;
     });
+  }
+
+  /** The mailbox's quarantined messages, oldest first. */
+  listQuarantined(
+    address: string,
+    page: { limit: number; offset: number },
+  ): Promise<QuarantinedMessage[]> {
+    return this.db
+      .selectFrom('quarantined_messages')
+      .select(['uuid', 'envelope', 'size', 'reason', 'received_at', 'expires_at', 'quarantined_at'])
+      .where('address', '=', address)
+      .orderBy('id')
+      .limit(page.limit)
+      .offset(page.offset)
+      .execute();
+  }
+
+  /** Deletes one quarantined message; false when there was none. */
+  async deleteQuarantined(address: string, uuid: string): Promise<boolean> {
+    const removed = await this.db
+      .deleteFrom('quarantined_messages')
+      .where('uuid', '=', uuid)
+      .where('address', '=', address)
+      .executeTakeFirst();
+    return Number(removed.numDeletedRows) > 0;
+  }
+
+  /** Deletes up to `limit` expired quarantined messages and says how many went. */
+  async sweepQuarantined(now: number, limit: number): Promise<number> {
+    const removed = await this.db
+      .deleteFrom('quarantined_messages')
+      .where('id', 'in', (eb) =>
+        eb
+          .selectFrom('quarantined_messages')
+          .select('id')
+          .where('expires_at', '<=', now)
+          .limit(limit),
+      )
+      .executeTakeFirst();
+    return Number(removed.numDeletedRows);
   }
 }

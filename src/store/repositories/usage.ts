@@ -65,6 +65,17 @@ export class UsageRepository {
       .execute();
   }
 
+  /** The user's counters of the last `months` periods that have any, most recent first. */
+  history(userId: string, months: number): Promise<(PeriodCounters & { period: string })[]> {
+    return this.db
+      .selectFrom('usage_periods')
+      .select(['period', 'num_messages', 'bytes_transferred'])
+      .where('user_id', '=', userId)
+      .orderBy('period', 'desc')
+      .limit(months)
+      .execute();
+  }
+
   async period(userId: string, period: string): Promise<PeriodCounters> {
     const row = await this.db
       .selectFrom('usage_periods')

@@ -1,4 +1,5 @@
-import type { Kysely, Selectable } from 'kysely';
+import type { Insertable, Kysely, Selectable } from 'kysely';
+import { isUniqueViolation } from '../database.js';
 import type { Dialect } from '../dialect.js';
 import type { Database, UsersTable, ApiKeysTable } from '../schema.js';
 
@@ -19,8 +20,15 @@ export class UsersRepository {
     return this.dialect.lockUser(this.db, id);
   }
 
-  async insert(user: UserRow): Promise<void> {
-    await this.db.insertInto('users').values(user).execute();
+  /** Inserts the user; 'name-taken' when another has its name (say, a replica at once). */
+  async insert(user: UserRow): Promise<'inserted' | 'name-taken'> {
+    try {
+      await this.db.insertInto('users').values(user).execute();
+      return 'inserted';
+    } catch (err) {
+      if (isUniqueViolation(err)) return 'name-taken';
+      throw err;
+    }
   }
 
   findById(id: string): Promise<UserRow | undefined> {
@@ -47,7 +55,7 @@ export class UsersRepository {
 export class ApiKeysRepository {
   constructor(private readonly db: Kysely<Database>) {}
 
-  async insert(key: ApiKeyRow): Promise<void> {
+  async insert(key: Insertable<ApiKeysTable>): Promise<void> {
     await this.db.insertInto('api_keys').values(key).execute();
   }
 
@@ -65,14 +73,18 @@ export class ApiKeysRepository {
       .execute();
   }
 
-  /** Marks a key revoked; false when there is no such key or it was already revoked. */
-  async revoke(id: string, at: number): Promise<boolean> {
-    const result = await this.db
+  /**
+   * Marks a key revoked; false when there is no such key (of that user, when one is named) or
+   * it was already revoked.
+   */
+  async revoke(id: string, at: number, userId?: string): Promise<boolean> {
+    let query = this.db
       .updateTable('api_keys')
       .set({ revoked_at: at })
       .where('id', '=', id)
-      .where('revoked_at', 'is', null)
-      .executeTakeFirst();
+      .where('revoked_at', 'is', null);
+    if (userId !== undefined) query = query.where('user_id', '=', userId);
+    const result = await query.executeTakeFirst();
     return result.numUpdatedRows > 0n;
   }
 }

@@ -1,0 +1,16 @@
+/**
+ * Where a serving process stands in its life: serving, or draining towards its exit. The
+ * readiness route and the HTTP layer read it; the server sets it when told to stop.
+ */
+export class Lifecycle {
+  private drainingSince: number | undefined;
+
+  /** True from the moment the process was told to stop. */
+  get draining(): boolean {
+    return this.drainingSince !== undefined;
+  }
+
+  startDraining(now = Date.now()): void {
+    this.drainingSince ??= now;
+  }
+}

@@ -1,0 +1,191 @@
+import type { Principal } from '../auth/principal.js';
+import { envelopeDigest, unlessMalformed, type EnvelopeFields } from '../crypto/index.js';
+import { NotFoundError } from '../errors.js';
+import { inBatches } from '../infra/batches.js';
+import type { Clock } from '../infra/clock.js';
+import type { Store } from '../store/index.js';
+import type { DeliveryEventRow, DeliveryFilter } from '../store/repositories/deliveries.js';
+
+const AGENT_NOT_FOUND = 'Agent not found';
+const TRACE_NOT_FOUND = 'No delivery found';
+/** Most rows one message's trace returns. */
+const MESSAGE_ROWS = 1000;
+/** Most messages one digest is looked up for (one, unless the same envelope was resent). */
+const DIGEST_MESSAGES = 20;
+
+/** One forwarding attempt of the proxy, as the trace keeps it. */
+export interface ForwardAttempt {
+  envelope: EnvelopeFields;
+  uuid: string;
+  digest: Uint8Array;
+  size: number;
+  statusCode: number | null;
+  latencyMs: number;
+  error: string | null;
+}
+
+/**
+ * The delivery trace (docs/mailbox.md, "Delivery trace"): records what happens to messages
+ * outside the mailbox's own transactions (refusals, polls, forwards, interactions) and reads
+ * the trace for an agent's owner. The mailbox writes its own rows beside the messages.
+ * When disabled, nothing is recorded; pending messages still show as submitted and stored.
+ */
+export class DeliveryTrace {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    readonly enabled: boolean,
+  ) {}
+
+  /**
+   * Records a refused envelope against its target, when the target is a registered agent
+   * (otherwise no owner could read it); by its digest when its fields can be packed.
+   */
+  async refused(envelope: EnvelopeFields, reason: string, uuid?: string): Promise<void> {
+    if (!this.enabled) return;
+    await this.store.repos.deliveries.recordForRegistered({
+      address: envelope.target,
+      event: 'refused',
+      at: this.clock.now(),
+      uuid: uuid ?? null,
+      digest: digestHexUnlessMalformed(envelope),
+      sender: envelope.sender,
+      size: Buffer.byteLength(JSON.stringify(envelope)),
+      detail: reason,
+    });
+  }
+
+  /** Records that messages of `address` were handed to a reader (`by`: agent or owner). */
+  async polled(address: string, messages: { uuid: string }[], by: string): Promise<void> {
+    if (!this.enabled || messages.length === 0) return;
+    const at = this.clock.now();
+    await this.store.repos.deliveries.record(
+      messages.map(({ uuid }) => ({ address, uuid, event: 'polled', at, detail: by })),
+    );
+  }
+
+  /** Records one attempt of the proxy to forward a message to its target. */
+  async forwarded(attempt: ForwardAttempt): Promise<void> {
+    if (!this.enabled) return;
+    await this.store.repos.deliveries.record([
+      {
+        address: attempt.envelope.target,
+        event: 'forwarded',
+        at: this.clock.now(),
+        uuid: attempt.uuid,
+        digest: Buffer.from(attempt.digest).toString('hex'),
+        sender: attempt.envelope.sender,
+        size: attempt.size,
+        status_code: attempt.statusCode,
+        latency_ms: Math.round(attempt.latencyMs),
+        detail: attempt.error,
+      },
+    ]);
+  }
+
+  /** Records an interaction the agent `source` reported with `target`. */
+  async interaction(source: string, target: string, sessionId: string): Promise<void> {
+    if (!this.enabled) return;
+    await this.store.repos.deliveries.record([
+      {
+        address: source,
+        event: 'interaction',
+        at: this.clock.now(),
+        sender: source,
+        detail: `target ${target}, session ${sessionId}`,
+      },
+    ]);
+  }
+
+  /** The trace of an agent the caller owns, oldest first; 404 for anyone else. */
+  async list(
+    principal: Principal,
+    address: string,
+    filter: DeliveryFilter,
+  ): Promise<DeliveryEventRow[]> {
+    await this.owned(principal, address);
+    return this.store.repos.deliveries.list(address, filter);
+  }
+
+  /** One message's trace for the owner of its target; 404 when there is none. */
+  async message(principal: Principal, address: string, uuid: string): Promise<DeliveryEventRow[]> {
+    await this.owned(principal, address);
+    const rows = await this.store.repos.deliveries.list(address, {
+      uuid,
+      limit: MESSAGE_ROWS,
+      offset: 0,
+    });
+    if (rows.length === 0) throw new NotFoundError(TRACE_NOT_FOUND);
+    return rows;
+  }
+
+  /**
+   * The trace of the messages with this envelope digest (hex) for `target`, when the caller
+   * owns their sender or their target; 404 when there is none.
+   */
+  async byDigest(
+    principal: Principal,
+    digest: string,
+    target: string,
+  ): Promise<DeliveryEventRow[]> {
+    if (principal.kind !== 'user') throw new NotFoundError(TRACE_NOT_FOUND);
+    const { deliveries } = this.store.repos;
+    const [found, unnamed] = await Promise.all([
+      deliveries.findDigest(digest, target, DIGEST_MESSAGES),
+      deliveries.withoutUuid(digest, target, MESSAGE_ROWS),
+    ]);
+    const owners = await deliveries.owners([
+      ...new Set(
+        [...found, ...unnamed].flatMap((row) => [row.address, ...(row.sender ? [row.sender] : [])]),
+      ),
+    ]);
+    const mine = (address: string | null): boolean =>
+      address !== null && owners.get(address) === principal.userId;
+    const visible = (row: { address: string; sender: string | null }): boolean =>
+      mine(row.address) || mine(row.sender);
+    const messages = new Map<string, { address: string; uuid: string }>();
+    for (const row of found) {
+      if (row.uuid && visible(row)) {
+        messages.set(`${row.address} ${row.uuid}`, { address: row.address, uuid: row.uuid });
+      }
+    }
+    const traces = await Promise.all(
+      [...messages.values()].map(({ address, uuid }) =>
+        deliveries.list(address, { uuid, limit: MESSAGE_ROWS, offset: 0 }),
+      ),
+    );
+    const rows = [...traces.flat(), ...unnamed.filter(visible)];
+    if (rows.length === 0) throw new NotFoundError(TRACE_NOT_FOUND);
+    return rows.sort((a, b) => Number(a.at) - Number(b.at));
+  }
+
+  /**
+   * Deletes trace rows older than the retention period in batches; how many went.
+   * `retentionMs` is the longest a message stays, so a `stored` row, dated when its message
+   * arrived, is kept one period longer, as long as the row of its leaving.
+   */
+  async prune(
+    now: number,
+    retentionMs: number,
+    batchSize: number,
+    maxBatches: number,
+  ): Promise<number> {
+    const before = now - retentionMs;
+    return inBatches(batchSize, maxBatches, () =>
+      this.store.repos.deliveries.prune(before, before - retentionMs, batchSize),
+    );
+  }
+
+  private async owned(principal: Principal, address: string): Promise<void> {
+    const owners = await this.store.repos.deliveries.owners([address]);
+    if (principal.kind !== 'user' || owners.get(address) !== principal.userId) {
+      throw new NotFoundError(AGENT_NOT_FOUND);
+    }
+  }
+}
+
+/** The envelope's digest in hex; null when its fields cannot be packed as uAgents signs them. */
+function digestHexUnlessMalformed(envelope: EnvelopeFields): string | null {
+  const digest = unlessMalformed(() => envelopeDigest(envelope));
+  return digest ? Buffer.from(digest).toString('hex') : null;
+}

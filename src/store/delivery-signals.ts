@@ -1,0 +1,153 @@
+import { createHash } from 'node:crypto';
+import pg from 'pg';
+import type { DeliveryNotifier } from '../infra/delivery-notifier.js';
+import type { Logger } from '../logger.js';
+
+/**
+ * Tells held mailbox polls that something happened to their mailbox (a message committed, the
+ * mailbox removed), in this process and in every other process serving the same database.
+ */
+export interface DeliverySignals {
+  /** Call after the commit; never waits and never throws. */
+  announce(addresses: Iterable<string>): void;
+  close(): Promise<void>;
+}
+
+/** One process alone (SQLite): the announcement goes straight to the local notifier. */
+export function localDeliverySignals(notifier: DeliveryNotifier): DeliverySignals {
+  return {
+    announce: (addresses) => notifier.wake(addresses),
+    close: async () => {},
+  };
+}
+
+/** The server process behind a connection (pg sets it on connect; its types leave it out). */
+function backendOf(client: pg.Client): number | undefined {
+  return (client as unknown as { processID?: number }).processID;
+}
+
+/** How long to wait before connecting again after the listening connection was lost. */
+const RECONNECT_DELAY_MS = 1000;
+
+/** The channel of a schema: every process on the same tables shares it, and only those. */
+function channelFor(schema: string): string {
+  const name = `agentry_mailbox.${schema}`;
+  // Channel names are identifiers: at most 63 bytes.
+  return Buffer.byteLength(name) <= 63
+    ? name
+    : `agentry_mailbox.${createHash('sha256').update(schema).digest('hex').slice(0, 40)}`;
+}
+
+/**
+ * PostgreSQL: one connection per process, outside the pool, LISTENs on the schema's channel
+ * and sends this process's announcements with `pg_notify` after the commit, never awaited by
+ * the submitter (one statement at a time; what is announced meanwhile goes in the next).
+ * Local polls are woken at once; notifications from this connection's own backend are
+ * skipped when they come back. If the connection drops, every held poll looks again (a
+ * notification may have been lost) and the connection is opened again a second later.
+ */
+export class PostgresDeliverySignals implements DeliverySignals {
+  private client: pg.Client | undefined;
+  private channel: string | undefined;
+  private stopped = false;
+  private retry: NodeJS.Timeout | undefined;
+  private readonly unsent = new Set<string>();
+  private sending = false;
+  private readonly ready: Promise<void>;
+
+  constructor(
+    private readonly url: string,
+    private readonly notifier: DeliveryNotifier,
+    private readonly logger: Logger,
+  ) {
+    this.ready = this.connect();
+  }
+
+  /** Resolves once the first attempt to listen has ended (listening, or failed and retrying). */
+  listening(): Promise<void> {
+    return this.ready;
+  }
+
+  announce(addresses: Iterable<string>): void {
+    const list = [...new Set(addresses)];
+    if (list.length === 0) return;
+    this.notifier.wake(list);
+    for (const address of list) this.unsent.add(address);
+    if (!this.sending) void this.send();
+  }
+
+  /**
+   * Sends what was announced, one statement at a time: announcements made while one is on
+   * its way go together in the next, so a burst of submits never queues more than one.
+   */
+  private async send(): Promise<void> {
+    this.sending = true;
+    try {
+      while (this.unsent.size > 0) {
+        const { client, channel } = this;
+        const addresses = [...this.unsent];
+        this.unsent.clear();
+        // Not listening (reconnecting): the other processes' polls look again at their limit.
+        if (!client || !channel) return;
+        await client
+          .query('select pg_notify($1, address) from unnest($2::text[]) as address', [
+            channel,
+            addresses,
+          ])
+          .catch((err: unknown) => this.logger.warn({ err }, 'mailbox notification not sent'));
+      }
+    } finally {
+      this.sending = false;
+    }
+  }
+
+  async close(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.retry);
+    await this.ready;
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => {});
+  }
+
+  private async connect(): Promise<void> {
+    const client = new pg.Client({
+      connectionString: this.url,
+      ...(new URL(this.url).username ? {} : { user: 'postgres' }),
+    });
+    let lost = false;
+    const onLost = (err?: unknown): void => {
+      if (lost) return;
+      lost = true;
+      if (this.client === client) this.client = undefined;
+      void client.end().catch(() => {});
+      if (this.stopped) return;
+      this.logger.warn({ err }, 'mailbox notifications lost; listening again shortly');
+      this.notifier.wakeAll();
+      this.retry = setTimeout(() => void this.connect(), RECONNECT_DELAY_MS);
+      this.retry.unref();
+    };
+    client.on('error', onLost);
+    client.on('end', () => onLost());
+    client.on('notification', (message) => {
+      if (message.processId === backendOf(client) || !message.payload) return;
+      this.notifier.wake([message.payload]);
+    });
+    try {
+      await client.connect();
+      const { rows } = await client.query<{ schema: string }>('select current_schema() as schema');
+      const channel = channelFor(rows[0]!.schema);
+      await client.query(`listen ${client.escapeIdentifier(channel)}`);
+      if (this.stopped) {
+        await client.end();
+        return;
+      }
+      this.channel = channel;
+      this.client = client;
+      // Whatever was committed while not listening: held polls look again.
+      this.notifier.wakeAll();
+    } catch (err) {
+      onLost(err);
+    }
+  }
+}

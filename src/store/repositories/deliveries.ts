@@ -1,0 +1,159 @@
+import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
+import type { Database, DeliveryEventsTable } from '../schema.js';
+import { MAX_ROWS_PER_INSERT } from './mailbox.js';
+
+export type DeliveryEventRow = Selectable<DeliveryEventsTable>;
+export type NewDeliveryEvent = Insertable<DeliveryEventsTable>;
+
+/** What a listing of one agent's trace keeps. */
+export interface DeliveryFilter {
+  /** Only rows at or after this moment (ms). */
+  since?: number;
+  /** Only these events. */
+  events?: string[];
+  /** Only this message. */
+  uuid?: string;
+  limit: number;
+  offset: number;
+}
+
+/** Inserts trace rows, many per statement. Run it in the transaction the rows describe. */
+export async function insertDeliveryEvents(
+  db: Kysely<Database>,
+  events: NewDeliveryEvent[],
+): Promise<void> {
+  for (let from = 0; from < events.length; from += MAX_ROWS_PER_INSERT) {
+    await db
+      .insertInto('delivery_events')
+      .values(events.slice(from, from + MAX_ROWS_PER_INSERT))
+      .execute();
+  }
+}
+
+/**
+ * The delivery trace: what happened to the messages of each agent, oldest first. Rows are
+ * written beside the changes they describe (see the mailbox repository and dialect) and
+ * read only by the owner of the agent they name.
+ */
+export class DeliveriesRepository {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  record(events: NewDeliveryEvent[]): Promise<void> {
+    return insertDeliveryEvents(this.db, events);
+  }
+
+  /** Records `event` when its agent is registered (someone owns it); whether it did. */
+  async recordForRegistered(event: NewDeliveryEvent): Promise<boolean> {
+    const known = await this.db
+      .selectFrom('agents')
+      .select('address')
+      .where('address', '=', event.address)
+      .executeTakeFirst();
+    if (!known) return false;
+    await this.record([event]);
+    return true;
+  }
+
+  /** The owner of each of `addresses` that is registered. */
+  async owners(addresses: string[]): Promise<Map<string, string>> {
+    if (addresses.length === 0) return new Map();
+    const rows = await this.db
+      .selectFrom('agents')
+      .select(['address', 'user_id'])
+      .where('address', 'in', addresses)
+      .execute();
+    return new Map(rows.map((row) => [row.address, row.user_id]));
+  }
+
+  /**
+   * The agent's trace, ordered by time: its rows, and each message still pending as the
+   * `submitted` and `stored` rows it stands for (as is the `stored` row a message leaves
+   * behind).
+   */
+  async list(address: string, filter: DeliveryFilter): Promise<DeliveryEventRow[]> {
+    const ofMessage = filter.uuid === undefined ? sql`` : sql` and uuid = ${filter.uuid}`;
+    const conditions = [
+      ...(filter.since === undefined ? [] : [sql`at >= ${filter.since}`]),
+      ...(filter.events === undefined
+        ? []
+        : [sql`event in (${sql.join(filter.events.map((event) => sql`${event}`))})`]),
+    ];
+    const where = conditions.length > 0 ? sql`where ${sql.join(conditions, sql` and `)}` : sql``;
+    const result = await sql<DeliveryEventRow>`
+      with trail as (
+        select id, address, event, at, uuid, digest, sender, size, status_code, latency_ms, detail
+        from delivery_events where address = ${address}${ofMessage}
+        union all
+        select id, address, 'stored', received_at, uuid, digest, sender, size,
+          cast(null as integer), cast(null as integer), cast(null as text)
+        from messages where address = ${address}${ofMessage}
+      ), expanded as (
+        select * from trail
+        union all
+        select id, address, 'submitted', at, uuid, digest, sender, size, status_code, latency_ms,
+          detail
+        from trail where event = 'stored'
+      )
+      select * from expanded ${where}
+      order by at, case event when 'submitted' then 0 when 'stored' then 1 else 2 end, id
+      limit ${filter.limit} offset ${filter.offset}`.execute(this.db);
+    return result.rows;
+  }
+
+  /**
+   * Where the envelope with this digest (hex) for `target` went: each message's uuid and
+   * sender, from the trace and from the target's pending messages; at most `limit`.
+   */
+  async findDigest(
+    digest: string,
+    target: string,
+    limit: number,
+  ): Promise<Pick<DeliveryEventRow, 'address' | 'uuid' | 'sender'>[]> {
+    const result = await sql<Pick<DeliveryEventRow, 'address' | 'uuid' | 'sender'>>`
+      select address, uuid, sender from delivery_events
+      where digest = ${digest} and address = ${target}
+      union
+      select address, uuid, sender from messages where address = ${target} and digest = ${digest}
+      limit ${limit}`.execute(this.db);
+    return result.rows;
+  }
+
+  /** The rows with this digest (hex) that name no message (refused before it had a uuid). */
+  withoutUuid(digest: string, target: string, limit: number): Promise<DeliveryEventRow[]> {
+    return this.db
+      .selectFrom('delivery_events')
+      .selectAll()
+      .where('digest', '=', digest)
+      .where('address', '=', target)
+      .where('uuid', 'is', null)
+      .orderBy('id')
+      .limit(limit)
+      .execute();
+  }
+
+  /**
+   * Deletes up to `limit` rows older than `before`, oldest first (rows are added in about
+   * the order of their time), and says how many went. A `stored` row is dated when its
+   * message arrived but written when the message left, up to a retention period later; it
+   * goes when older than `storedBefore` (a retention period earlier), with its leaving row.
+   */
+  async prune(before: number, storedBefore: number, limit: number): Promise<number> {
+    const removed = await this.db
+      .deleteFrom('delivery_events')
+      .where('id', 'in', (eb) =>
+        eb
+          .selectFrom('delivery_events')
+          .select('id')
+          .where((w) =>
+            w.or([
+              w('at', '<', storedBefore),
+              w.and([w('at', '<', before), w('event', '<>', 'stored')]),
+            ]),
+          )
+          .orderBy('id')
+          .limit(limit),
+      )
+      .executeTakeFirst();
+    return Number(removed.numDeletedRows);
+  }
+}

@@ -1,0 +1,53 @@
+import { bodyChecker } from '../http/plugins/validation.js';
+import { Envelope } from './mailbox.js';
+
+/**
+ * Deeper than this, a stored envelope is not served. Its own fields are flat; the bound only
+ * matters for fields stored before submit dropped unknown ones, and sits far below the depth
+ * at which Python's JSON parser gives up (about 1,000 levels).
+ */
+export const MAX_STORED_DEPTH = 32;
+
+const checkEnvelope = bodyChecker(Envelope);
+
+/** How deeply `value` nests containers (a scalar is 0), counted without recursion. */
+function depthOf(value: unknown): number {
+  let deepest = 0;
+  const pending: [unknown, number][] = [[value, 0]];
+  while (pending.length > 0) {
+    const [item, depth] = pending.pop()!;
+    if (item === null || typeof item !== 'object') continue;
+    deepest = Math.max(deepest, depth + 1);
+    if (deepest > MAX_STORED_DEPTH) return deepest;
+    for (const child of Object.values(item)) pending.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
+/**
+ * Why the uAgents client could not take this stored envelope text from the mailbox at
+ * `address` (it would abandon its page, or skip the message without ever deleting it), or
+ * undefined when it can: the same rules as submit, the nesting bound, and a target that is
+ * the mailbox's own address as spelled.
+ */
+export function unservableReason(text: string, address: string): string | undefined {
+  let envelope: unknown;
+  try {
+    envelope = JSON.parse(text);
+  } catch {
+    return 'not JSON text';
+  }
+  if (depthOf(envelope) > MAX_STORED_DEPTH) {
+    return `nests deeper than ${MAX_STORED_DEPTH} levels`;
+  }
+  const issues = checkEnvelope(envelope);
+  if (issues.length > 0) {
+    return issues
+      .map((issue) => `${issue.loc.slice(1).join('.') || 'envelope'}: ${issue.msg}`)
+      .join('; ');
+  }
+  if ((envelope as { target: string }).target !== address) {
+    return 'target is not the mailbox’s address as the agent spells it';
+  }
+  return undefined;
+}

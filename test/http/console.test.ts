@@ -1,0 +1,189 @@
+import { after, before, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { addUsage } from '../../src/store/repositories/usage.js';
+import { describeOnEachDialect } from '../kit/dialects.js';
+import { call } from '../kit/http.js';
+import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
+
+const CSRF = { 'x-agentry-csrf': '1' };
+
+/** Signs in with an API key and returns the session cookie (`name=value`). */
+async function signIn(t: TestServer, key: string): Promise<string> {
+  const res = await call(t.url, 'POST', '/v2/session', { body: { api_key: key }, headers: CSRF });
+  assert.equal(res.status, 200, res.text);
+  const setCookie = res.headers.get('set-cookie') ?? '';
+  assert.match(setCookie, /^agentry_session=[A-Za-z0-9_-]{43};/);
+  assert.match(setCookie, /HttpOnly/);
+  assert.match(setCookie, /SameSite=Strict/);
+  // The public URL is https: the cookie never travels over plain HTTP.
+  assert.match(setCookie, /; Secure/);
+  return setCookie.split(';')[0]!;
+}
+
+describeOnEachDialect('console API', (dialect) => {
+  const clock = new ManualClock(Date.UTC(2026, 10, 21, 10, 0, 0));
+  let t: TestServer;
+
+  before(async () => {
+    t = await startTestServer({
+      dialect,
+      clock,
+      config: { sessionTtlSeconds: 3600, publicUrl: 'https://agentry.example.com' },
+    });
+  });
+  after(() => t.close());
+
+  it('turns an API key into a session cookie that authenticates reads and writes', async () => {
+    const cookie = await signIn(t, t.userKey);
+    const me = await call(t.url, 'GET', '/v2/session', { headers: { cookie } });
+    assert.equal(me.status, 200, me.text);
+    assert.equal(me.body.user.name, 'admin');
+    assert.equal(me.body.expires_at, '2026-11-21T11:00:00.000000+00:00');
+    const agents = await call(t.url, 'GET', '/v2/agents', { headers: { cookie } });
+    assert.equal(agents.status, 200);
+    const made = await call(t.url, 'POST', '/v2/api-keys', {
+      headers: { cookie, ...CSRF },
+      body: { label: 'made in a session' },
+    });
+    assert.equal(made.status, 200, made.text);
+    // Bearer keys keep working as before, and say there is no session.
+    const bearer = await call(t.url, 'GET', '/v2/session', { key: made.body.key });
+    assert.equal(bearer.status, 200);
+    assert.equal(bearer.body.expires_at, null);
+  });
+
+  it('refuses cookie writes without the custom header or from another origin', async () => {
+    const cookie = await signIn(t, t.userKey);
+    const bare = await call(t.url, 'POST', '/v2/api-keys', { headers: { cookie }, body: {} });
+    assert.equal(bare.status, 403);
+    assert.match(bare.body.detail, /x-agentry-csrf/);
+    const foreign = await call(t.url, 'POST', '/v2/api-keys', {
+      headers: { cookie, ...CSRF, origin: 'http://evil.example' },
+      body: {},
+    });
+    assert.equal(foreign.status, 403);
+    const crossSite = await call(t.url, 'DELETE', '/v2/api-keys/aaaaaaaaaaaa', {
+      headers: { cookie, ...CSRF, 'sec-fetch-site': 'cross-site' },
+    });
+    assert.equal(crossSite.status, 403);
+    const own = await call(t.url, 'POST', '/v2/api-keys', {
+      headers: { cookie, ...CSRF, origin: t.url, 'sec-fetch-site': 'same-origin' },
+      body: {},
+    });
+    assert.equal(own.status, 200, own.text);
+    // Behind a TLS proxy the page's origin is the public URL.
+    const proxied = await call(t.url, 'POST', '/v2/api-keys', {
+      headers: { cookie, ...CSRF, origin: 'https://agentry.example.com' },
+      body: {},
+    });
+    assert.equal(proxied.status, 200, proxied.text);
+    // Sign-in itself is a write: a page elsewhere cannot sign a browser in.
+    const login = await call(t.url, 'POST', '/v2/session', {
+      body: { api_key: t.userKey },
+      headers: { ...CSRF, origin: 'http://evil.example' },
+    });
+    assert.equal(login.status, 403);
+  });
+
+  it('refuses a wrong key at sign-in and ends sessions at sign-out, expiry and key revocation', async () => {
+    const wrong = await call(t.url, 'POST', '/v2/session', {
+      body: { api_key: 'agy_aaaaaaaaaaaa_' + 'A'.repeat(43) },
+      headers: CSRF,
+    });
+    assert.equal(wrong.status, 401);
+    assert.equal(wrong.body.detail, 'Invalid API key');
+
+    const signedOut = await signIn(t, t.userKey);
+    const out = await call(t.url, 'DELETE', '/v2/session', {
+      headers: { cookie: signedOut, ...CSRF },
+    });
+    assert.equal(out.status, 200);
+    assert.match(out.headers.get('set-cookie') ?? '', /agentry_session=;/);
+    assert.equal(
+      (await call(t.url, 'GET', '/v2/agents', { headers: { cookie: signedOut } })).status,
+      401,
+    );
+
+    const expiring = await signIn(t, t.userKey);
+    clock.advance(3600_000);
+    const late = await call(t.url, 'GET', '/v2/agents', { headers: { cookie: expiring } });
+    assert.equal(late.status, 401);
+    assert.ok((await t.server.ctx.services.sessions.purgeExpired()) >= 1);
+
+    const other = await t.addUser('revoker');
+    const cookie = await signIn(t, other);
+    const keys = await call(t.url, 'GET', '/v2/api-keys', { headers: { cookie } });
+    const current = keys.body.find((k: any) => k.current);
+    assert.ok(current, keys.text);
+    const revoked = await call(t.url, 'DELETE', `/v2/api-keys/${current.id}`, {
+      headers: { cookie, ...CSRF },
+    });
+    assert.equal(revoked.status, 200);
+    const after = await call(t.url, 'GET', '/v2/agents', { headers: { cookie } });
+    assert.equal(after.status, 401);
+    assert.equal(after.body.detail, 'The API key of this session has been revoked');
+  });
+
+  it('creates keys shown once, lists them without secrets, and revokes only its own', async () => {
+    const key = await t.addUser('keyholder');
+    clock.advance(1000);
+    const made = await call(t.url, 'POST', '/v2/api-keys', {
+      key,
+      body: { label: 'ci', expires_in_seconds: 600 },
+    });
+    assert.equal(made.status, 200, made.text);
+    const secret = /^agy_[a-z2-7]{12}_([A-Za-z0-9_-]{43})$/.exec(made.body.key)?.[1];
+    assert.ok(secret, made.body.key);
+    assert.equal(made.body.label, 'ci');
+    assert.equal(Date.parse(made.body.expires_at) - Date.parse(made.body.created_at), 600_000);
+    assert.equal((await call(t.url, 'GET', '/v2/agents', { key: made.body.key })).status, 200);
+
+    const listed = await call(t.url, 'GET', '/v2/api-keys', { key });
+    assert.equal(listed.body.length, 2);
+    assert.ok(!listed.text.includes(secret), 'no secret in the list');
+    assert.deepEqual(
+      listed.body.map((k: any) => [k.label, k.current]),
+      [
+        [null, true],
+        ['ci', false],
+      ],
+    );
+
+    const stranger = await t.addUser('stranger');
+    const theirs = await call(t.url, 'DELETE', `/v2/api-keys/${made.body.id}`, { key: stranger });
+    assert.equal(theirs.status, 404);
+    const mine = await call(t.url, 'DELETE', `/v2/api-keys/${made.body.id}`, { key });
+    assert.equal(mine.status, 200);
+    assert.equal((await call(t.url, 'GET', '/v2/agents', { key: made.body.key })).status, 401);
+    const again = await call(t.url, 'DELETE', `/v2/api-keys/${made.body.id}`, { key });
+    assert.equal(again.status, 404);
+
+    const tooShort = await call(t.url, 'POST', '/v2/api-keys', {
+      key,
+      body: { expires_in_seconds: 5 },
+    });
+    assert.equal(tooShort.status, 422);
+    assert.deepEqual(tooShort.body.detail[0].loc, ['body', 'expires_in_seconds']);
+  });
+
+  it('reports usage month by month, most recent first', async () => {
+    const key = await t.addUser('historian');
+    const user = await t.server.ctx.services.users.findUser('historian');
+    await addUsage(t.server.ctx.store.db, user.id, '2026-09', {
+      num_messages: 3,
+      bytes_transferred: 30,
+    });
+    await addUsage(t.server.ctx.store.db, user.id, '2026-11', {
+      num_messages: 5,
+      bytes_transferred: 0,
+    });
+    const res = await call(t.url, 'GET', '/v2/agents/usage/history', { key });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.body, [
+      { period: '2026-11', num_messages: 5, bytes_transferred: 0 },
+      { period: '2026-09', num_messages: 3, bytes_transferred: 30 },
+    ]);
+    const one = await call(t.url, 'GET', '/v2/agents/usage/history?months=1', { key });
+    assert.equal(one.body.length, 1);
+  });
+});

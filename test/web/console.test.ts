@@ -1,0 +1,443 @@
+import { after, before, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { browserSkipReason, ensureWebBuild, launchBrowser, watchPage } from '../kit/browser.js';
+import { registerAgent } from '../kit/agents.js';
+import { describeOnEachDialect } from '../kit/dialects.js';
+import { call } from '../kit/http.js';
+import { LocalAgent } from '../kit/local-agent.js';
+import { freePort } from '../kit/ports.js';
+import { repositoryRoot } from '../kit/process.js';
+import { startTestServer, type TestServer } from '../kit/server.js';
+import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
+
+/** Set to refresh the screenshots the README shows. */
+const screenshots = process.env.UPDATE_SCREENSHOTS === '1';
+
+const HOSTILE_NAME = '<img src=x onerror=alert(1)>';
+const HOSTILE_README = [
+  '# Readme <script>alert("readme")</script>',
+  '[click me](javascript:alert("link"))',
+  '<a href="javascript:alert(2)">link</a> <svg onload=alert(3)></svg>',
+  '<iframe src="javascript:alert(4)"></iframe>',
+  '',
+  '**Markdown** still works: [the docs](https://example.com/docs) and ![a picture](https://example.com/x.png)',
+].join('\n');
+
+describeOnEachDialect('web console and inspector in a browser', (dialect) => {
+  let t: TestServer;
+  let browser: Browser;
+  const agents: LocalAgent[] = [];
+
+  before(async () => {
+    if (browserSkipReason) return;
+    ensureWebBuild();
+    t = await startTestServer({ dialect });
+    browser = await launchBrowser();
+  });
+  after(async () => {
+    if (browserSkipReason) return;
+    await browser.close();
+    for (const agent of agents) await agent.close();
+    await t.close();
+  });
+
+  async function localAgent(options: { name?: string; readme?: string } = {}) {
+    const agent = await new LocalAgent({ agentry: t.url, ...options }).start();
+    agents.push(agent);
+    return agent;
+  }
+
+  /** A fresh browser profile (no cookies), signed in through the page's form when asked. */
+  async function openPage(
+    url: string,
+    signInWith?: string,
+  ): Promise<{ page: Page; problems: string[] }> {
+    const context = await browser.newContext({ viewport: { width: 1200, height: 900 } });
+    const page = await context.newPage();
+    const problems = watchPage(page);
+    await page.goto(url);
+    if (signInWith) {
+      await page.getByLabel('API key').fill(signInWith);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+    }
+    return { page, problems };
+  }
+
+  async function sendMessage(to: string, text: string): Promise<void> {
+    const sender = TestIdentity.random();
+    const envelope = sender.signEnvelope(
+      makeEnvelope({ sender: sender.address, target: to, payloadJson: JSON.stringify({ text }) }),
+    );
+    const res = await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: envelope });
+    assert.equal(res.status, 200, res.text);
+  }
+
+  const opts = { skip: browserSkipReason ?? false };
+
+  it(
+    'connects an agent as a mailbox from the link it prints, with a key minted for that connect',
+    opts,
+    async () => {
+      const agent = await localAgent({ name: 'weather bot' });
+      const { page, problems } = await openPage(agent.inspectorLink(), t.userKey);
+      await page.getByText('Not registered with Agentry').waitFor();
+      await page.getByText(`${agent.url}/submit`).waitFor();
+      await page.getByRole('button', { name: 'Connect', exact: true }).click();
+      await page
+        .getByText('Connected: the agent is registered with Agentry as a mailbox agent.')
+        .waitFor();
+      await page.getByTestId('connection').getByText('mailbox').waitFor();
+      if (screenshots) {
+        await page.screenshot({
+          path: join(repositoryRoot, 'docs/images/inspector.png'),
+          fullPage: true,
+        });
+      }
+
+      const record = await call(t.url, 'GET', `/v2/agents/${agent.address}`, { key: t.userKey });
+      assert.equal(record.status, 200, record.text);
+      assert.equal(record.body.name, 'weather bot');
+      assert.equal(record.body.redirect_url, null);
+      // The agent was given a fresh key, not the one used to sign in, and it is revoked now.
+      const token = agent.calls[0]!.body.user_token as string;
+      assert.equal(agent.calls[0]!.body.agent_type, 'mailbox');
+      assert.notEqual(token, t.userKey);
+      assert.equal((await call(t.url, 'GET', '/v2/agents', { key: token })).status, 401);
+      const keys = await call(t.url, 'GET', '/v2/api-keys', { key: t.userKey });
+      const minted = keys.body.find((k: any) => k.label === `connect ${agent.address}`);
+      assert.ok(minted?.revoked_at, keys.text);
+      assert.ok(Date.parse(minted.expires_at) - Date.parse(minted.created_at) <= 300_000);
+      // Nothing about the session is readable by page scripts.
+      assert.equal(await page.evaluate('document.cookie'), '');
+      assert.equal(await page.evaluate('JSON.stringify(localStorage)'), '{}');
+      assert.deepEqual(problems, []);
+    },
+  );
+
+  it('connects as a proxy with the endpoint given, and disconnects', opts, async () => {
+    const agent = await localAgent({ name: 'proxied' });
+    const { page, problems } = await openPage(agent.inspectorLink(), t.userKey);
+    await page.getByText('Not registered with Agentry').waitFor();
+    await page.getByLabel(/^Proxy/).check();
+    const endpoint = `${agent.url}/submit`;
+    assert.equal(await page.getByRole('textbox', { name: 'Endpoint' }).inputValue(), endpoint);
+    await page.getByRole('button', { name: 'Connect', exact: true }).click();
+    await page.getByText('as a proxy agent').waitFor();
+    await page.getByTestId('connection').getByText(`proxy → ${endpoint}`).waitFor();
+    const record = await call(t.url, 'GET', `/v2/agents/${agent.address}`, { key: t.userKey });
+    assert.equal(record.body.redirect_url, endpoint);
+
+    await page.getByRole('button', { name: 'Disconnect' }).click();
+    await page.getByText('Disconnected').waitFor();
+    await page.getByText('Not registered with Agentry').waitFor();
+    const gone = await call(t.url, 'GET', `/v2/agents/${agent.address}`, { key: t.userKey });
+    assert.equal(gone.status, 404);
+    assert.deepEqual(problems, []);
+  });
+
+  it(
+    'says when the agent is not running, the address does not match, or the key is refused',
+    opts,
+    async () => {
+      const address = TestIdentity.random().address;
+      const down = `http://127.0.0.1:${await freePort()}`;
+      const { page } = await openPage(
+        `${t.url}/inspect/?uri=${encodeURIComponent(down)}&address=${address}`,
+      );
+      await page.getByText(`The agent at ${down} does not answer`).waitFor();
+
+      // A link naming another machine is refused before anything is fetched or minted.
+      const far = encodeURIComponent('http://203.0.113.9:8001');
+      const { page: remote } = await openPage(`${t.url}/inspect/?uri=${far}&address=${address}`);
+      await remote
+        .getByText('The inspector connects agents running on this computer only')
+        .waitFor();
+      assert.equal(await remote.getByRole('button', { name: 'Connect', exact: true }).count(), 0);
+      const remoteCsp = (await fetch(`${t.url}/inspect/?uri=${far}`)).headers.get(
+        'content-security-policy',
+      );
+      assert.match(remoteCsp ?? '', /connect-src 'self';/);
+
+      const agent = await localAgent();
+      const { page: other } = await openPage(
+        `${t.url}/inspect/?uri=${encodeURIComponent(agent.url)}&address=${address}`,
+      );
+      await other.getByText('Address mismatch').waitFor();
+
+      const { page: wrong } = await openPage(agent.inspectorLink());
+      await wrong.getByLabel('API key').fill('agy_aaaaaaaaaaaa_' + 'A'.repeat(43));
+      await wrong.getByRole('button', { name: 'Sign in' }).click();
+      await wrong.getByText('That API key was refused: Invalid API key').waitFor();
+
+      // An agent configured with another service, which does not know the minted key: the page
+      // says what to check.
+      const otherService = createServer((_req, res) => {
+        res.writeHead(401, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ detail: 'Invalid API key' }));
+      });
+      await new Promise<void>((resolve) => otherService.listen(0, '127.0.0.1', resolve));
+      try {
+        const { port } = otherService.address() as AddressInfo;
+        const elsewhere = new LocalAgent({ agentry: `http://127.0.0.1:${port}` });
+        agents.push(await elsewhere.start());
+        const { page: misconfigured } = await openPage(elsewhere.inspectorLink(t.url), t.userKey);
+        await misconfigured.getByRole('button', { name: 'Connect', exact: true }).click();
+        await misconfigured
+          .getByText(
+            `The agent's request was refused (Invalid API key). Check that the agent is configured to use this Agentry (${t.url})`,
+            { exact: false },
+          )
+          .waitFor();
+      } finally {
+        otherService.close();
+      }
+    },
+  );
+
+  it(
+    'shows the connected agent in the console with its pending messages, and deletes one',
+    opts,
+    async () => {
+      const agent = await localAgent({ name: 'inbox' });
+      const { page: inspector } = await openPage(agent.inspectorLink(), t.userKey);
+      await inspector.getByRole('button', { name: 'Connect', exact: true }).click();
+      await inspector.getByText('Connected').waitFor();
+      await sendMessage(agent.address, 'hello from the test');
+      await sendMessage(agent.address, 'second message');
+
+      const { page, problems } = await openPage(`${t.url}/`, t.userKey);
+      await page.getByRole('link', { name: 'inbox' }).click();
+      await page.getByTestId('agent-name').getByText('inbox').waitFor();
+      await page.getByText('2 pending').waitFor();
+      await page.getByText('hello from the test').waitFor();
+      if (screenshots) {
+        await page.screenshot({
+          path: join(repositoryRoot, 'docs/images/console.png'),
+          fullPage: true,
+        });
+      }
+      // A pending message's delivery trace, on asking.
+      const first = page
+        .getByTestId('messages')
+        .getByRole('row')
+        .filter({ hasText: 'hello from the test' });
+      await first.getByRole('button', { name: 'Trace' }).click();
+      await first
+        .getByTestId('trace')
+        .getByText(/ stored$/)
+        .waitFor();
+      assert.equal(await first.getByTestId('trace').getByRole('listitem').count(), 2);
+      const row = page
+        .getByTestId('messages')
+        .getByRole('row')
+        .filter({ hasText: 'second message' });
+      await row.getByRole('button', { name: 'Delete' }).click();
+      await page.getByText('1 pending').waitFor();
+      const left = await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
+        key: t.userKey,
+      });
+      assert.equal(left.body.length, 1);
+
+      await page.getByRole('button', { name: 'Edit name and readme' }).click();
+      await page.getByLabel('Name').fill('renamed inbox');
+      await page.getByLabel('Readme').fill('Now with a readme');
+      await page.getByRole('button', { name: 'Save' }).click();
+      await page.getByTestId('agent-name').getByText('renamed inbox').waitFor();
+      const record = await call(t.url, 'GET', `/v2/agents/${agent.address}`, { key: t.userKey });
+      assert.equal(record.body.profile.readme, 'Now with a readme');
+
+      await page.getByRole('link', { name: 'Usage' }).click();
+      await page.getByText('Messages per month').waitFor();
+
+      await page.getByRole('link', { name: 'Agents' }).click();
+      await page.getByRole('link', { name: 'renamed inbox' }).click();
+      await page.getByRole('button', { name: 'Delete agent…' }).click();
+      await page.getByRole('button', { name: 'Delete agent', exact: true }).click();
+      await page.getByRole('heading', { name: 'Agents' }).waitFor();
+      assert.equal(await page.getByRole('link', { name: 'renamed inbox' }).count(), 0);
+      const deleted = await call(t.url, 'GET', `/v2/agents/${agent.address}`, { key: t.userKey });
+      assert.equal(deleted.status, 404);
+      assert.deepEqual(problems, []);
+    },
+  );
+
+  it('creates a key shown once and revokes it', opts, async () => {
+    const { page, problems } = await openPage(`${t.url}/#/keys`, t.userKey);
+    await page.getByLabel('Label').fill('deploy script');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const key = (await page.getByTestId('new-key').textContent())!;
+    assert.match(key, /^agy_/);
+    assert.equal((await call(t.url, 'GET', '/v2/agents', { key })).status, 200);
+    const row = page.getByTestId('keys').getByRole('row').filter({ hasText: 'deploy script' });
+    await row.getByRole('button', { name: 'Revoke' }).click();
+    await row.getByText('revoked').waitFor();
+    assert.equal((await call(t.url, 'GET', '/v2/agents', { key })).status, 401);
+    // Once the page is left, the key is not shown again.
+    await page.reload();
+    await page.getByTestId('keys').waitFor();
+    assert.equal(await page.getByTestId('new-key').count(), 0);
+    assert.ok(!(await page.content()).includes(key));
+    assert.deepEqual(problems, []);
+  });
+
+  it(
+    'claims a name, assigns agents with weights, resolves it, removes an agent and releases it',
+    opts,
+    async () => {
+      const HOSTILE_AGENT = '<img src=y onerror=alert(5)>';
+      const first = TestIdentity.random();
+      const second = TestIdentity.random();
+      await registerAgent(t, t.userKey, first, { listing: { name: 'weather first' } });
+      await registerAgent(t, t.userKey, second, { listing: { name: HOSTILE_AGENT } });
+      const bobKey = await t.addUser('bob-names');
+      const bobs = await call(t.url, 'POST', '/v2/users/domains', {
+        key: bobKey,
+        body: { domain_name: 'taken.agent' },
+      });
+      assert.equal(bobs.status, 201, bobs.text);
+      const resolve = (name: string) => call(t.url, 'GET', `/v1/almanac/domains/${name}`);
+
+      const { page, problems } = await openPage(`${t.url}/`, t.userKey);
+      await page.getByRole('link', { name: 'Names', exact: true }).click();
+      await page.getByText('You have no names yet.').waitFor();
+      const claim = page.getByRole('form', { name: 'Claim a name' });
+      await claim.getByLabel('Name').fill('Not_A_Name');
+      await claim.getByRole('button', { name: 'Claim name' }).click();
+      await claim.getByText('Not_A_Name is not a valid name').waitFor();
+      await claim.getByLabel('Name').fill('taken.agent');
+      await claim.getByRole('button', { name: 'Claim name' }).click();
+      await claim.getByText('taken.agent is already taken by someone else').waitFor();
+      assert.deepEqual((await resolve('taken.agent')).body.assigned_agents, []);
+
+      await claim.getByLabel('Name').fill('weather.agent');
+      await claim.getByLabel('Agent').selectOption(first.address);
+      await claim.getByLabel('Weight').fill('3');
+      await claim.getByRole('button', { name: 'Claim name' }).click();
+      await page.getByText('weather.agent is yours.').waitFor();
+      const card = page.locator('[data-domain="weather.agent"]');
+      await card
+        .getByRole('row')
+        .filter({ hasText: first.address })
+        .getByRole('cell', { name: '3', exact: true })
+        .waitFor();
+      let resolved = await resolve('weather.agent');
+      assert.equal(resolved.status, 200, resolved.text);
+      assert.deepEqual(resolved.body.assigned_agents, [{ address: first.address, weight: 3 }]);
+
+      // The second agent, whose name is hostile, is listed as text.
+      await card.getByLabel('Agent').selectOption(second.address);
+      await card.getByLabel('Weight').fill('1');
+      await card.getByRole('button', { name: 'Assign' }).click();
+      await card.getByRole('link', { name: HOSTILE_AGENT }).waitFor();
+      resolved = await resolve('weather.agent');
+      assert.deepEqual(
+        [...resolved.body.assigned_agents].sort((a: any, b: any) => b.weight - a.weight),
+        [
+          { address: first.address, weight: 3 },
+          { address: second.address, weight: 1 },
+        ],
+      );
+
+      await card
+        .getByRole('row')
+        .filter({ hasText: first.address })
+        .getByRole('button', { name: 'Remove' })
+        .click();
+      await page.getByText('Agent removed from weather.agent.').waitFor();
+      await card.getByRole('row').filter({ hasText: first.address }).waitFor({ state: 'detached' });
+      resolved = await resolve('weather.agent');
+      assert.deepEqual(resolved.body.assigned_agents, [{ address: second.address, weight: 1 }]);
+
+      await card.getByRole('button', { name: 'Release…' }).click();
+      await card.getByRole('button', { name: 'Release name' }).click();
+      await page.getByText('weather.agent released.').waitFor();
+      await page.getByText('You have no names yet.').waitFor();
+      assert.equal((await resolve('weather.agent')).status, 404);
+      const mine = await call(t.url, 'GET', '/v2/users/domains', { key: t.userKey });
+      assert.deepEqual(mine.body, []);
+      const handlers = await page.evaluate(
+        `[...document.querySelectorAll('*')].filter((el) => [...el.attributes].some((a) => a.name.startsWith('on'))).length`,
+      );
+      assert.equal(handlers, 0);
+      assert.deepEqual(problems, []);
+    },
+  );
+
+  it('renders hostile names and readmes as text: nothing executes', opts, async () => {
+    const agent = await localAgent({ name: HOSTILE_NAME, readme: HOSTILE_README });
+    const { page: inspector, problems: inspectorProblems } = await openPage(
+      agent.inspectorLink(),
+      t.userKey,
+    );
+    await inspector.getByRole('button', { name: 'Connect', exact: true }).click();
+    await inspector.getByText('Connected').waitFor();
+    await inspector.getByRole('link', { name: HOSTILE_NAME }).waitFor();
+
+    const { page, problems } = await openPage(`${t.url}/`, t.userKey);
+    await page.getByRole('link', { name: HOSTILE_NAME }).click();
+    await page
+      .getByTestId('readme')
+      .getByText('<script>alert("readme")</script>', { exact: false })
+      .waitFor();
+    const dom = (await page.evaluate(`({
+      scripts: [...document.scripts].map((s) => s.src),
+      images: document.images.length,
+      frames: document.querySelectorAll('iframe, svg[onload]').length,
+      javascriptLinks: document.querySelectorAll('a[href^="javascript:"]').length,
+      handlers: [...document.querySelectorAll('*')].filter((el) =>
+        [...el.attributes].some((a) => a.name.startsWith('on')),
+      ).length,
+    })`)) as {
+      scripts: string[];
+      images: number;
+      frames: number;
+      javascriptLinks: number;
+      handlers: number;
+    };
+    assert.equal(dom.scripts.length, 1, JSON.stringify(dom.scripts));
+    assert.match(dom.scripts[0]!, /\/assets\/console-[\w-]+\.js$/);
+    assert.equal(dom.images, 0);
+    assert.equal(dom.frames, 0);
+    assert.equal(dom.javascriptLinks, 0);
+    assert.equal(dom.handlers, 0);
+    // Markdown is rendered, safely: emphasis, and a link only where it is http(s).
+    const readme = page.getByTestId('readme');
+    await readme.locator('strong', { hasText: 'Markdown' }).waitFor();
+    const link = readme.getByRole('link', { name: 'the docs' });
+    assert.equal(await link.getAttribute('href'), 'https://example.com/docs');
+    assert.match((await link.getAttribute('rel')) ?? '', /noopener/);
+    assert.equal(await readme.getByRole('link').count(), 1);
+    await readme.getByText('click me').waitFor();
+    assert.deepEqual(problems, []);
+    assert.deepEqual(inspectorProblems, []);
+  });
+
+  it(
+    'serves the pages with a strict Content-Security-Policy that blocks inline script',
+    opts,
+    async () => {
+      const res = await fetch(`${t.url}/inspect/?uri=http%3A//127.0.0.1%3A8001&address=x`);
+      const csp = res.headers.get('content-security-policy') ?? '';
+      assert.match(csp, /script-src 'self'(;|$)/);
+      assert.match(csp, /connect-src 'self' http:\/\/127\.0\.0\.1:8001(;|$)/);
+      assert.ok(!/unsafe-inline|unsafe-eval/.test(csp));
+      const { page, problems } = await openPage(`${t.url}/`);
+      await page.getByLabel('API key').waitFor();
+      // A script injected into the page at run time is refused by the policy.
+      await page.evaluate(`{
+      const s = document.createElement('script');
+      s.textContent = 'window.injected = true';
+      document.body.append(s);
+    }`);
+      assert.equal(await page.evaluate('window.injected'), undefined);
+      assert.ok(
+        problems.some((p) => /Content Security Policy/.test(p)),
+        problems.join('\n'),
+      );
+    },
+  );
+});

@@ -1,0 +1,84 @@
+/** Calls to Agentry's own API from its pages: the session cookie, JSON, `{detail}` errors. */
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+interface ValidationItem {
+  loc?: unknown[];
+  msg?: string;
+}
+
+/** The readable text of an error body: `detail` as a string, or its validation items. */
+export function detailOf(body: unknown): string | undefined {
+  if (!body || typeof body !== 'object') return undefined;
+  const detail = (body as { detail?: unknown }).detail;
+  if (typeof detail === 'string') return detail;
+  if (Array.isArray(detail)) {
+    return detail
+      .map((item: ValidationItem) => `${(item.loc ?? []).slice(1).join('.')}: ${item.msg ?? ''}`)
+      .join('; ');
+  }
+  return undefined;
+}
+
+/** An answer's body as JSON; undefined when it is empty or not JSON. */
+export async function jsonOf(res: Response): Promise<unknown> {
+  const text = await res.text();
+  try {
+    return text ? JSON.parse(text) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { 'x-agentry-csrf': '1' };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(path, {
+    method,
+    credentials: 'same-origin',
+    headers,
+    body: body === undefined ? null : JSON.stringify(body),
+  });
+  const data = await jsonOf(res);
+  if (!res.ok) throw new ApiError(res.status, detailOf(data) ?? `HTTP ${res.status}`);
+  return data as T;
+}
+
+// Answers have the server's own wire types (type-only: nothing of the server is bundled).
+import type { AgentRecord } from '../../src/wire/agents';
+export type { AgentRecord };
+export type { ApiKey, NewApiKey, SessionInfo, UsagePeriod } from '../../src/wire/console';
+export type { Domain as DomainRecord } from '../../src/wire/discovery';
+export type { UsageReport } from '../../src/wire/usage';
+
+export const encode = encodeURIComponent;
+
+/** How an agent is reached: by its proxy when it has a forward URL, else by its mailbox. */
+export function connection(agent: AgentRecord): string {
+  return agent.redirect_url ? `proxy → ${agent.redirect_url}` : 'mailbox';
+}
+
+export function when(iso: string | null): string {
+  if (!iso) return '—';
+  return new Date(iso).toLocaleString();
+}
+
+export function bytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n;
+  let unit = 'B';
+  for (const u of units) {
+    if (v < 1024) break;
+    v /= 1024;
+    unit = u;
+  }
+  return `${v.toFixed(1)} ${unit}`;
+}

@@ -1,0 +1,81 @@
+import { useEffect, useState } from 'preact/hooks';
+import { api, ApiError, type SessionInfo } from './api';
+
+export type SessionState =
+  | { state: 'loading' }
+  | { state: 'signed-out'; reason?: string }
+  | { state: 'signed-in'; session: SessionInfo };
+
+/** The current console session, read once, with ways to change it. */
+export function useSession() {
+  const [session, setSession] = useState<SessionState>({ state: 'loading' });
+  useEffect(() => {
+    api<SessionInfo>('GET', '/v2/session').then(
+      (s) => setSession({ state: 'signed-in', session: s }),
+      () => setSession({ state: 'signed-out' }),
+    );
+  }, []);
+  return {
+    session,
+    signedIn: (s: SessionInfo) => setSession({ state: 'signed-in', session: s }),
+    signOut: async () => {
+      await api('DELETE', '/v2/session').catch(() => undefined);
+      setSession({ state: 'signed-out' });
+    },
+    /** After a 401 from any call: the session ended under us. */
+    expired: (reason: string) => setSession({ state: 'signed-out', reason }),
+  };
+}
+
+/** Sign-in with an API key; the key goes to the server once and is never kept in the page. */
+export function SignIn(props: { onSignedIn: (s: SessionInfo) => void; reason?: string }) {
+  const [key, setKey] = useState('');
+  const [error, setError] = useState<string | undefined>(props.reason);
+  const [busy, setBusy] = useState(false);
+  const submit = async (event: Event) => {
+    event.preventDefault();
+    setBusy(true);
+    setError(undefined);
+    try {
+      const session = await api<SessionInfo>('POST', '/v2/session', { api_key: key.trim() });
+      setKey('');
+      props.onSignedIn(session);
+    } catch (err) {
+      setError(
+        err instanceof ApiError && err.status === 401
+          ? `That API key was refused: ${err.message}`
+          : `Sign-in failed: ${(err as Error).message}`,
+      );
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form class="card signin" onSubmit={submit}>
+      <h2>Sign in</h2>
+      <p>
+        Paste an API key of your Agentry user (printed on first start, or made with{' '}
+        <code>agentry keys add USER</code>).
+      </p>
+      <label>
+        API key
+        <input
+          type="password"
+          name="api_key"
+          autocomplete="off"
+          required
+          value={key}
+          onInput={(e) => setKey((e.target as HTMLInputElement).value)}
+        />
+      </label>
+      <button type="submit" disabled={busy}>
+        Sign in
+      </button>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+    </form>
+  );
+}
