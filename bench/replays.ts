@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { DialectName } from '../src/store/index.js';
-import { benchPgUrl, postgresUnavailable } from './lib/databases.js';
+import { benchStores } from './lib/databases.js';
 import { medianMicros, openMailboxBench } from './lib/mailbox-store.js';
 
 /**
@@ -53,6 +53,6 @@ async function measure(dialect: DialectName): Promise<string> {
   }
 }
 
-const dialects: DialectName[] = ['sqlite'];
-if ((await postgresUnavailable(benchPgUrl)) === undefined) dialects.push('postgres');
+const { dialects, skipped } = await benchStores();
+if (skipped) console.log(`skipping ${skipped}`);
 for (const dialect of dialects) console.log(await measure(dialect));

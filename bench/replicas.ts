@@ -1,14 +1,12 @@
 import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { freePort } from '../test/kit/ports.js';
-import { ChildRun } from '../test/kit/process.js';
 import { registerAgents } from './lib/agents.js';
 import { benchPgUrl, freshDatabase, postgresUnavailable } from './lib/databases.js';
 import { seededIdentities } from './lib/envelopes.js';
 import { runLoad, type HttpRequest, type LoadResult } from './lib/load.js';
 import { machineInfo } from './lib/report.js';
-import { buildService, startService } from './lib/server.js';
+import { buildService, startReplica, startService } from './lib/server.js';
 import { signInWorkers } from './lib/signing.js';
 
 /**
@@ -53,25 +51,6 @@ const submit =
     body: bodies[offset + index],
   });
 
-/** A further replica on the database (no key printed: the first start made the user). */
-async function startReplica(databaseUrl: string): Promise<{ url: string; stop(): Promise<void> }> {
-  const port = await freePort();
-  const child = ChildRun.node(
-    'agentry serve',
-    ['dist/cli/main.js', 'serve', '--host', '127.0.0.1', '--port', String(port)],
-    {
-      ...process.env,
-      AGENTRY_DATABASE_URL: databaseUrl,
-      AGENTRY_RATE_LIMIT_MAX: '0',
-      AGENTRY_LOG_LEVEL: 'info',
-      AGENTRY_LOG_FORMAT: 'json',
-      AGENTRY_DRAIN_SECONDS: '0',
-    },
-  );
-  await child.waitForOutput(/agentry listening/);
-  return { url: `http://127.0.0.1:${port}`, stop: () => child.stop() };
-}
-
 const database = await freshDatabase('postgres');
 let one: LoadResult;
 let two: LoadResult[];
@@ -94,7 +73,7 @@ try {
   }
 
   progress('two processes');
-  const replicas = await Promise.all([startReplica(database.url), startReplica(database.url)]);
+  const replicas = await Promise.all([startReplica(database), startReplica(database)]);
   try {
     const offset = WARMUP + MEASURED;
     const half = (r: number, requests: number, from: number) =>

@@ -2,10 +2,9 @@ import { createRequire } from 'node:module';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { redactUrl } from '../src/config/index.js';
-import type { DialectName, Store } from '../src/store/index.js';
+import type { Store } from '../src/store/index.js';
 import { measureCeilings } from './ceilings/index.js';
-import { benchPgUrl, freshDatabase, postgresUnavailable } from './lib/databases.js';
+import { benchStores, freshDatabase } from './lib/databases.js';
 import { makeIdentities, signedEnvelopes } from './lib/envelopes.js';
 import { loadProfile } from './lib/load.js';
 import { formatTable, machineInfo, writeResults, type Measure } from './lib/report.js';
@@ -39,14 +38,10 @@ const partial = profiling || wanted.length > 0;
 const selected = scenarios.filter(
   (scenario) => wanted.length === 0 || wanted.some((word) => scenario.name.includes(word)),
 );
-const dialects: DialectName[] = ['sqlite'];
-const pgProblem = await postgresUnavailable(benchPgUrl);
-if (pgProblem === undefined) {
-  dialects.push('postgres');
-} else {
-  const note = `PostgreSQL: ${redactUrl(benchPgUrl)} did not answer (${pgProblem}); set AGENTRY_BENCH_PG_URL to a reachable server to measure it too.`;
-  skipped.push(note);
-  progress(`skipping ${note}`);
+const { dialects, skipped: postgresSkipped } = await benchStores();
+if (postgresSkipped) {
+  skipped.push(postgresSkipped);
+  progress(`skipping ${postgresSkipped}`);
 }
 
 progress('building the service as `npm start` does');

@@ -1,6 +1,6 @@
 import type { DialectName } from '../src/store/index.js';
 import { registerAgents } from './lib/agents.js';
-import { benchPgUrl, freshDatabase, postgresUnavailable } from './lib/databases.js';
+import { benchStores, freshDatabase } from './lib/databases.js';
 import { seededIdentities } from './lib/envelopes.js';
 import { runLoad, type LoadResult } from './lib/load.js';
 import { buildService, startService, type RunningService } from './lib/server.js';
@@ -84,6 +84,6 @@ const bodies = await signInWorkers(
   },
   WARMUP + ROUNDS * BLOCK,
 );
-const dialects: DialectName[] = ['sqlite'];
-if ((await postgresUnavailable(benchPgUrl)) === undefined) dialects.push('postgres');
+const { dialects, skipped } = await benchStores();
+if (skipped) console.log(`skipping ${skipped}`);
 for (const dialect of dialects) console.log(await measure(dialect, bodies));

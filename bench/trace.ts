@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { DialectName } from '../src/store/index.js';
 import type { NewMessage } from '../src/store/repositories/mailbox.js';
-import { benchPgUrl, postgresUnavailable } from './lib/databases.js';
+import { benchStores } from './lib/databases.js';
 import { medianMicros, openMailboxBench } from './lib/mailbox-store.js';
 
 /**
@@ -54,6 +54,6 @@ async function measure(dialect: DialectName): Promise<string[]> {
   }
 }
 
-const dialects: DialectName[] = ['sqlite'];
-if ((await postgresUnavailable(benchPgUrl)) === undefined) dialects.push('postgres');
+const { dialects, skipped } = await benchStores();
+if (skipped) console.log(`skipping ${skipped}`);
 for (const dialect of dialects) for (const line of await measure(dialect)) console.log(line);

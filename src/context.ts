@@ -188,7 +188,7 @@ export function createContext(
   metrics.countHeldPolls(() => mailbox.heldPolls);
   const rateLimits =
     options.serving && config.redisUrl && config.rateLimit.max > 0
-      ? SharedRateLimits.open({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, logger })
+      ? new SharedRateLimits({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, logger })
       : undefined;
 
   const housekeeping: HousekeepingTask[] = [

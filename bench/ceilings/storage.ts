@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { defaults } from '../../src/config/index.js';
+import { postgresConnection } from '../../src/store/database.js';
 import { Store } from '../../src/store/index.js';
 import { insertMessagesQuery, openSqliteConnection, sqlitePath } from '../../src/store/probes.js';
-import { pgClientConfig } from '../../test/kit/databases.js';
 import { insertAgentWithMailbox } from '../../test/kit/store.js';
 import type { BenchDatabase } from '../lib/databases.js';
 import { messageRow, type MessageSource } from '../lib/seed.js';
@@ -118,7 +118,7 @@ export async function measurePostgresCeiling(
   rounds: Rounds,
 ): Promise<Measure> {
   const { sql, parameters } = await prepareMessageInsert(database.url, source);
-  const pool = new pg.Pool({ ...pgClientConfig(database.url), max: defaults.databasePoolSize });
+  const pool = new pg.Pool({ ...postgresConnection(database.url), max: defaults.databasePoolSize });
   try {
     const connections = await Promise.all(
       Array.from({ length: defaults.databasePoolSize }, () => pool.connect()),

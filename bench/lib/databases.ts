@@ -1,6 +1,8 @@
 import pg from 'pg';
+import { redactUrl } from '../../src/config/index.js';
 import type { DialectName } from '../../src/store/index.js';
-import { createScratchDatabase, pgClientConfig, runOnPostgres } from '../../test/kit/databases.js';
+import { postgresConnection } from '../../src/store/database.js';
+import { createScratchDatabase, runOnPostgres } from '../../test/kit/databases.js';
 
 /** The PostgreSQL server to measure on when it answers. */
 export const benchPgUrl =
@@ -8,7 +10,7 @@ export const benchPgUrl =
 
 /** Why PostgreSQL cannot be used, or undefined when it answers. */
 export async function postgresUnavailable(url: string): Promise<string | undefined> {
-  const client = new pg.Client({ ...pgClientConfig(url), connectionTimeoutMillis: 3000 });
+  const client = new pg.Client({ ...postgresConnection(url), connectionTimeoutMillis: 3000 });
   try {
     await client.connect();
     await client.query('select 1');
@@ -18,6 +20,19 @@ export async function postgresUnavailable(url: string): Promise<string | undefin
   } finally {
     await client.end().catch(() => undefined);
   }
+}
+
+/**
+ * The stores to measure on: SQLite always, PostgreSQL when it answers; `skipped` says why
+ * PostgreSQL is left out, in words to print.
+ */
+export async function benchStores(): Promise<{ dialects: DialectName[]; skipped?: string }> {
+  const problem = await postgresUnavailable(benchPgUrl);
+  if (problem === undefined) return { dialects: ['sqlite', 'postgres'] };
+  return {
+    dialects: ['sqlite'],
+    skipped: `PostgreSQL: ${redactUrl(benchPgUrl)} did not answer (${problem}); set AGENTRY_BENCH_PG_URL to a reachable server to measure it too.`,
+  };
 }
 
 export interface BenchDatabase {

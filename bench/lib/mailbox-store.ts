@@ -3,6 +3,7 @@ import { Store, type DialectName } from '../../src/store/index.js';
 import type { NewMessage } from '../../src/store/repositories/mailbox.js';
 import { insertAgentWithMailbox, insertUser } from '../../test/kit/store.js';
 import { freshDatabase } from './databases.js';
+import { summarize } from './stats.js';
 
 /** A migrated scratch store with one user and one agent's mailbox, for store-level benches. */
 export interface MailboxBench {
@@ -43,5 +44,4 @@ export async function openMailboxBench(dialect: DialectName): Promise<MailboxBen
 }
 
 /** The median of samples in milliseconds, in microseconds. */
-export const medianMicros = (samples: number[]): number =>
-  [...samples].sort((a, b) => a - b)[samples.length >> 1]! * 1000;
+export const medianMicros = (samples: number[]): number => summarize(samples).p50 * 1000;

@@ -42,14 +42,18 @@ async function waitUntilHealthy(url: string, child: ChildRun, timeoutMs = 60_000
   }
 }
 
-export interface RunningService {
+/** A serving process of the bench. */
+export interface ServingProcess {
   /** Base URL, e.g. http://127.0.0.1:41234 */
   url: string;
-  /** API key of the user the first start created. */
-  apiKey: string;
   pid: number;
   /** Stops the server; resolves to its peak resident memory in bytes. */
   stop(): Promise<number>;
+}
+
+export interface RunningService extends ServingProcess {
+  /** API key of the user the first start created. */
+  apiKey: string;
 }
 
 /**
@@ -62,6 +66,30 @@ export async function startService(
   settings: Record<string, string> = {},
   nodeArgs: string[] = [],
 ): Promise<RunningService> {
+  return launch(database, settings, nodeArgs, async (child) => {
+    // The key is printed just before the server listens.
+    const [, apiKey] = await child.waitForOutput(/API key[^\n]*\n\s*\n\s*(\S+)\s*\n/);
+    return { apiKey: apiKey! };
+  });
+}
+
+/**
+ * Starts a further replica on a database that {@link startService} set up: the same command
+ * and settings, but no key is printed (the user exists).
+ */
+export function startReplica(
+  database: BenchDatabase,
+  settings: Record<string, string> = {},
+): Promise<ServingProcess> {
+  return launch(database, settings, [], async () => ({}));
+}
+
+async function launch<T extends object>(
+  database: BenchDatabase,
+  settings: Record<string, string>,
+  nodeArgs: string[],
+  starting: (child: ChildRun) => Promise<T>,
+): Promise<ServingProcess & T> {
   const port = await freePort();
   const child = ChildRun.node(
     'agentry serve',
@@ -82,14 +110,13 @@ export async function startService(
   );
   const rss = new RssSampler(child.pid);
   try {
-    // The key is printed just before the server listens; at log level warn nothing says
-    // when it does, so its health check is asked until it answers.
-    const [, apiKey] = await child.waitForOutput(/API key[^\n]*\n\s*\n\s*(\S+)\s*\n/);
+    const started = await starting(child);
+    // At log level warn nothing says when the server listens: its health check is asked.
     const url = `http://127.0.0.1:${port}`;
     await waitUntilHealthy(url, child);
     return {
+      ...started,
       url,
-      apiKey: apiKey!,
       pid: child.pid,
       stop: async () => {
         const peak = rss.stop();

@@ -1,6 +1,12 @@
 /** Who is calling. Set by the auth plugin before a route's handler runs. */
 export type Principal =
-  | { kind: 'user'; userId: string; keyId: string }
+  | {
+      kind: 'user';
+      userId: string;
+      keyId: string;
+      /** When the console session the user called through ends; absent for an API key. */
+      sessionExpiresAt?: number;
+    }
   | { kind: 'agent'; address: string; validTo: number }
   | { kind: 'anonymous' };
 

@@ -281,8 +281,9 @@ withStoreOptions(
     .option('--expires <duration>', 'lifetime such as 30d, 12h, 2w', duration),
 ).action(async (user: string, flags) => {
   await withServices(flags, async (ctx) => {
-    const key = await ctx.services.users.addKey(user, flags.expires);
-    console.log(`key id ${key.keyId}, expires ${formatTime(key.expiresAt)}`);
+    const owner = await ctx.services.users.findUser(user);
+    const key = await ctx.services.users.createKey(owner.id, { lifetimeMs: flags.expires });
+    console.log(`key id ${key.id}, expires ${formatTime(key.expiresAt)}`);
     console.log(key.token);
   });
 });
@@ -411,7 +412,7 @@ async function connectAgent(
         ...request,
       })) as typeof answer;
     } finally {
-      await ctx.services.users.revokeOwnKey(user.id, key.id);
+      await ctx.services.users.revokeKey(key.id, user.id);
     }
     if (!answer?.success) {
       throw new ConnectError(

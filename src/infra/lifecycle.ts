@@ -3,14 +3,14 @@
  * readiness route and the HTTP layer read it; the server sets it when told to stop.
  */
 export class Lifecycle {
-  private drainingSince: number | undefined;
+  private stopping = false;
 
   /** True from the moment the process was told to stop. */
   get draining(): boolean {
-    return this.drainingSince !== undefined;
+    return this.stopping;
   }
 
-  startDraining(now = Date.now()): void {
-    this.drainingSince ??= now;
+  startDraining(): void {
+    this.stopping = true;
   }
 }

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type { FastifyRateLimitStoreCtor } from '@fastify/rate-limit';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 
 /**
@@ -77,10 +77,6 @@ class OutageReporter {
     this.degraded = false;
     this.logger.info('rate limits: Redis answers again; counters are shared');
   }
-
-  get isDegraded(): boolean {
-    return this.degraded;
-  }
 }
 
 /** A store the plugin instantiates: Redis first, local counters when Redis fails. */
@@ -118,20 +114,25 @@ class FallbackStore implements PluginStore {
   }
 }
 
-/** The Redis connection behind shared rate limits, and the store class the plugin takes. */
+/**
+ * The Redis connection behind shared rate limits, and the store class the plugin takes. The
+ * Redis client is loaded on connect, so that processes without Redis never load it.
+ */
 export class SharedRateLimits {
   private readonly reporter: OutageReporter;
+  private redis: Redis | undefined;
 
-  private constructor(
-    readonly redis: Redis,
-    private readonly keyPrefix: string,
-    logger: Logger,
-  ) {
-    this.reporter = new OutageReporter(logger);
+  constructor(private readonly options: SharedRateLimitsOptions) {
+    this.reporter = new OutageReporter(options.logger);
   }
 
-  static open(options: SharedRateLimitsOptions): SharedRateLimits {
-    const redis = new Redis(options.url, {
+  /**
+   * Connects, waiting a little: a server that starts while Redis is down serves anyway, with
+   * local counters, and shares them once Redis answers.
+   */
+  async connect(): Promise<void> {
+    const { Redis } = await import('ioredis');
+    const redis = new Redis(this.options.url, {
       // Fail at once while disconnected (and fall back) instead of queueing requests.
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
@@ -141,22 +142,14 @@ export class SharedRateLimits {
       retryStrategy: (attempt) => Math.min(attempt * 100, 2000),
       lazyConnect: true,
     });
-    const limits = new SharedRateLimits(redis, options.keyPrefix, options.logger);
     // Connection errors are reported through the requests they fail; without a listener
     // ioredis would print each one.
-    redis.on('error', (err: unknown) => limits.reporter.failed(err));
-    redis.on('ready', () => limits.reporter.succeeded());
-    return limits;
-  }
-
-  /**
-   * Connects, waiting a little: a server that starts while Redis is down serves anyway, with
-   * local counters, and shares them once Redis answers.
-   */
-  async connect(): Promise<void> {
+    redis.on('error', (err: unknown) => this.reporter.failed(err));
+    redis.on('ready', () => this.reporter.succeeded());
+    this.redis = redis;
     try {
       await Promise.race([
-        this.redis.connect(),
+        redis.connect(),
         new Promise((_, reject) =>
           setTimeout(() => reject(new Error('Redis connect timed out')), CONNECT_WAIT_MS).unref(),
         ),
@@ -166,14 +159,12 @@ export class SharedRateLimits {
     }
   }
 
-  /** Whether counters fall back to this process's own right now. */
-  get degraded(): boolean {
-    return this.reporter.isDegraded;
-  }
-
   /** The `store` option of the rate-limit plugin. */
   storeClass(): FastifyRateLimitStoreCtor {
-    const { redis, keyPrefix, reporter } = this;
+    if (!this.redis) throw new Error('shared rate limits are used before they connect');
+    const redis: Redis = this.redis;
+    const reporter = this.reporter;
+    const { keyPrefix } = this.options;
     const Store = class extends FallbackStore {
       constructor(params: StoreParams) {
         const continueExceeding = params.continueExceeding ?? false;
@@ -189,11 +180,12 @@ export class SharedRateLimits {
   }
 
   async close(): Promise<void> {
-    if (this.redis.status === 'end') return;
+    const redis = this.redis;
+    if (!redis || redis.status === 'end') return;
     try {
-      await this.redis.quit();
+      await redis.quit();
     } catch {
-      this.redis.disconnect();
+      redis.disconnect();
     }
   }
 }

@@ -42,17 +42,19 @@ export class DeliveryTrace {
    * (otherwise no owner could read it); by its digest when its fields can be packed.
    */
   async refused(envelope: EnvelopeFields, reason: string, uuid?: string): Promise<void> {
-    if (!this.enabled) return;
-    await this.store.repos.deliveries.recordForRegistered({
-      address: envelope.target,
-      event: 'refused',
-      at: this.clock.now(),
-      uuid: uuid ?? null,
-      digest: digestHexUnlessMalformed(envelope),
-      sender: envelope.sender,
-      size: Buffer.byteLength(JSON.stringify(envelope)),
-      detail: reason,
-    });
+    if (!this.enabled || !(await this.store.repos.agents.isRegistered(envelope.target))) return;
+    await this.store.repos.deliveries.record([
+      {
+        address: envelope.target,
+        event: 'refused',
+        at: this.clock.now(),
+        uuid: uuid ?? null,
+        digest: digestHexUnlessMalformed(envelope),
+        sender: envelope.sender,
+        size: Buffer.byteLength(JSON.stringify(envelope)),
+        detail: reason,
+      },
+    ]);
   }
 
   /** Records that messages of `address` were handed to a reader (`by`: agent or owner). */

@@ -51,9 +51,7 @@ export class SessionsService {
   }
 
   /** The user behind a session token, or 401 saying why there is none. */
-  async authenticate(
-    token: string,
-  ): Promise<Extract<Principal, { kind: 'user' }> & { expiresAt: number }> {
+  async authenticate(token: string): Promise<Extract<Principal, { kind: 'user' }>> {
     const row = TOKEN_PATTERN.test(token)
       ? await this.store.repos.sessions.find(hashToken(token))
       : undefined;
@@ -67,7 +65,12 @@ export class SessionsService {
     if (row.key_expires_at !== null && row.key_expires_at <= now) {
       throw new UnauthenticatedError('The API key of this session has expired');
     }
-    return { kind: 'user', userId: row.user_id, keyId: row.key_id, expiresAt: row.expires_at };
+    return {
+      kind: 'user',
+      userId: row.user_id,
+      keyId: row.key_id,
+      sessionExpiresAt: row.expires_at,
+    };
   }
 
   /** Removes sessions past their expiry (a housekeeping task). */

@@ -45,10 +45,6 @@ export class UsersService {
     const user: UserRow = { id: randomUUID(), name, created_at: now };
     const key = generateApiKey();
     await this.store.transaction(async (tx) => {
-      if (await tx.users.findByName(name)) {
-        throw new ConflictError(`A user named "${name}" already exists`);
-      }
-      // Checked above, but another process may insert the same name in between.
       if ((await tx.users.insert(user)) === 'name-taken') {
         throw new ConflictError(`A user named "${name}" already exists`);
       }
@@ -91,26 +87,7 @@ export class UsersService {
     return this.store.repos.users.list();
   }
 
-  async addKey(
-    nameOrId: string,
-    lifetimeMs?: number,
-  ): Promise<{ keyId: string; token: string; expiresAt: number | null }> {
-    const user = await this.findUser(nameOrId);
-    const now = this.clock.now();
-    const key = generateApiKey();
-    const expiresAt = lifetimeMs === undefined ? null : now + lifetimeMs;
-    await this.store.repos.apiKeys.insert({
-      id: key.id,
-      user_id: user.id,
-      secret_hash: key.secretHash,
-      created_at: now,
-      expires_at: expiresAt,
-      revoked_at: null,
-    });
-    return { keyId: key.id, token: key.token, expiresAt };
-  }
-
-  /** Creates a key for a user found by id (an owner's own call); the token is shown once. */
+  /** Creates a key for a user; the token is shown once. */
   async createKey(
     userId: string,
     options: { label?: string | null; lifetimeMs?: number } = {},
@@ -131,14 +108,6 @@ export class UsersService {
     return { id: key.id, label, createdAt: now, expiresAt, revokedAt: null, token: key.token };
   }
 
-  /** Revokes one of the user's own keys; 404 for a key of anyone else. */
-  async revokeOwnKey(userId: string, keyId: string): Promise<void> {
-    if (await this.store.repos.apiKeys.revoke(keyId, this.clock.now(), userId)) return;
-    const row = await this.store.repos.apiKeys.findById(keyId);
-    if (!row || row.user_id !== userId) throw new NotFoundError(`No key with id ${keyId}`);
-    throw new NotFoundError(`Key ${keyId} is already revoked`);
-  }
-
   async listKeys(nameOrId: string): Promise<ApiKeyInfo[]> {
     const user = await this.findUser(nameOrId);
     const rows = await this.store.repos.apiKeys.listForUser(user.id);
@@ -151,14 +120,17 @@ export class UsersService {
     }));
   }
 
-  async revokeKey(keyId: string): Promise<void> {
-    const revoked = await this.store.repos.apiKeys.revoke(keyId, this.clock.now());
-    if (!revoked) {
-      const exists = await this.store.repos.apiKeys.findById(keyId);
-      throw new NotFoundError(
-        exists ? `Key ${keyId} is already revoked` : `No key with id ${keyId}`,
-      );
+  /**
+   * Revokes a key. Given a user, only one of that user's own keys: a key of anyone else is
+   * answered as if it did not exist.
+   */
+  async revokeKey(keyId: string, userId?: string): Promise<void> {
+    if (await this.store.repos.apiKeys.revoke(keyId, this.clock.now(), userId)) return;
+    const row = await this.store.repos.apiKeys.findById(keyId);
+    if (!row || (userId !== undefined && row.user_id !== userId)) {
+      throw new NotFoundError(`No key with id ${keyId}`);
     }
+    throw new NotFoundError(`Key ${keyId} is already revoked`);
   }
 
   /** Resolves a Bearer token to its user, or says why it cannot be used. */

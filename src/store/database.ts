@@ -147,13 +147,19 @@ const pgTypes = {
   },
 };
 
+/**
+ * How pg connects to a `postgres://` URL: as written, with `postgres` as the user when the URL
+ * names none (pg would fall back to $USER, which is unset in many containers).
+ */
+export function postgresConnection(url: string): pg.ClientConfig {
+  return { connectionString: url, ...(new URL(url).username ? {} : { user: 'postgres' }) };
+}
+
 function openPostgres(url: string, options: DatabaseOptions): DatabaseHandle {
   const pool = new pg.Pool({
-    connectionString: url,
+    ...postgresConnection(url),
     max: options.poolSize ?? defaults.databasePoolSize,
     types: pgTypes as pg.CustomTypesConfig,
-    // Without an explicit user, pg falls back to $USER, which is unset in many containers.
-    ...(new URL(url).username ? {} : { user: 'postgres' }),
   });
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   return {

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import pg from 'pg';
 import type { DeliveryNotifier } from '../infra/delivery-notifier.js';
 import type { Logger } from '../logger.js';
+import { postgresConnection } from './database.js';
 
 /**
  * Tells held mailbox polls that something happened to their mailbox (a message committed, the
@@ -63,11 +64,6 @@ export class PostgresDeliverySignals implements DeliverySignals {
     this.ready = this.connect();
   }
 
-  /** Resolves once the first attempt to listen has ended (listening, or failed and retrying). */
-  listening(): Promise<void> {
-    return this.ready;
-  }
-
   announce(addresses: Iterable<string>): void {
     const list = [...new Set(addresses)];
     if (list.length === 0) return;
@@ -111,10 +107,7 @@ export class PostgresDeliverySignals implements DeliverySignals {
   }
 
   private async connect(): Promise<void> {
-    const client = new pg.Client({
-      connectionString: this.url,
-      ...(new URL(this.url).username ? {} : { user: 'postgres' }),
-    });
+    const client = new pg.Client(postgresConnection(this.url));
     let lost = false;
     const onLost = (err?: unknown): void => {
       if (lost) return;

@@ -1,4 +1,5 @@
 import { bodyChecker } from '../http/plugins/validation.js';
+import { excessiveDepthAt } from './json-depth.js';
 import { Envelope } from './mailbox.js';
 
 /**
@@ -10,20 +11,6 @@ export const MAX_STORED_DEPTH = 32;
 
 const checkEnvelope = bodyChecker(Envelope);
 
-/** How deeply `value` nests containers (a scalar is 0), counted without recursion. */
-function depthOf(value: unknown): number {
-  let deepest = 0;
-  const pending: [unknown, number][] = [[value, 0]];
-  while (pending.length > 0) {
-    const [item, depth] = pending.pop()!;
-    if (item === null || typeof item !== 'object') continue;
-    deepest = Math.max(deepest, depth + 1);
-    if (deepest > MAX_STORED_DEPTH) return deepest;
-    for (const child of Object.values(item)) pending.push([child, depth + 1]);
-  }
-  return deepest;
-}
-
 /**
  * Why the uAgents client could not take this stored envelope text from the mailbox at
  * `address` (it would abandon its page, or skip the message without ever deleting it), or
@@ -31,14 +18,14 @@ function depthOf(value: unknown): number {
  * the mailbox's own address as spelled.
  */
 export function unservableReason(text: string, address: string): string | undefined {
+  if (excessiveDepthAt(text, MAX_STORED_DEPTH) !== -1) {
+    return `nests deeper than ${MAX_STORED_DEPTH} levels`;
+  }
   let envelope: unknown;
   try {
     envelope = JSON.parse(text);
   } catch {
     return 'not JSON text';
-  }
-  if (depthOf(envelope) > MAX_STORED_DEPTH) {
-    return `nests deeper than ${MAX_STORED_DEPTH} levels`;
   }
   const issues = checkEnvelope(envelope);
   if (issues.length > 0) {

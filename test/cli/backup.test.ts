@@ -4,16 +4,9 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { registerAgent } from '../kit/agents.js';
-import { agentryArgs, ChildRun, runAgentry, spawnServer } from '../kit/process.js';
+import { runAgentry, runAgentryInBackground, spawnServer } from '../kit/process.js';
 import { mailboxSignatures, SubmitLoad } from '../kit/submit-load.js';
 import { TestIdentity } from '../kit/uagent.js';
-
-/** Runs an `agentry` command to its end without blocking the event loop (load goes on). */
-async function agentry(args: string[]): Promise<{ code: number | null; output: string }> {
-  const child = ChildRun.node('agentry ' + args[0], agentryArgs(...args));
-  const code = await child.waitForExit();
-  return { code, output: child.output() };
-}
 
 describe('backup and restore of the embedded database', () => {
   const dir = mkdtempSync(join(tmpdir(), 'agentry-backup-'));
@@ -32,7 +25,7 @@ describe('backup and restore of the embedded database', () => {
       await load.acknowledgedAtLeast(200);
 
       const committedBefore = load.acknowledged.map(({ signature }) => signature);
-      const backup = await agentry(['backup', backupFile, ...data]);
+      const backup = await runAgentryInBackground(['backup', backupFile, ...data]);
       const backupEnded = load.acknowledged.length;
       assert.equal(backup.code, 0, backup.output);
       assert.match(backup.output, /backed up .* to .*agentry-backup\.db \(\d+ bytes\)/);
@@ -43,7 +36,7 @@ describe('backup and restore of the embedded database', () => {
       // Messages after the backup: the restore must take them away again.
       await load.acknowledgedAtLeast(backupEnded + 50);
 
-      const refused = await agentry(['restore', backupFile, ...data]);
+      const refused = await runAgentryInBackground(['restore', backupFile, ...data]);
       assert.equal(refused.code, 2, refused.output);
       assert.match(refused.output, /in use/);
       await load.stop();

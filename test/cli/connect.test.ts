@@ -4,7 +4,7 @@ import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { LocalAgent } from '../kit/local-agent.js';
 import { freePort } from '../kit/ports.js';
-import { agentryArgs, ChildRun } from '../kit/process.js';
+import { runAgentryInBackground } from '../kit/process.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 
 describeOnEachDialect('command line: connect', (dialect) => {
@@ -21,15 +21,10 @@ describeOnEachDialect('command line: connect', (dialect) => {
   });
 
   /** Runs the command in a child process while this one serves Agentry and the agent. */
-  async function agentry(...args: string[]): Promise<{ code: number | null; output: string }> {
-    const child = ChildRun.node(
-      'agentry',
-      agentryArgs(...args, '--database-url', t.config.databaseUrl),
-      { ...process.env, AGENTRY_LOG_LEVEL: 'warn' },
-    );
-    const code = await child.waitForExit();
-    return { code, output: child.output() };
-  }
+  const agentry = (...args: string[]) =>
+    runAgentryInBackground([...args, '--database-url', t.config.databaseUrl], {
+      AGENTRY_LOG_LEVEL: 'warn',
+    });
 
   it('connects a running agent as a mailbox for a user, with a key that is revoked after', async () => {
     const res = await agentry('connect', '--agent', agent.url, '--mailbox', '--user', 'admin');

@@ -1,6 +1,5 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { AddressInfo } from 'node:net';
 import {
   createNodeVerifier,
   verifyEnvelopeSignature,
@@ -26,6 +25,7 @@ import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
+import { closeNow, listenOnLoopback } from '../kit/loopback.js';
 
 /**
  * Two uAgents on one local network find and message each other through the service alone:
@@ -59,15 +59,13 @@ describeOnEachDialect('almanac journey on a local network', (dialect) => {
   let bEndpoint: string;
 
   before(async () => {
-    await new Promise<void>((resolve) => bServer.listen(0, '127.0.0.1', resolve));
-    bEndpoint = `http://127.0.0.1:${(bServer.address() as AddressInfo).port}/submit`;
+    bEndpoint = `${await listenOnLoopback(bServer)}/submit`;
     t = await startTestServer({ dialect, clock });
     agentverse = t.config.publicUrl;
   });
   after(async () => {
     await t.close();
-    bServer.closeAllConnections();
-    await new Promise((resolve) => bServer.close(resolve));
+    await closeNow(bServer);
   });
 
   const now = () => unixSeconds(clock.now());

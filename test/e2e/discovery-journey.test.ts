@@ -1,7 +1,6 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Server as HttpServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { EnvelopeFields } from '../../src/crypto/index.js';
 import { hostOf, registerAgent } from '../kit/agents.js';
 import { postStatus, registerInAlmanac, signedStatusUpdate, unixSeconds } from '../kit/almanac.js';
@@ -16,6 +15,7 @@ import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
+import { closeNow, listenOnLoopback } from '../kit/loopback.js';
 
 /**
  * Discovery on a private network, played as uAgents 0.25 plays it: `ctx.broadcast(digest, msg)`
@@ -27,16 +27,6 @@ import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
 const CHAT = 'proto:30a801ed3a83f9a0ff0a9f1e6fe958cb91da1fc2218b153df7b6cbf87bd33d62';
 const OTHER = 'proto:a03398ea81d7aaaf67e72940937676eae0d019f8e1d8b5efbadfef9fd2e98bb2';
-
-async function listen(server: HttpServer): Promise<string> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/submit`;
-}
-
-async function close(server: HttpServer): Promise<void> {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
-}
 
 describeOnEachDialect('discovery journey: broadcast and names', (dialect) => {
   const clock = new ManualClock();
@@ -59,7 +49,7 @@ describeOnEachDialect('discovery journey: broadcast and names', (dialect) => {
       inboxes.set(agent.address, inbox);
       const server = endpointAgentServer(agent, inbox);
       servers.push(server);
-      urls.set(agent.address, await listen(server));
+      urls.set(agent.address, `${await listenOnLoopback(server)}/submit`);
     }
     t = await startTestServer({ dialect, clock, config: { allowPrivateTargets: true } });
     agentverse = t.config.publicUrl;
@@ -100,7 +90,7 @@ describeOnEachDialect('discovery journey: broadcast and names', (dialect) => {
   });
   after(async () => {
     await t.close();
-    for (const server of servers) await close(server);
+    for (const server of servers) await closeNow(server);
   });
 
   /** `ctx.send` to an address: resolve, then post to the endpoints in turn. */

@@ -1,7 +1,6 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server as HttpServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import {
   createNodeVerifier,
   verifyEnvelopeSignature,
@@ -12,6 +11,7 @@ import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
+import { closeNow, listenOnLoopback } from '../kit/loopback.js';
 
 /**
  * The journeys a uAgent makes against the service, played with a client that signs exactly
@@ -70,14 +70,12 @@ describeOnEachDialect('uAgents journeys', (dialect) => {
         response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(reply));
       });
     });
-    await new Promise<void>((resolve) => endpoint.listen(0, '127.0.0.1', resolve));
-    endpointUrl = `http://127.0.0.1:${(endpoint.address() as AddressInfo).port}/submit`;
+    endpointUrl = `${await listenOnLoopback(endpoint)}/submit`;
     t = await startTestServer({ dialect, config: { allowPrivateTargets: true } });
   });
   after(async () => {
     await t.close();
-    endpoint.closeAllConnections();
-    await new Promise((resolve) => endpoint.close(resolve));
+    await closeNow(endpoint);
   });
 
   it('delivers through the mailbox: register, submit, poll with one attestation, delete', async () => {

@@ -1,15 +1,11 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
+import { postgresConnection } from '../../src/store/database.js';
 import { migrations } from '../../src/store/migrations/index.js';
 import { registerAgent } from '../kit/agents.js';
 import { registerInAlmanac, resolveAgent, unixSeconds } from '../kit/almanac.js';
-import {
-  createTestDatabase,
-  pgClientConfig,
-  testPgUrl,
-  type TestDatabase,
-} from '../kit/databases.js';
+import { createTestDatabase, testPgUrl, type TestDatabase } from '../kit/databases.js';
 import { call } from '../kit/http.js';
 import { runAgentry, spawnServer, type ServerProcess } from '../kit/process.js';
 import { redisAnswers, testRedisUrl, uniqueRedisPrefix } from '../kit/redis.js';
@@ -59,7 +55,7 @@ describe('two replicas on one PostgreSQL database', { skip }, () => {
   });
 
   it('start at once on an empty database and migrate it once', async () => {
-    const client = new pg.Client(pgClientConfig(database.url));
+    const client = new pg.Client(postgresConnection(database.url));
     await client.connect();
     try {
       const { rows } = await client.query<{ name: string }>(

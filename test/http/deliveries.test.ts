@@ -2,17 +2,17 @@ import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server as HttpServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { envelopeDigest, type EnvelopeFields } from '../../src/crypto/index.js';
 import { messageUuid } from '../../src/services/mailbox.js';
 import { usagePeriod } from '../../src/services/usage.js';
 import { quarantineUnservable } from '../../src/store/repositories/mailbox.js';
 import { unservableReason } from '../../src/wire/stored-envelope.js';
-import { hostOf, registerAgent } from '../kit/agents.js';
+import { hostOf, newRegisteredAgent, registerAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
+import { closeNow, listenOnLoopback } from '../kit/loopback.js';
 
 interface TraceRow {
   address: string;
@@ -36,16 +36,7 @@ async function startEndpoint(): Promise<{ url: string; close(): Promise<void> }>
       else response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  return { url: await listenOnLoopback(server), close: () => closeNow(server) };
 }
 
 describeOnEachDialect('delivery trace', (dialect) => {
@@ -66,11 +57,8 @@ describeOnEachDialect('delivery trace', (dialect) => {
     await endpoint.close();
   });
 
-  async function newAgent(key = t.userKey, redirectUrl?: string): Promise<TestIdentity> {
-    const agent = TestIdentity.random();
-    await registerAgent(hostOf(t), key, agent, redirectUrl ? { redirectUrl } : {});
-    return agent;
-  }
+  const newAgent = (key = t.userKey, redirectUrl?: string) =>
+    newRegisteredAgent(hostOf(t), key, { redirectUrl });
 
   function envelopeFrom(sender: TestIdentity, target: string, expires?: number): EnvelopeFields {
     return sender.signEnvelope(
@@ -82,11 +70,6 @@ describeOnEachDialect('delivery trace', (dialect) => {
         nonce: Math.floor(Math.random() * 1e9),
       }),
     );
-  }
-
-  function agentAuth(agent: TestIdentity): string {
-    const now = Math.floor(clock.now() / 1000);
-    return `Agent ${agent.attestation({ validFrom: now - 10, validTo: now + 1000 })}`;
   }
 
   async function trace(address: string, query = '', key = t.userKey): Promise<TraceRow[]> {
@@ -120,12 +103,12 @@ describeOnEachDialect('delivery trace', (dialect) => {
       ],
     );
     const polled = await call(t.url, 'GET', `/v2/agents/${target.address}/mailbox`, {
-      authorization: agentAuth(target),
+      authorization: target.authorization(clock.now()),
     });
     assert.equal(polled.status, 200, polled.text);
     assert.equal(polled.body[0].uuid, uuid);
     const deleted = await call(t.url, 'DELETE', `/v2/agents/${target.address}/mailbox/${uuid}`, {
-      authorization: agentAuth(target),
+      authorization: target.authorization(clock.now()),
     });
     assert.equal(deleted.status, 200, deleted.text);
     // The same envelope again, later (a replay), stores nothing, and says so.
@@ -193,7 +176,7 @@ describeOnEachDialect('delivery trace', (dialect) => {
       assert.equal((await call(t.url, 'GET', path)).status, 401);
     }
     const asAgent = await call(t.url, 'GET', `/v2/agents/${target.address}/deliveries`, {
-      authorization: agentAuth(target),
+      authorization: target.authorization(clock.now()),
     });
     assert.equal(asAgent.status, 401, asAgent.text);
   });
@@ -343,7 +326,7 @@ describeOnEachDialect('delivery trace', (dialect) => {
     const session = randomUUID();
     const res = await call(t.url, 'POST', '/v2/agents/interactions', {
       body: { source: source.address, target: other.address, session_id: session },
-      authorization: agentAuth(source),
+      authorization: source.authorization(clock.now()),
     });
     assert.equal(res.status, 200, res.text);
     const rows = await trace(source.address, '?kind=interaction');

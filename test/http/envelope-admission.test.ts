@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { EnvelopeFields } from '../../src/crypto/index.js';
-import { hostOf, registerAgent } from '../kit/agents.js';
+import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
@@ -57,11 +57,7 @@ describeOnEachDialect('envelope admission', (dialect) => {
   });
   after(() => t.close());
 
-  async function newAgent(): Promise<TestIdentity> {
-    const agent = TestIdentity.random();
-    await registerAgent(hostOf(t), t.userKey, agent);
-    return agent;
-  }
+  const newAgent = () => newRegisteredAgent(hostOf(t), t.userKey);
 
   function signed(
     sender: TestIdentity,
@@ -84,9 +80,8 @@ describeOnEachDialect('envelope admission', (dialect) => {
   }
 
   async function poll(agent: TestIdentity) {
-    const now = Math.floor(Date.now() / 1000);
     const res = await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox?limit=100`, {
-      authorization: `Agent ${agent.attestation({ validFrom: now - 10, validTo: now + 100 })}`,
+      authorization: agent.authorization(),
     });
     assert.equal(res.status, 200, res.text);
     return res.body as Record<string, unknown>[];

@@ -1,7 +1,8 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
-import { MAX_JSON_DEPTH, serializeAnswer } from '../../src/http/plugins/errors.js';
+import { serializeAnswer } from '../../src/http/plugins/errors.js';
+import { MAX_JSON_DEPTH } from '../../src/wire/json-depth.js';
 import { hostOf, registerAgent } from '../kit/agents.js';
 import { resolveAgent, signedRegistration } from '../kit/almanac.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
@@ -47,11 +48,6 @@ describeOnEachDialect('hardening', (dialect) => {
     ['POST', `/v1/almanac/agents/${address}/status`],
     ['POST', '/v1/almanac/manifests'],
   ];
-
-  function agentAuth(who: TestIdentity): string {
-    const now = Math.floor(clock.now() / 1000);
-    return `Agent ${who.attestation({ validFrom: now - 10, validTo: now + 1000 })}`;
-  }
 
   it('refuses deeply nested JSON on every route that takes a body, with detail', async () => {
     const bodies = [
@@ -122,7 +118,7 @@ describeOnEachDialect('hardening', (dialect) => {
     const stored = await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: deepPayload });
     assert.ok(stored.status < 500, stored.text);
     const listed = await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
-      authorization: agentAuth(agent),
+      authorization: agent.authorization(clock.now()),
     });
     assert.equal(listed.status, 200, listed.text);
   });
@@ -131,7 +127,7 @@ describeOnEachDialect('hardening', (dialect) => {
     for (const value of ['Infinity', '-Infinity', 'NaN', '1e400', '1.5', '99999999999999999999']) {
       for (const [path, auth] of [
         ['/v2/agents', `Bearer ${t.userKey}`],
-        [`/v2/agents/${agent.address}/mailbox`, agentAuth(agent)],
+        [`/v2/agents/${agent.address}/mailbox`, agent.authorization(clock.now())],
       ]) {
         for (const field of ['offset', 'limit']) {
           const res = await call(t.url, 'GET', `${path}?${field}=${value}`, {

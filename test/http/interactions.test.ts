@@ -14,11 +14,6 @@ describeOnEachDialect('interactions', (dialect) => {
   });
   after(() => t.close());
 
-  function attest(agent: TestIdentity): string {
-    const now = Math.floor(Date.now() / 1000);
-    return `Agent ${agent.attestation({ validFrom: now - 10, validTo: now + 3600 })}`;
-  }
-
   function report(body: unknown, authorization?: string) {
     return call(t.url, 'POST', '/v2/agents/interactions', {
       body,
@@ -32,7 +27,7 @@ describeOnEachDialect('interactions', (dialect) => {
     const session = randomUUID();
     const res = await report(
       { source: source.address, target: target.address, session_id: session },
-      attest(source),
+      source.authorization(Date.now(), 3600),
     );
     assert.equal(res.status, 200, res.text);
     assert.deepEqual(res.body, {});
@@ -49,27 +44,27 @@ describeOnEachDialect('interactions', (dialect) => {
     const body = { source: source.address, target: other.address, session_id: randomUUID() };
     assert.equal((await report(body)).status, 401);
     assert.equal((await report(body, `Bearer ${t.userKey}`)).status, 401);
-    assert.equal((await report(body, attest(other))).status, 403);
+    assert.equal((await report(body, other.authorization(Date.now(), 3600))).status, 403);
   });
 
   it('answers 404 for a source that is not registered and 422 for malformed fields', async () => {
     const [source, target] = [TestIdentity.random(), TestIdentity.random()];
     const unregistered = await report(
       { source: source.address, target: target.address, session_id: randomUUID() },
-      attest(source),
+      source.authorization(Date.now(), 3600),
     );
     assert.equal(unregistered.status, 404);
 
     await registerAgent(hostOf(t), t.userKey, source);
     const badSession = await report(
       { source: source.address, target: target.address, session_id: 'yesterday' },
-      attest(source),
+      source.authorization(Date.now(), 3600),
     );
     assert.equal(badSession.status, 422);
     assert.deepEqual(badSession.body.detail[0].loc, ['body', 'session_id']);
     const badTarget = await report(
       { source: source.address, target: 'agent1nope', session_id: randomUUID() },
-      attest(source),
+      source.authorization(Date.now(), 3600),
     );
     assert.equal(badTarget.status, 422);
     assert.deepEqual(badTarget.body.detail[0].loc, ['body', 'target']);

@@ -1,7 +1,7 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { hostOf, registerAgent, type AgentHost } from '../kit/agents.js';
+import { hostOf, newRegisteredAgent, registerAgent, type AgentHost } from '../kit/agents.js';
 import { createTestDatabase } from '../kit/databases.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
@@ -25,16 +25,11 @@ function envelopeFor(target: string) {
   );
 }
 
-function agentAuth(agent: TestIdentity): string {
-  const now = Math.floor(Date.now() / 1000);
-  return `Agent ${agent.attestation({ validFrom: now - 10, validTo: now + 1000 })}`;
-}
-
 /** A poll as the uAgents client sends it, timed from its start to its answer. */
 async function poll(host: AgentHost, agent: TestIdentity, signal?: AbortSignal) {
   const started = performance.now();
   const response = await fetch(`${host.url}/v2/agents/${agent.address}/mailbox`, {
-    headers: { authorization: agentAuth(agent) },
+    headers: { authorization: agent.authorization() },
     signal,
   });
   const text = await response.text();
@@ -72,11 +67,7 @@ describeOnEachDialect('held mailbox polls', (dialect) => {
 
   const held = (): number => t.server.ctx.services.mailbox.heldPolls;
 
-  async function newAgent(): Promise<TestIdentity> {
-    const agent = TestIdentity.random();
-    await registerAgent(hostOf(t), t.userKey, agent);
-    return agent;
-  }
+  const newAgent = () => newRegisteredAgent(hostOf(t), t.userKey);
 
   async function transferred(): Promise<number> {
     const res = await call(t.url, 'GET', '/v2/agents/usage/current', { key: t.userKey });
@@ -245,7 +236,7 @@ describeOnEachDialect('held mailbox polls across processes', (dialect) => {
             holder.url,
             'DELETE',
             `/v2/agents/${agent.address}/mailbox/${answer.body[0].uuid}`,
-            { authorization: agentAuth(agent) },
+            { authorization: agent.authorization() },
           );
           assert.equal(deleted.status, 200, deleted.text);
         }

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { encodeBech32, userAddressOf } from '../../src/crypto/index.js';
 import { messageUuid } from '../../src/services/mailbox.js';
 import { Store } from '../../src/store/index.js';
-import { hostOf, registerAgent } from '../kit/agents.js';
+import { hostOf, newRegisteredAgent, registerAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
@@ -24,11 +24,7 @@ describeOnEachDialect('mailbox', (dialect) => {
   });
   after(() => t.close());
 
-  async function newAgent(key = t.userKey): Promise<TestIdentity> {
-    const agent = TestIdentity.random();
-    await registerAgent(hostOf(t), key, agent);
-    return agent;
-  }
+  const newAgent = (key = t.userKey) => newRegisteredAgent(hostOf(t), key);
 
   function envelopeFrom(
     sender: TestIdentity,

@@ -1,12 +1,13 @@
 import { it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { hostOf, registerAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { startTestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
+import { closeNow, listenOnLoopback } from '../kit/loopback.js';
 
 /** Whether a new TCP connection to the port is still accepted. */
 function accepts(port: number): Promise<boolean> {
@@ -32,12 +33,10 @@ describeOnEachDialect('shutdown', (dialect) => {
       held = res;
       reached();
     });
-    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    const upstreamUrl = await listenOnLoopback(upstream);
     try {
       const agent = TestIdentity.random();
-      await registerAgent(hostOf(t), t.userKey, agent, {
-        redirectUrl: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/`,
-      });
+      await registerAgent(hostOf(t), t.userKey, agent, { redirectUrl: `${upstreamUrl}/` });
       const sender = TestIdentity.random();
       const envelope = JSON.stringify(
         sender.signEnvelope(
@@ -89,8 +88,7 @@ describeOnEachDialect('shutdown', (dialect) => {
         detail: 'Service Unavailable: the server is shutting down',
       });
     } finally {
-      upstream.closeAllConnections();
-      await new Promise((resolve) => upstream.close(resolve));
+      await closeNow(upstream);
       await t.close();
     }
   });

@@ -1,13 +1,14 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server as HttpServer } from 'node:http';
-import { connect, type AddressInfo, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { hostOf, registerAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
+import { closeNow, listenOnLoopback } from '../kit/loopback.js';
 
 const CAP = 40;
 const HEADERS_TIMEOUT_MS = 2000;
@@ -116,12 +117,10 @@ describeOnEachDialect('slow and idle clients', (dialect) => {
 
   it('does not cut a response that takes longer than the request timeout to prepare', async () => {
     const silent: HttpServer = createServer(() => {});
-    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const silentUrl = await listenOnLoopback(silent);
     try {
       const agent = TestIdentity.random();
-      await registerAgent(hostOf(t), t.userKey, agent, {
-        redirectUrl: `http://127.0.0.1:${(silent.address() as AddressInfo).port}/`,
-      });
+      await registerAgent(hostOf(t), t.userKey, agent, { redirectUrl: `${silentUrl}/` });
       const sender = TestIdentity.random();
       const envelope = sender.signEnvelope(
         makeEnvelope({ sender: sender.address, target: agent.address, payloadJson: '{}' }),
@@ -134,8 +133,7 @@ describeOnEachDialect('slow and idle clients', (dialect) => {
       assert.equal(res.status, 504, res.text);
       assert.ok(Date.now() - started >= REQUEST_TIMEOUT_MS + 950);
     } finally {
-      silent.closeAllConnections();
-      await new Promise((resolve) => silent.close(resolve));
+      await closeNow(silent);
     }
   });
 });

@@ -2,7 +2,7 @@ import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { usagePeriod } from '../../src/services/usage.js';
 import { addUsage } from '../../src/store/repositories/usage.js';
-import { hostOf, registerAgent } from '../kit/agents.js';
+import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
@@ -35,11 +35,7 @@ describeOnEachDialect('usage', (dialect) => {
     return res.body;
   }
 
-  async function newAgent(key: string): Promise<TestIdentity> {
-    const agent = TestIdentity.random();
-    await registerAgent(hostOf(t), key, agent);
-    return agent;
-  }
+  const newAgent = (key: string) => newRegisteredAgent(hostOf(t), key);
 
   it('reports nothing used, the configured limits, and the start of next month as expiry', async () => {
     const { key } = await newUser('fresh');

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { call } from './http.js';
 import type { TestServer } from './server.js';
-import type { TestIdentity } from './uagent.js';
+import { TestIdentity } from './uagent.js';
 
 /** A running service (a test server, or the benchmark's child process). */
 export interface AgentHost {
@@ -17,6 +17,17 @@ export interface RegisterOptions {
   redirectUrl?: string;
   /** Fields of the `RegistrationRequest` to send besides address, url and agent_type. */
   listing?: Record<string, unknown>;
+}
+
+/** A new agent with a random key, registered by `ownerKey` as {@link registerAgent} does. */
+export async function newRegisteredAgent(
+  host: AgentHost,
+  ownerKey: string,
+  options: RegisterOptions = {},
+): Promise<TestIdentity> {
+  const agent = TestIdentity.random();
+  await registerAgent(host, ownerKey, agent, options);
+  return agent;
 }
 
 /**

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { postgresConnection } from '../../src/store/database.js';
 import type { DialectName } from '../../src/store/index.js';
 
 /** The PostgreSQL server the store tests use; unset means those tests are skipped. */
@@ -13,14 +14,9 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-/** Connection settings for `url`; without a user in it, pg would fall back to $USER. */
-export function pgClientConfig(url: string): pg.ClientConfig {
-  return { connectionString: url, user: new URL(url).username || 'postgres' };
-}
-
 /** Runs one statement on a connection of its own to `url`. */
 export async function runOnPostgres(url: string, statement: string): Promise<void> {
-  const client = new pg.Client(pgClientConfig(url));
+  const client = new pg.Client(postgresConnection(url));
   await client.connect();
   try {
     await client.query(statement);

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { TestIdentity } from './uagent.js';
+import { closeNow, listenOnLoopback } from './loopback.js';
 
 export interface LocalAgentOptions {
   /** The Agentry this agent is configured with (its "agentverse" URL). */
@@ -70,15 +70,13 @@ export class LocalAgent {
         this.send(res, 500, { error: String(err) });
       });
     });
-    await new Promise<void>((resolve) => this.server!.listen(0, '127.0.0.1', resolve));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    this.url = await listenOnLoopback(this.server);
     return this;
   }
 
   async close(): Promise<void> {
     if (!this.server) return;
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server!.close(() => resolve()));
+    await closeNow(this.server);
   }
 
   private send(res: ServerResponse, status: number, body?: unknown): void {

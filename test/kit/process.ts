@@ -192,6 +192,22 @@ export interface CommandResult {
   stderr: string;
 }
 
+/**
+ * Runs an `agentry` command to its end without blocking the event loop, for commands that
+ * talk to something this process serves (or that run while load goes on).
+ */
+export async function runAgentryInBackground(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; output: string }> {
+  const child = ChildRun.node(`agentry ${args[0]}`, agentryArgs(...args), {
+    ...process.env,
+    ...env,
+  });
+  const code = await child.waitForExit();
+  return { code, output: child.output() };
+}
+
 /** Runs an `agentry` command to its end. */
 export function runAgentry(args: string[], env: Record<string, string> = {}): CommandResult {
   const result = spawnSync(process.execPath, agentryArgs(...args), {

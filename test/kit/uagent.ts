@@ -88,6 +88,15 @@ export class TestIdentity {
     return `attr:${payload.toString('base64')}:${this.sign(payload, options)}`;
   }
 
+  /**
+   * An `Authorization` header value for calls as this agent: an attestation valid from ten
+   * seconds before `nowMs` (the service's clock, in milliseconds) for `validForSeconds`.
+   */
+  authorization(nowMs = Date.now(), validForSeconds = 1000): string {
+    const now = Math.floor(nowMs / 1000);
+    return `Agent ${this.attestation({ validFrom: now - 10, validTo: now + validForSeconds })}`;
+  }
+
   /** Reuses the service's envelopeSigningBytes: the Python-made vectors pin those bytes down. */
   signEnvelope(
     envelope: Omit<EnvelopeFields, 'signature'>,

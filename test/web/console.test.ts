@@ -1,7 +1,6 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { browserSkipReason, ensureWebBuild, launchBrowser, watchPage } from '../kit/browser.js';
@@ -13,6 +12,7 @@ import { freePort } from '../kit/ports.js';
 import { repositoryRoot } from '../kit/process.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
+import { closeNow, listenOnLoopback } from '../kit/loopback.js';
 
 /** Set to refresh the screenshots the README shows. */
 const screenshots = process.env.UPDATE_SCREENSHOTS === '1';
@@ -179,10 +179,9 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
         res.writeHead(401, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ detail: 'Invalid API key' }));
       });
-      await new Promise<void>((resolve) => otherService.listen(0, '127.0.0.1', resolve));
+      const otherUrl = await listenOnLoopback(otherService);
       try {
-        const { port } = otherService.address() as AddressInfo;
-        const elsewhere = new LocalAgent({ agentry: `http://127.0.0.1:${port}` });
+        const elsewhere = new LocalAgent({ agentry: otherUrl });
         agents.push(await elsewhere.start());
         const { page: misconfigured } = await openPage(elsewhere.inspectorLink(t.url), t.userKey);
         await misconfigured.getByRole('button', { name: 'Connect', exact: true }).click();
@@ -193,7 +192,7 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
           )
           .waitFor();
       } finally {
-        otherService.close();
+        await closeNow(otherService);
       }
     },
   );
@@ -281,6 +280,29 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
     await page.getByTestId('keys').waitFor();
     assert.equal(await page.getByTestId('new-key').count(), 0);
     assert.ok(!(await page.content()).includes(key));
+    assert.deepEqual(problems, []);
+  });
+
+  it('ends the session on the page when its key is revoked elsewhere', opts, async () => {
+    const key = await t.addUser(`revoked-${dialect}`);
+    const { page, problems } = await openPage(`${t.url}/#/keys`, key);
+    await page.getByTestId('keys').waitFor();
+    const own = await call(t.url, 'GET', '/v2/api-keys', { key });
+    assert.equal(own.status, 200);
+    assert.equal(own.body.length, 1);
+    assert.equal(
+      (await call(t.url, 'DELETE', `/v2/api-keys/${own.body[0].id}`, { key })).status,
+      200,
+    );
+    // A write, not a page load: the answer's 401 ends the session wherever it comes from.
+    await page.getByLabel('Label').fill('too late');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    await page.getByRole('button', { name: 'Sign in' }).waitFor();
+    await page
+      .getByRole('alert')
+      .getByText(/revoked/)
+      .waitFor();
+    assert.equal(await page.getByTestId('keys').count(), 0);
     assert.deepEqual(problems, []);
   });
 

@@ -37,6 +37,18 @@ export async function jsonOf(res: Response): Promise<unknown> {
   }
 }
 
+type SessionEnded = (reason: string) => void;
+let sessionEnded: SessionEnded | undefined;
+
+/**
+ * Who is told when a call is answered 401 while the page believes it is signed in: the
+ * session ended under it (expired, signed out elsewhere, its key revoked). The session's own
+ * calls are left out: there a 401 means "not signed in" or "wrong key".
+ */
+export function onSessionEnded(handler: SessionEnded | undefined): void {
+  sessionEnded = handler;
+}
+
 export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = { 'x-agentry-csrf': '1' };
   if (body !== undefined) headers['content-type'] = 'application/json';
@@ -47,7 +59,11 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
     body: body === undefined ? null : JSON.stringify(body),
   });
   const data = await jsonOf(res);
-  if (!res.ok) throw new ApiError(res.status, detailOf(data) ?? `HTTP ${res.status}`);
+  if (!res.ok) {
+    const error = new ApiError(res.status, detailOf(data) ?? `HTTP ${res.status}`);
+    if (res.status === 401 && path !== '/v2/session') sessionEnded?.(error.message);
+    throw error;
+  }
   return data as T;
 }
 

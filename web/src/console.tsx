@@ -14,12 +14,11 @@ import {
   type UsagePeriod,
   type UsageReport,
 } from './api';
+import { ConfirmButton } from './confirm';
 import { Markdown } from './markdown';
 import { ClaimName, NameCard } from './names';
 import { SignIn, useSession } from './session';
 import './style.css';
-
-type Expired = (reason: string) => void;
 
 function useHashRoute(): string {
   const [hash, setHash] = useState(location.hash);
@@ -31,8 +30,8 @@ function useHashRoute(): string {
   return hash.replace(/^#/, '') || '/agents';
 }
 
-/** Loads something, reporting a 401 as the end of the session. */
-function useLoad<T>(load: () => Promise<T>, expired: Expired, deps: unknown[]) {
+/** Loads something, again when `deps` change or on reload (a 401 ends the session in `api`). */
+function useLoad<T>(load: () => Promise<T>, deps: unknown[]) {
   const [value, setValue] = useState<T | undefined>();
   const [error, setError] = useState<string | undefined>();
   const [tick, setTick] = useState(0);
@@ -41,10 +40,7 @@ function useLoad<T>(load: () => Promise<T>, expired: Expired, deps: unknown[]) {
     setError(undefined);
     load().then(
       (v) => live && setValue(v),
-      (err: unknown) => {
-        if (err instanceof ApiError && err.status === 401) expired(err.message);
-        else if (live) setError((err as Error).message);
-      },
+      (err: unknown) => live && setError((err as Error).message),
     );
     return () => {
       live = false;
@@ -53,10 +49,9 @@ function useLoad<T>(load: () => Promise<T>, expired: Expired, deps: unknown[]) {
   return { value, error, reload: () => setTick((t) => t + 1) };
 }
 
-function AgentsList(props: { expired: Expired }) {
+function AgentsList() {
   const { value: agents, error } = useLoad(
     () => api<AgentRecord[]>('GET', '/v2/agents?limit=1000'),
-    props.expired,
     [],
   );
   const [filter, setFilter] = useState('');
@@ -151,20 +146,17 @@ function payloadText(payload: string | null | undefined): string {
   }
 }
 
-function AgentPage(props: { address: string; expired: Expired }) {
-  const { address, expired } = props;
+function AgentPage(props: { address: string }) {
+  const { address } = props;
   const path = `/v2/agents/${encode(address)}`;
-  const agent = useLoad(() => api<AgentRecord>('GET', path), expired, [address]);
-  const messages = useLoad(() => api<StoredMessage[]>('GET', `${path}/mailbox`), expired, [
-    address,
-  ]);
+  const agent = useLoad(() => api<AgentRecord>('GET', path), [address]);
+  const messages = useLoad(() => api<StoredMessage[]>('GET', `${path}/mailbox`), [address]);
   const almanac = useLoad(
     () =>
       api<AlmanacEntry>('GET', `/v1/almanac/agents/${encode(address)}`).catch((err: unknown) => {
         if (err instanceof ApiError && err.status === 404) return null;
         throw err;
       }),
-    expired,
     [address],
   );
   const [editing, setEditing] = useState(false);
@@ -331,7 +323,6 @@ function MessageTrace(props: { path: string }) {
 }
 
 function DeleteAgent(props: { address: string; onError: (message: string) => void }) {
-  const [asked, setAsked] = useState(false);
   const remove = async () => {
     try {
       await api('DELETE', `/v2/agents/${encode(props.address)}`);
@@ -340,20 +331,13 @@ function DeleteAgent(props: { address: string; onError: (message: string) => voi
       props.onError((err as Error).message);
     }
   };
-  return asked ? (
-    <span class="confirm">
-      Delete the agent, its mailbox and pending messages?{' '}
-      <button type="button" class="danger" onClick={remove}>
-        Delete agent
-      </button>{' '}
-      <button type="button" class="secondary" onClick={() => setAsked(false)}>
-        Keep it
-      </button>
-    </span>
-  ) : (
-    <button type="button" class="secondary" onClick={() => setAsked(true)}>
-      Delete agent…
-    </button>
+  return (
+    <ConfirmButton
+      label="Delete agent…"
+      question="Delete the agent, its mailbox and pending messages?"
+      action="Delete agent"
+      onConfirm={remove}
+    />
   );
 }
 
@@ -416,14 +400,13 @@ function Meter(props: { label: string; value: number; max: number; show: (n: num
   );
 }
 
-function UsagePage(props: { expired: Expired }) {
+function UsagePage() {
   const usage = useLoad(
     () =>
       Promise.all([
         api<UsageReport>('GET', '/v2/agents/usage/current'),
         api<UsagePeriod[]>('GET', '/v2/agents/usage/history?months=12'),
       ]),
-    props.expired,
     [],
   );
   if (usage.error) return <p class="error">{usage.error}</p>;
@@ -475,8 +458,8 @@ function UsagePage(props: { expired: Expired }) {
   );
 }
 
-function KeysPage(props: { expired: Expired }) {
-  const keys = useLoad(() => api<ApiKey[]>('GET', '/v2/api-keys'), props.expired, []);
+function KeysPage() {
+  const keys = useLoad(() => api<ApiKey[]>('GET', '/v2/api-keys'), []);
   const [label, setLabel] = useState('');
   const [lifetime, setLifetime] = useState('');
   const [created, setCreated] = useState<NewApiKey | undefined>();
@@ -501,8 +484,7 @@ function KeysPage(props: { expired: Expired }) {
       await api('DELETE', `/v2/api-keys/${encode(id)}`);
       keys.reload();
     } catch (err) {
-      if (err instanceof ApiError && err.status === 401) props.expired(err.message);
-      else setError((err as Error).message);
+      setError((err as Error).message);
     }
   };
   return (
@@ -580,14 +562,13 @@ function KeysPage(props: { expired: Expired }) {
   );
 }
 
-function NamesPage(props: { expired: Expired }) {
+function NamesPage() {
   const names = useLoad(
     () =>
       Promise.all([
         api<DomainRecord[]>('GET', '/v2/users/domains'),
         api<AgentRecord[]>('GET', '/v2/agents?limit=1000'),
       ]),
-    props.expired,
     [],
   );
   const [notice, setNotice] = useState<string | undefined>();
@@ -629,16 +610,11 @@ function Console() {
   else if (session.state === 'signed-out') {
     page = <SignIn onSignedIn={auth.signedIn} reason={session.reason} />;
   } else if (route.startsWith('/agents/')) {
-    page = (
-      <AgentPage
-        address={decodeURIComponent(route.slice('/agents/'.length))}
-        expired={auth.expired}
-      />
-    );
-  } else if (route === '/usage') page = <UsagePage expired={auth.expired} />;
-  else if (route === '/keys') page = <KeysPage expired={auth.expired} />;
-  else if (route === '/names') page = <NamesPage expired={auth.expired} />;
-  else page = <AgentsList expired={auth.expired} />;
+    page = <AgentPage address={decodeURIComponent(route.slice('/agents/'.length))} />;
+  } else if (route === '/usage') page = <UsagePage />;
+  else if (route === '/keys') page = <KeysPage />;
+  else if (route === '/names') page = <NamesPage />;
+  else page = <AgentsList />;
   return (
     <>
       <header>

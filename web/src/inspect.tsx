@@ -151,7 +151,6 @@ function Inspector() {
       setKnown({ state: 'known', agent });
     } catch (err) {
       if (err instanceof ApiError && err.status === 404) setKnown({ state: 'unknown' });
-      else if (err instanceof ApiError && err.status === 401) auth.expired(err.message);
       else setKnown({ state: 'error', message: (err as Error).message });
     }
   };
@@ -224,8 +223,7 @@ function Inspector() {
         });
       }
     } catch (err) {
-      if (err instanceof ApiError && err.status === 401) auth.expired(err.message);
-      else setResult({ ok: false, text: (err as Error).message });
+      setResult({ ok: false, text: (err as Error).message });
     } finally {
       setBusy(false);
       void loadKnown();

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, ApiError, encode, type AgentRecord, type DomainRecord } from './api';
 import { DOMAIN_NAME_PATTERN } from '../../src/wire/domain-name';
+import { ConfirmButton } from './confirm';
 
 type Assigned = DomainRecord['assigned_agents'];
 
@@ -130,7 +131,6 @@ export function NameCard(props: {
   const [agent, setAgent] = useState(agents[0]?.address ?? '');
   const [weight, setWeight] = useState('1');
   const [error, setError] = useState<string | undefined>();
-  const [asked, setAsked] = useState(false);
   const path = `/v2/users/domains/${encode(domain.name)}`;
   const nameOf = (address: string) => agents.find((a) => a.address === address)?.name;
 
@@ -214,21 +214,12 @@ export function NameCard(props: {
           <button type="submit">Assign</button>
         </form>
       )}
-      {asked ? (
-        <span class="confirm">
-          Release {domain.name}? Anyone may claim it afterwards.{' '}
-          <button type="button" class="danger" onClick={release}>
-            Release name
-          </button>{' '}
-          <button type="button" class="secondary" onClick={() => setAsked(false)}>
-            Keep it
-          </button>
-        </span>
-      ) : (
-        <button type="button" class="secondary" onClick={() => setAsked(true)}>
-          Release…
-        </button>
-      )}
+      <ConfirmButton
+        label="Release…"
+        question={`Release ${domain.name}? Anyone may claim it afterwards.`}
+        action="Release name"
+        onConfirm={release}
+      />
       {error && (
         <p class="error" role="alert">
           {error}

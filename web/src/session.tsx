@@ -1,12 +1,15 @@
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, type SessionInfo } from './api';
+import { api, ApiError, onSessionEnded, type SessionInfo } from './api';
 
 export type SessionState =
   | { state: 'loading' }
   | { state: 'signed-out'; reason?: string }
   | { state: 'signed-in'; session: SessionInfo };
 
-/** The current console session, read once, with ways to change it. */
+/**
+ * The current console session, read once, with ways to change it. A 401 from any later call
+ * of the page ends it, with the server's reason shown on the sign-in form.
+ */
 export function useSession() {
   const [session, setSession] = useState<SessionState>({ state: 'loading' });
   useEffect(() => {
@@ -14,6 +17,8 @@ export function useSession() {
       (s) => setSession({ state: 'signed-in', session: s }),
       () => setSession({ state: 'signed-out' }),
     );
+    onSessionEnded((reason) => setSession({ state: 'signed-out', reason }));
+    return () => onSessionEnded(undefined);
   }, []);
   return {
     session,
@@ -22,8 +27,6 @@ export function useSession() {
       await api('DELETE', '/v2/session').catch(() => undefined);
       setSession({ state: 'signed-out' });
     },
-    /** After a 401 from any call: the session ended under us. */
-    expired: (reason: string) => setSession({ state: 'signed-out', reason }),
   };
 }
 

@@ -120,8 +120,7 @@ export function installAuth(
     if (!credential && session && requirement !== 'agent-body-source') {
       checkSameOriginWrite(request, deps.publicUrl);
       try {
-        const principal = await deps.sessions.authenticate(session);
-        request.principal = { kind: 'user', userId: principal.userId, keyId: principal.keyId };
+        request.principal = await deps.sessions.authenticate(session);
       } catch (err) {
         // A stale cookie must not stop what anyone may do.
         if (requirement !== 'optional-user') throw err;

@@ -77,11 +77,11 @@ export function consoleRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
     async (request) => {
       const user = await users.findUser(userOf(request));
-      const token = request.headers.authorization ? undefined : request.cookies[SESSION_COOKIE];
-      const session = token ? await sessions.authenticate(token) : undefined;
+      const { principal } = request;
+      const sessionEnds = principal.kind === 'user' ? principal.sessionExpiresAt : undefined;
       return {
         user: { id: user.id, name: user.name },
-        expires_at: session ? isoTimestamp(session.expiresAt) : null,
+        expires_at: sessionEnds === undefined ? null : isoTimestamp(sessionEnds),
       };
     },
   );
@@ -166,7 +166,7 @@ export function consoleRoutes(app: FastifyInstance, ctx: AppContext): void {
       },
     },
     async (request) => {
-      await users.revokeOwnKey(userOf(request), request.params.id);
+      await users.revokeKey(request.params.id, userOf(request));
       return { success: true };
     },
   );

@@ -1,5 +1,4 @@
 import type { Kysely } from 'kysely';
-import { unservableReason } from '../../wire/stored-envelope.js';
 import { dialectOf } from '../dialect.js';
 import { quarantineUnservable } from '../repositories/mailbox.js';
 
@@ -36,6 +35,9 @@ export async function up(db: AnyDb): Promise<void> {
     .on('quarantined_messages')
     .column('expires_at')
     .execute();
+  // Loaded here, not at the top: every process loads the migrations, and this one brings in
+  // the envelope validator, which only this pass over old messages needs.
+  const { unservableReason } = await import('../../wire/stored-envelope.js');
   await quarantineUnservable(db, unservableReason, Date.now());
 }
 

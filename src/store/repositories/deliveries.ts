@@ -42,18 +42,6 @@ export class DeliveriesRepository {
     return insertDeliveryEvents(this.db, events);
   }
 
-  /** Records `event` when its agent is registered (someone owns it); whether it did. */
-  async recordForRegistered(event: NewDeliveryEvent): Promise<boolean> {
-    const known = await this.db
-      .selectFrom('agents')
-      .select('address')
-      .where('address', '=', event.address)
-      .executeTakeFirst();
-    if (!known) return false;
-    await this.record([event]);
-    return true;
-  }
-
   /** The owner of each of `addresses` that is registered. */
   async owners(addresses: string[]): Promise<Map<string, string>> {
     if (addresses.length === 0) return new Map();

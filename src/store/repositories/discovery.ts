@@ -81,11 +81,6 @@ export class DiscoveryRepository {
     return this.dialect.indexAgentTexts(this.db, [text]);
   }
 
-  /** As {@link indexAgent}, for many listings (at most 1,000) in a few statements. */
-  indexAgents(texts: AgentText[]): Promise<void> {
-    return this.dialect.indexAgentTexts(this.db, texts);
-  }
-
   removeAgent(address: string): Promise<void> {
     return this.dialect.removeAgentText(this.db, address);
   }
