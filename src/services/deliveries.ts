@@ -57,6 +57,11 @@ export class DeliveryTrace {
     ]);
   }
 
+  /** How the trace keeps an envelope digest (hex); null while the trace is off. */
+  digestOf(digest: Uint8Array): string | null {
+    return this.enabled ? hex(digest) : null;
+  }
+
   /** Records that messages of `address` were handed to a reader (`by`: agent or owner). */
   async polled(address: string, messages: { uuid: string }[], by: string): Promise<void> {
     if (!this.enabled || messages.length === 0) return;
@@ -75,7 +80,7 @@ export class DeliveryTrace {
         event: 'forwarded',
         at: this.clock.now(),
         uuid: attempt.uuid,
-        digest: Buffer.from(attempt.digest).toString('hex'),
+        digest: hex(attempt.digest),
         sender: attempt.envelope.sender,
         size: attempt.size,
         status_code: attempt.statusCode,
@@ -189,5 +194,9 @@ export class DeliveryTrace {
 /** The envelope's digest in hex; null when its fields cannot be packed as uAgents signs them. */
 function digestHexUnlessMalformed(envelope: EnvelopeFields): string | null {
   const digest = unlessMalformed(() => envelopeDigest(envelope));
-  return digest ? Buffer.from(digest).toString('hex') : null;
+  return digest ? hex(digest) : null;
+}
+
+function hex(bytes: Uint8Array): string {
+  return Buffer.from(bytes).toString('hex');
 }

@@ -128,7 +128,7 @@ export class MailboxService {
         size: Buffer.byteLength(text),
         expires: envelope.expires ?? null,
         sender: admitted.envelope.sender,
-        digest: this.trace.enabled ? Buffer.from(admitted.digest).toString('hex') : null,
+        digest: this.trace.digestOf(admitted.digest),
       });
     } catch (err) {
       // A target without a mailbox may still be a registered agent (a proxy one).

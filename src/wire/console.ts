@@ -17,21 +17,23 @@ export const SessionInfo = Type.Object({
 });
 export type SessionInfo = Static<typeof SessionInfo>;
 
-export const ApiKey = Type.Object({
+/** What every answer about an API key says of it. */
+const apiKeyFields = {
   id: Type.String(),
   label: Nullable(Type.String()),
   created_at: Timestamp,
   expires_at: Nullable(Timestamp),
+};
+
+export const ApiKey = Type.Object({
+  ...apiKeyFields,
   revoked_at: Nullable(Timestamp),
   current: Type.Boolean({ description: 'True for the key (or session key) making this call' }),
 });
 export type ApiKey = Static<typeof ApiKey>;
 
 export const NewApiKey = Type.Object({
-  id: Type.String(),
-  label: Nullable(Type.String()),
-  created_at: Timestamp,
-  expires_at: Nullable(Timestamp),
+  ...apiKeyFields,
   key: Type.String({ description: 'The API key; it is shown this once only' }),
 });
 export type NewApiKey = Static<typeof NewApiKey>;

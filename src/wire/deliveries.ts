@@ -74,7 +74,9 @@ export const DeliveryEventView = Type.Object({
   ),
 });
 
-export function deliveryEventView(row: DeliveryEventRow): Static<typeof DeliveryEventView> {
+export type DeliveryEventView = Static<typeof DeliveryEventView>;
+
+export function deliveryEventView(row: DeliveryEventRow): DeliveryEventView {
   const number = (value: number | null): number | null => (value == null ? null : Number(value));
   return {
     address: row.address,

@@ -70,6 +70,7 @@ export const StoredEnvelope = Type.Object({
   received_at: Type.String({ description: 'ISO-8601 with offset' }),
   expires_at: Type.String({ description: 'ISO-8601 with offset' }),
 });
+export type StoredEnvelope = Static<typeof StoredEnvelope>;
 
 /**
  * A stored message as the StoredEnvelope JSON text. The envelope is JSON text already: it is

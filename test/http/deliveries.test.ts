@@ -6,6 +6,7 @@ import { envelopeDigest, type EnvelopeFields } from '../../src/crypto/index.js';
 import { messageUuid } from '../../src/services/mailbox.js';
 import { usagePeriod } from '../../src/services/usage.js';
 import { quarantineUnservable } from '../../src/store/repositories/mailbox.js';
+import type { DeliveryEventView } from '../../src/wire/deliveries.js';
 import { unservableReason } from '../../src/wire/stored-envelope.js';
 import { hostOf, newRegisteredAgent, registerAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
@@ -13,19 +14,6 @@ import { call } from '../kit/http.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 import { closeNow, listenOnLoopback } from '../kit/loopback.js';
-
-interface TraceRow {
-  address: string;
-  event: string;
-  at: string;
-  uuid: string | null;
-  digest: string | null;
-  sender: string | null;
-  size: number | null;
-  status_code: number | null;
-  latency_ms: number | null;
-  detail: string | null;
-}
 
 /** An agent's own endpoint on loopback: /ok answers 200, /fail 503. */
 async function startEndpoint(): Promise<{ url: string; close(): Promise<void> }> {
@@ -72,7 +60,7 @@ describeOnEachDialect('delivery trace', (dialect) => {
     );
   }
 
-  async function trace(address: string, query = '', key = t.userKey): Promise<TraceRow[]> {
+  async function trace(address: string, query = '', key = t.userKey): Promise<DeliveryEventView[]> {
     const res = await call(t.url, 'GET', `/v2/agents/${address}/deliveries${query}`, { key });
     assert.equal(res.status, 200, res.text);
     return res.body;
@@ -96,7 +84,7 @@ describeOnEachDialect('delivery trace', (dialect) => {
     );
     assert.equal(pending.status, 200, pending.text);
     assert.deepEqual(
-      pending.body.map((row: TraceRow) => [row.event, row.sender, row.uuid]),
+      pending.body.map((row: DeliveryEventView) => [row.event, row.sender, row.uuid]),
       [
         ['submitted', sender.address, uuid],
         ['stored', sender.address, uuid],

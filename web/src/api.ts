@@ -71,7 +71,10 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
 import type { AgentRecord } from '../../src/wire/agents';
 export type { AgentRecord };
 export type { ApiKey, NewApiKey, SessionInfo, UsagePeriod } from '../../src/wire/console';
+export type { AlmanacAgent } from '../../src/wire/almanac';
+export type { DeliveryEventView } from '../../src/wire/deliveries';
 export type { Domain as DomainRecord } from '../../src/wire/discovery';
+export type { StoredEnvelope } from '../../src/wire/mailbox';
 export type { UsageReport } from '../../src/wire/usage';
 
 export const encode = encodeURIComponent;

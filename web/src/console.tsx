@@ -8,13 +8,16 @@ import {
   encode,
   when,
   type AgentRecord,
+  type AlmanacAgent,
+  type DeliveryEventView,
   type ApiKey,
   type DomainRecord,
   type NewApiKey,
+  type StoredEnvelope,
   type UsagePeriod,
   type UsageReport,
 } from './api';
-import { ConfirmButton } from './confirm';
+import { ConfirmButton, MonoLines } from './widgets';
 import { Markdown } from './markdown';
 import { ClaimName, NameCard } from './names';
 import { SignIn, useSession } from './session';
@@ -123,19 +126,6 @@ function AgentsList() {
   );
 }
 
-interface StoredMessage {
-  uuid: string;
-  envelope: { sender: string; schema_digest: string; payload?: string | null };
-  received_at: string;
-  expires_at: string;
-}
-
-interface AlmanacEntry {
-  expiry?: string;
-  endpoints?: { url: string; weight: number }[];
-  status?: string;
-}
-
 function payloadText(payload: string | null | undefined): string {
   if (!payload) return '';
   try {
@@ -150,10 +140,10 @@ function AgentPage(props: { address: string }) {
   const { address } = props;
   const path = `/v2/agents/${encode(address)}`;
   const agent = useLoad(() => api<AgentRecord>('GET', path), [address]);
-  const messages = useLoad(() => api<StoredMessage[]>('GET', `${path}/mailbox`), [address]);
+  const messages = useLoad(() => api<StoredEnvelope[]>('GET', `${path}/mailbox`), [address]);
   const almanac = useLoad(
     () =>
-      api<AlmanacEntry>('GET', `/v1/almanac/agents/${encode(address)}`).catch((err: unknown) => {
+      api<AlmanacAgent>('GET', `/v1/almanac/agents/${encode(address)}`).catch((err: unknown) => {
         if (err instanceof ApiError && err.status === 404) return null;
         throw err;
       }),
@@ -192,21 +182,11 @@ function AgentPage(props: { address: string }) {
           <dd>{a.profile.description || '—'}</dd>
           <dt>Endpoints</dt>
           <dd>
-            {a.endpoints.map((e) => (
-              <div class="mono" key={e.url}>
-                {e.url}
-              </div>
-            ))}
+            <MonoLines items={a.endpoints.map((e) => e.url)} empty="" />
           </dd>
           <dt>Protocols</dt>
           <dd>
-            {a.protocols.length === 0
-              ? 'none'
-              : a.protocols.map((p) => (
-                  <div class="mono" key={p}>
-                    {p}
-                  </div>
-                ))}
+            <MonoLines items={a.protocols} />
           </dd>
           <dt>Metadata</dt>
           <dd>
@@ -220,7 +200,7 @@ function AgentPage(props: { address: string }) {
               ? '…'
               : almanac.value === null
                 ? 'not in the Almanac'
-                : `registered, expires ${when(almanac.value.expiry ?? null)}`}
+                : `registered, expires ${when(almanac.value.expiry)}`}
           </dd>
         </dl>
         <h3>Readme</h3>
@@ -285,20 +265,12 @@ function AgentPage(props: { address: string }) {
   );
 }
 
-interface TraceEvent {
-  event: string;
-  at: string;
-  status_code: number | null;
-  latency_ms: number | null;
-  detail: string | null;
-}
-
 /** One message's delivery trace, loaded when asked for. */
 function MessageTrace(props: { path: string }) {
-  const [events, setEvents] = useState<TraceEvent[] | string | undefined>();
+  const [events, setEvents] = useState<DeliveryEventView[] | string | undefined>();
   if (events === undefined) {
     const load = () =>
-      api<TraceEvent[]>('GET', props.path).then(setEvents, (err: unknown) =>
+      api<DeliveryEventView[]>('GET', props.path).then(setEvents, (err: unknown) =>
         setEvents((err as Error).message),
       );
     return (

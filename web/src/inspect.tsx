@@ -12,6 +12,7 @@ import {
   type NewApiKey,
 } from './api';
 import { SignIn, useSession } from './session';
+import { MonoLines } from './widgets';
 import './style.css';
 
 /** What a uAgent's own `/agent_info` says about it. */
@@ -345,23 +346,11 @@ function LocalInfo(props: { info: LocalAgentInfo; history: HistoryEntry[] | unde
       <dd>{info.agent_type ?? '—'}</dd>
       <dt>Endpoints</dt>
       <dd>
-        {(info.endpoints ?? []).length === 0
-          ? 'none'
-          : (info.endpoints ?? []).map((e) => (
-              <div class="mono" key={e.url}>
-                {e.url}
-              </div>
-            ))}
+        <MonoLines items={info.endpoints?.map((e) => e.url)} />
       </dd>
       <dt>Protocols</dt>
       <dd>
-        {(info.protocols ?? []).length === 0
-          ? 'none'
-          : (info.protocols ?? []).map((p) => (
-              <div class="mono" key={p}>
-                {p}
-              </div>
-            ))}
+        <MonoLines items={info.protocols} />
       </dd>
       <dt>Recent messages</dt>
       <dd>

@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, ApiError, encode, type AgentRecord, type DomainRecord } from './api';
 import { DOMAIN_NAME_PATTERN } from '../../src/wire/domain-name';
-import { ConfirmButton } from './confirm';
+import { ConfirmButton } from './widgets';
 
 type Assigned = DomainRecord['assigned_agents'];
 

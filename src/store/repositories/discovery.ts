@@ -25,7 +25,7 @@ export type SearchSort = 'relevancy' | 'created-at' | 'last-modified' | 'interac
 export type SearchStatus = 'active' | 'inactive';
 export type SearchType = 'hosted' | 'local' | 'mailbox' | 'proxy' | 'custom';
 
-export interface AgentSearch {
+export interface AgentSearch extends Page {
   now: number;
   /** Interactions since then count as recent. */
   recentSince: number;
@@ -35,8 +35,6 @@ export interface AgentSearch {
   types: SearchType[];
   sort: SearchSort;
   direction: 'asc' | 'desc';
-  offset: number;
-  limit: number;
   /** Only listings whose metadata mentions a geolocation; offset and limit are then not applied. */
   geo?: boolean;
 }

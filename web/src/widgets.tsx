@@ -1,3 +1,5 @@
+// Small pieces the console and the inspector pages share.
+
 import { useState } from 'preact/hooks';
 
 /** A button for what cannot be undone: it asks first, then acts or is kept. */
@@ -24,5 +26,20 @@ export function ConfirmButton(props: {
     <button type="button" class="secondary" onClick={() => setAsked(true)}>
       {props.label}
     </button>
+  );
+}
+
+/** Lines of code-like text (endpoints, protocol digests), one a line; `empty` when none. */
+export function MonoLines(props: { items: readonly string[] | undefined; empty?: string }) {
+  const items = props.items ?? [];
+  if (items.length === 0) return <>{props.empty ?? 'none'}</>;
+  return (
+    <>
+      {items.map((item) => (
+        <div class="mono" key={item}>
+          {item}
+        </div>
+      ))}
+    </>
   );
 }
