@@ -10,10 +10,11 @@ import { DiscoveryRepository } from './repositories/discovery.js';
 import { DomainsRepository } from './repositories/domains.js';
 import { ChallengesRepository, IdentitiesRepository } from './repositories/identity.js';
 import { InteractionsRepository } from './repositories/interactions.js';
+import { ApiKeysRepository } from './repositories/keys.js';
 import { MailboxRepository } from './repositories/mailbox.js';
 import { SessionsRepository } from './repositories/sessions.js';
 import { UsageRepository } from './repositories/usage.js';
-import { ApiKeysRepository, UsersRepository } from './repositories/users.js';
+import { UsersRepository } from './repositories/users.js';
 
 /** Every repository, bound to one executor (the pool, or one transaction). */
 export interface Repositories {

@@ -1,10 +1,9 @@
-import type { Insertable, Kysely, Selectable } from 'kysely';
+import type { Kysely, Selectable } from 'kysely';
 import { isUniqueViolation } from '../database.js';
 import type { Dialect } from '../dialect.js';
-import type { Database, UsersTable, ApiKeysTable } from '../schema.js';
+import type { Database, UsersTable } from '../schema.js';
 
 export type UserRow = Selectable<UsersTable>;
-export type ApiKeyRow = Selectable<ApiKeysTable>;
 
 export class UsersRepository {
   constructor(
@@ -49,42 +48,5 @@ export class UsersRepository {
       .select((eb) => eb.fn.countAll<number>().as('n'))
       .executeTakeFirstOrThrow();
     return Number(row.n);
-  }
-}
-
-export class ApiKeysRepository {
-  constructor(private readonly db: Kysely<Database>) {}
-
-  async insert(key: Insertable<ApiKeysTable>): Promise<void> {
-    await this.db.insertInto('api_keys').values(key).execute();
-  }
-
-  findById(id: string): Promise<ApiKeyRow | undefined> {
-    return this.db.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst();
-  }
-
-  listForUser(userId: string): Promise<ApiKeyRow[]> {
-    return this.db
-      .selectFrom('api_keys')
-      .selectAll()
-      .where('user_id', '=', userId)
-      .orderBy('created_at')
-      .orderBy('id')
-      .execute();
-  }
-
-  /**
-   * Marks a key revoked; false when there is no such key (of that user, when one is named) or
-   * it was already revoked.
-   */
-  async revoke(id: string, at: number, userId?: string): Promise<boolean> {
-    let query = this.db
-      .updateTable('api_keys')
-      .set({ revoked_at: at })
-      .where('id', '=', id)
-      .where('revoked_at', 'is', null);
-    if (userId !== undefined) query = query.where('user_id', '=', userId);
-    const result = await query.executeTakeFirst();
-    return result.numUpdatedRows > 0n;
   }
 }
