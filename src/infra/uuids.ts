@@ -1,23 +1,3 @@
-import { canonicalUuid, CryptoFormatError } from '../crypto/index.js';
-import { RequestValidationError } from '../errors.js';
-
-/**
- * The canonical (lower-case, hyphenated) form of a UUID in any spelling pydantic accepts, or
- * a 422 at `loc` worded as pydantic words it.
- */
-export function uuidOr422(value: string, loc: (string | number)[]): string {
-  try {
-    return canonicalUuid(value);
-  } catch (err) {
-    if (!(err instanceof CryptoFormatError)) throw err;
-    throw RequestValidationError.single(
-      loc,
-      'Input should be a valid UUID, unable to parse string as a UUID',
-      'uuid_parsing',
-    );
-  }
-}
-
 /** The first 16 bytes as a version-4, variant-1 UUID string (random or derived bytes). */
 export function formatUuid4(bytes: Uint8Array): string {
   const b = Uint8Array.from(bytes.subarray(0, 16));

@@ -1,9 +1,8 @@
 import type { Kysely, Selectable } from 'kysely';
 import { isUniqueViolation } from '../database.js';
-import type { Database, DomainAgentsTable, DomainsTable } from '../schema.js';
+import type { Database, DomainsTable } from '../schema.js';
 
 export type DomainRow = Selectable<DomainsTable>;
-export type DomainAgentRow = Selectable<DomainAgentsTable>;
 
 export interface DomainWithAgents extends DomainRow {
   agents: { address: string; weight: number }[];
