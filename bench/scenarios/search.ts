@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Store } from '../../src/store/index.js';
+import { fullTextSearch } from '../../src/store/probes.js';
 import { runLoad, type HttpRequest, type LoadResult } from '../lib/load.js';
 import type { Measure } from '../lib/report.js';
 import type { Scenario } from './scenario.js';
@@ -71,7 +72,7 @@ export async function seed(store: Store, userId: string, from: number, to: numbe
           })),
         )
         .execute();
-      await store.sql.indexAgentTexts(
+      await fullTextSearch(store.dialect).indexAgentTexts(
         trx,
         rows.map(({ address, word }) => ({
           address,

@@ -1,7 +1,7 @@
 import { NotFoundError, RequestValidationError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
 import type { Store } from '../store/index.js';
-import type { TextQuery } from '../store/dialect.js';
+import type { TextQuery } from '../store/search.js';
 import type {
   AgentSearch,
   AgentSearchRow,

@@ -41,10 +41,10 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     identities: new IdentitiesRepository(db),
     usage: new UsageRepository(db),
     agents: new AgentsRepository(db),
-    mailbox: new MailboxRepository(db, dialect),
+    mailbox: new MailboxRepository(db, dialect.name),
     almanac: new AlmanacRepository(db),
     interactions: new InteractionsRepository(db),
-    discovery: new DiscoveryRepository(db, dialect),
+    discovery: new DiscoveryRepository(db, dialect.name),
     domains: new DomainsRepository(db),
     sessions: new SessionsRepository(db),
     deliveries: new DeliveriesRepository(db),
@@ -81,11 +81,6 @@ export class Store {
 
   transaction<T>(work: (tx: Repositories) => Promise<T>): Promise<T> {
     return this.db.transaction().execute((trx) => work(bindRepositories(trx, this.sqlDialect)));
-  }
-
-  /** The dialect's own statements, for work that differs between the two (full-text search). */
-  get sql(): Dialect {
-    return this.sqlDialect;
   }
 
   /** True when the store answers a trivial query (readiness). */

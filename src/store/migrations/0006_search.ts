@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import { dialectOf } from '../dialect.js';
+import { fullTextSearch } from '../search.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyDb = Kysely<any>;
@@ -8,8 +9,8 @@ type AnyDb = Kysely<any>;
  * Discovery. `almanac_protocols` holds one row per protocol an Almanac registration declares,
  * so finding the agents of a protocol is an index lookup; it is rewritten with the
  * registration, in the same transaction, and goes with it. The full-text index of the
- * registry (names, handles, descriptions, readmes) is the dialect's own engine: see
- * Dialect.createAgentSearch. Interactions are counted per target for search rankings.
+ * registry (names, handles, descriptions, readmes) is the database's own engine: see
+ * FullTextSearch.createAgentSearch. Interactions are counted per target for search rankings.
  */
 export async function up(db: AnyDb): Promise<void> {
   await db.schema
@@ -50,8 +51,8 @@ export async function up(db: AnyDb): Promise<void> {
       .execute();
   }
 
-  const dialect = dialectOf(db);
-  await dialect.createAgentSearch(db);
+  const search = fullTextSearch(dialectOf(db).name);
+  await search.createAgentSearch(db);
   const agents = await db
     .selectFrom('agents')
     .select(['address', 'name', 'handle', 'profile'])
@@ -68,7 +69,7 @@ export async function up(db: AnyDb): Promise<void> {
     };
   });
   for (let from = 0; from < texts.length; from += 500) {
-    await dialect.indexAgentTexts(db, texts.slice(from, from + 500));
+    await search.indexAgentTexts(db, texts.slice(from, from + 500));
   }
 }
 
@@ -78,7 +79,7 @@ function normaliseDigest(digest: string): string {
 }
 
 export async function down(db: AnyDb): Promise<void> {
-  await dialectOf(db).dropAgentSearch(db);
+  await fullTextSearch(dialectOf(db).name).dropAgentSearch(db);
   await db.schema.dropIndex('interactions_target_created').execute();
   await db.schema.dropIndex('almanac_registrations_updated_at').execute();
   await db.schema.dropTable('almanac_protocols').execute();

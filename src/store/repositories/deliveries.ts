@@ -1,6 +1,6 @@
 import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
 import type { Database, DeliveryEventsTable } from '../schema.js';
-import { MAX_ROWS_PER_INSERT } from './mailbox.js';
+import { MAX_ROWS_PER_INSERT } from '../statements.js';
 
 export type DeliveryEventRow = Selectable<DeliveryEventsTable>;
 export type NewDeliveryEvent = Insertable<DeliveryEventsTable>;
@@ -32,8 +32,8 @@ export async function insertDeliveryEvents(
 
 /**
  * The delivery trace: what happened to the messages of each agent, oldest first. Rows are
- * written beside the changes they describe (see the mailbox repository and dialect) and
- * read only by the owner of the agent they name.
+ * written beside the changes they describe (see the mailbox repository) and read only by the
+ * owner of the agent they name.
  */
 export class DeliveriesRepository {
   constructor(private readonly db: Kysely<Database>) {}

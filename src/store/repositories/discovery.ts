@@ -1,6 +1,7 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import type { AgentText, Dialect, TextQuery } from '../dialect.js';
+import type { DialectName } from '../dialect.js';
 import type { Database } from '../schema.js';
+import { fullTextSearch, type AgentText, type FullTextSearch, type TextQuery } from '../search.js';
 
 /** An Almanac registration as search answers it, with what other tables know of the agent. */
 export interface AlmanacSearchRow {
@@ -69,18 +70,22 @@ const activeAt = (now: number) =>
 
 /** Discovery reads: Almanac search and the registry's search. */
 export class DiscoveryRepository {
+  private readonly fullText: FullTextSearch;
+
   constructor(
     private readonly db: Kysely<Database>,
-    private readonly dialect: Dialect,
-  ) {}
+    dialect: DialectName,
+  ) {
+    this.fullText = fullTextSearch(dialect);
+  }
 
   /** Keeps the full-text index in step with a listing; call in the transaction that writes it. */
   indexAgent(text: AgentText): Promise<void> {
-    return this.dialect.indexAgentTexts(this.db, [text]);
+    return this.fullText.indexAgentTexts(this.db, [text]);
   }
 
   removeAgent(address: string): Promise<void> {
-    return this.dialect.removeAgentText(this.db, address);
+    return this.fullText.removeAgentText(this.db, address);
   }
 
   /** The agent a handle names. */
@@ -148,9 +153,9 @@ export class DiscoveryRepository {
 
   /** Registrations of agents whose registry listing matches the text, active and relevant first. */
   async almanacByText(query: TextQuery, now: number, page: Page): Promise<AlmanacSearchRow[]> {
-    const rows = await this.dialect.withFewMatches(this.db, (db) =>
+    const rows = await this.fullText.withFewMatches(this.db, (db) =>
       this.almanacRecords(now, db)
-        .innerJoin(this.dialect.matchingAgents(query).as('m'), 'm.address', 'r.address')
+        .innerJoin(this.fullText.matchingAgents(query).as('m'), 'm.address', 'r.address')
         .orderBy('active', 'desc')
         .orderBy('m.score', 'desc')
         .orderBy('r.address')
@@ -175,7 +180,7 @@ export class DiscoveryRepository {
   /** The registry's search: filters, full-text relevance and orderings, all in SQL. */
   async searchAgents(search: AgentSearch): Promise<AgentSearchRow[]> {
     const rows = search.text
-      ? await this.dialect.withFewMatches(this.db, (db) => this.searchQuery(search, db).execute())
+      ? await this.fullText.withFewMatches(this.db, (db) => this.searchQuery(search, db).execute())
       : await this.searchQuery(search, this.db).execute();
     return rows.map((row) => ({
       ...row,
@@ -222,7 +227,7 @@ export class DiscoveryRepository {
     let score: RawBuilder<number> | undefined;
     if (search.text) {
       query = query.innerJoin(
-        this.dialect.matchingAgents(search.text).as('m'),
+        this.fullText.matchingAgents(search.text).as('m'),
         'm.address',
         'a.address',
       );

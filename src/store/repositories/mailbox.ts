@@ -1,13 +1,14 @@
-import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
-import type { Dialect } from '../dialect.js';
+import { sql, type Insertable, type Kysely, type RawBuilder, type Selectable } from 'kysely';
+import type { DialectName } from '../dialect.js';
 import type {
   Database,
   MailboxesTable,
   MessagesTable,
   QuarantinedMessagesTable,
 } from '../schema.js';
+import { atomically, MAX_ROWS_PER_INSERT } from '../statements.js';
 import { insertDeliveryEvents, type NewDeliveryEvent } from './deliveries.js';
-import type { PeriodCounters, QuotaOverrides } from './usage.js';
+import { addUsage, type PeriodCounters, type QuotaOverrides } from './usage.js';
 
 export type MailboxRow = Selectable<MailboxesTable>;
 export type MessageRow = Selectable<MessagesTable>;
@@ -31,9 +32,6 @@ export interface MailboxWithOwnerUsage {
   /** Bytes held in all of the owner's mailboxes. */
   ownerBytesStored: number;
 }
-
-/** Rows per INSERT: 6 parameters each stays far below either database's limit. */
-export const MAX_ROWS_PER_INSERT = 1000;
 
 /** What a message leaving its mailbox takes into the delivery trace. */
 type LeavingMessage = Pick<
@@ -68,14 +66,6 @@ function leavingRows(
 /** The columns {@link leavingRows} reads. */
 const LEAVING = ['uuid', 'address', 'size', 'received_at', 'sender', 'digest'] as const;
 
-/** Runs `work` in a transaction, or in the one `db` already is. */
-export function atomically<T>(
-  db: Kysely<Database>,
-  work: (db: Kysely<Database>) => Promise<T>,
-): Promise<T> {
-  return db.isTransaction ? work(db) : db.transaction().execute(work);
-}
-
 /** The statement messages are stored with: a uuid stored already is skipped. */
 export function insertMessagesQuery(db: Kysely<Database>, messages: NewMessage[]) {
   return db
@@ -90,7 +80,7 @@ export function insertMessagesQuery(db: Kysely<Database>, messages: NewMessage[]
  * before or earlier in the list), and returns the uuid, mailbox and size of each one stored.
  * The counters are the caller's to move.
  */
-export async function insertMessages(
+async function insertMessages(
   db: Kysely<Database>,
   messages: NewMessage[],
 ): Promise<Pick<MessageRow, 'uuid' | 'address' | 'size'>[]> {
@@ -108,7 +98,7 @@ export async function insertMessages(
  * that moved with the messages it counted, for the owners' usage. Mailboxes that no longer
  * exist move nothing. Run it in the transaction that added or removed the messages.
  */
-export async function moveCounters(
+async function moveCounters(
   db: Kysely<Database>,
   messages: Pick<MessageRow, 'address' | 'size'>[],
   sign: 1 | -1,
@@ -175,7 +165,7 @@ async function addToOwnersStorage(
  * into quarantine, in one transaction with their counters: a quarantined message counts in
  * no quota. Returns how many moved (a message deleted meanwhile is not).
  */
-export function moveToQuarantine(
+function moveToQuarantine(
   db: Kysely<Database>,
   reasons: Map<string, string>,
   now: number,
@@ -248,6 +238,118 @@ export async function quarantineUnservable(
 }
 
 /**
+ * What the mailbox writes differently on SQLite and PostgreSQL, both implementations side by
+ * side; a repository takes its database's once, when it is made.
+ */
+interface MailboxWrites {
+  /** The group insert: see {@link MailboxRepository.deliver}. */
+  deliver(
+    db: Kysely<Database>,
+    messages: NewMessage[],
+    period: string,
+    trace?: NewDeliveryEvent[],
+  ): Promise<Set<string>>;
+  /** Adds bytes served to a user's transfer count of `period`. */
+  countTransfer(db: Kysely<Database>, userId: string, period: string, bytes: number): Promise<void>;
+}
+
+const sqliteWrites: MailboxWrites = {
+  deliver: (db, messages, period, trace) =>
+    atomically(db, async (tx) => {
+      const stored = await insertMessages(tx, messages);
+      const perOwner = await moveCounters(tx, stored, 1);
+      for (const [owner, count] of perOwner) {
+        await addUsage(tx, owner, period, { num_messages: count });
+      }
+      if (trace && trace.length > 0) await insertDeliveryEvents(tx, trace);
+      return new Set(stored.map((message) => message.uuid));
+    }),
+
+  countTransfer: (db, userId, period, bytes) =>
+    addUsage(db, userId, period, { bytes_transferred: bytes }),
+};
+
+const postgresWrites: MailboxWrites = {
+  // One statement is atomic on its own and costs one round trip, where a transaction costs
+  // one per statement and two more for its begin and commit. Every part sees the tables as
+  // they were before the statement: `counted` hands the owners of the mailboxes it moved,
+  // with what moved, to `owned` and `charged` through RETURNING.
+  async deliver(db, messages, period, trace) {
+    if (messages.length === 0) return new Set();
+    if (messages.length > MAX_ROWS_PER_INSERT) {
+      throw new RangeError(`at most ${MAX_ROWS_PER_INSERT} messages per statement`);
+    }
+    // A message's sender and digest are stored for the delivery trace, when it is on.
+    const traced = messages.some((m) => m.sender != null || m.digest != null);
+    const rows = sql.join(
+      messages.map((m) =>
+        traced
+          ? sql`(${m.uuid}, ${m.address}, ${m.envelope}, ${m.size}, ${m.received_at}, ${m.expires_at}, ${m.sender ?? null}, ${m.digest ?? null})`
+          : sql`(${m.uuid}, ${m.address}, ${m.envelope}, ${m.size}, ${m.received_at}, ${m.expires_at})`,
+      ),
+    );
+    const columns = traced ? sql`, sender, digest` : sql``;
+    const result = await sql<{ uuid: string }>`
+      with stored as (
+        insert into messages (uuid, address, envelope, size, received_at, expires_at${columns})
+        values ${rows}
+        on conflict (uuid) do nothing
+        returning uuid, address, size
+      ), per_mailbox as (
+        select address, count(*) as messages, sum(size) as bytes from stored group by address
+      ), counted as (
+        update mailboxes
+        set pending_messages = mailboxes.pending_messages + per_mailbox.messages,
+            bytes_stored = mailboxes.bytes_stored + per_mailbox.bytes
+        from per_mailbox
+        where mailboxes.address = per_mailbox.address
+        returning mailboxes.user_id, per_mailbox.messages, per_mailbox.bytes
+      ), owned as (
+        insert into user_storage (user_id, bytes_stored)
+        select user_id, sum(bytes) from counted group by user_id
+        on conflict (user_id)
+        do update set bytes_stored = user_storage.bytes_stored + excluded.bytes_stored
+      ), charged as (
+        insert into usage_periods (user_id, period, num_messages, bytes_transferred)
+        select user_id, ${period}, sum(messages), 0 from counted group by user_id
+        on conflict (user_id, period)
+        do update set num_messages = usage_periods.num_messages + excluded.num_messages
+      )${trace && trace.length > 0 ? traceStatement(trace) : sql``}
+      select uuid from stored`.execute(db);
+    return new Set(result.rows.map((row) => row.uuid));
+  },
+
+  // Every read of a mailbox counts its transfer, so the commit does not wait for the log to
+  // reach the disk: a crash of the database server may forget the last fraction of a second
+  // of transfer counts (never a message, and never a count of another kind), and a poll is
+  // spared a disk flush. set_config(…, true) lasts until the end of this statement's own
+  // transaction.
+  async countTransfer(db, userId, period, bytes) {
+    await sql`
+      insert into usage_periods (user_id, period, num_messages, bytes_transferred)
+      select ${userId}, ${period}, 0, cast(${bytes} as bigint)
+      from (select set_config('synchronous_commit', 'off', true)) as unflushed
+      on conflict (user_id, period)
+      do update set bytes_transferred = usage_periods.bytes_transferred + excluded.bytes_transferred
+    `.execute(db);
+  },
+};
+
+/** The trace rows of a group insert on PostgreSQL, as one more step of its statement. */
+function traceStatement(events: NewDeliveryEvent[]): RawBuilder<unknown> {
+  const rows = events.map(
+    (e) =>
+      sql`(${e.address}, ${e.event}, cast(${e.at} as bigint), cast(${e.uuid ?? null} as text),
+        cast(${e.digest ?? null} as text), cast(${e.sender ?? null} as text),
+        cast(${e.size ?? null} as bigint), cast(${e.detail ?? null} as text))`,
+  );
+  return sql`, traced as (
+        insert into delivery_events (address, event, at, uuid, digest, sender, size, detail)
+        values ${sql.join(rows)}
+      )`;
+}
+
+/**
  * A registered agent's mailbox, the messages waiting in it, and what they count for: the
  * mailbox's counters, its owner's stored bytes and the owner's usage of the period. These
  * move together, in the same transaction (or statement) as the messages they count, so they
@@ -255,10 +357,14 @@ export async function quarantineUnservable(
  * read hides expired messages, so expiry is exact even between two runs of the sweep.
  */
 export class MailboxRepository {
+  private readonly writes: MailboxWrites;
+
   constructor(
     private readonly db: Kysely<Database>,
-    private readonly dialect: Dialect,
-  ) {}
+    dialect: DialectName,
+  ) {
+    this.writes = dialect === 'sqlite' ? sqliteWrites : postgresWrites;
+  }
 
   /** Creates the mailbox, empty, unless it exists. */
   async open(mailbox: Pick<MailboxRow, 'address' | 'user_id' | 'created_at'>): Promise<void> {
@@ -386,7 +492,7 @@ export class MailboxRepository {
     period: string,
     trace?: NewDeliveryEvent[],
   ): Promise<Set<string>> {
-    return this.dialect.deliver(this.db, messages, period, trace);
+    return this.writes.deliver(this.db, messages, period, trace);
   }
 
   /** Unexpired messages of a mailbox, oldest first. */
@@ -418,7 +524,7 @@ export class MailboxRepository {
 
   /** Counts `bytes` served to the owner's agents in `period`, for the transfer quota. */
   countTransfer(userId: string, period: string, bytes: number): Promise<void> {
-    return this.dialect.countTransfer(this.db, userId, period, bytes);
+    return this.writes.countTransfer(this.db, userId, period, bytes);
   }
 
   /**
