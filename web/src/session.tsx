@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, ApiError, onSessionEnded, type SessionInfo } from './api';
+import { messageOf, useAction } from './hooks';
 
 export type SessionState =
   | { state: 'loading' }
@@ -30,29 +31,25 @@ export function useSession() {
   };
 }
 
+/** The session and the ways to change it, as `useSession` gives them. */
+export type Auth = ReturnType<typeof useSession>;
+
 /** Sign-in with an API key; the key goes to the server once and is never kept in the page. */
 export function SignIn(props: { onSignedIn: (s: SessionInfo) => void; reason?: string }) {
   const [key, setKey] = useState('');
-  const [error, setError] = useState<string | undefined>(props.reason);
-  const [busy, setBusy] = useState(false);
-  const submit = async (event: Event) => {
-    event.preventDefault();
-    setBusy(true);
-    setError(undefined);
-    try {
-      const session = await api<SessionInfo>('POST', '/v2/session', { api_key: key.trim() });
-      setKey('');
-      props.onSignedIn(session);
-    } catch (err) {
-      setError(
-        err instanceof ApiError && err.status === 401
-          ? `That API key was refused: ${err.message}`
-          : `Sign-in failed: ${(err as Error).message}`,
-      );
-    } finally {
-      setBusy(false);
-    }
-  };
+  const signIn = useAction({
+    explain: (err) =>
+      err instanceof ApiError && err.status === 401
+        ? `That API key was refused: ${err.message}`
+        : `Sign-in failed: ${messageOf(err)}`,
+  });
+  const submit = signIn.submit(async () => {
+    const session = await api<SessionInfo>('POST', '/v2/session', { api_key: key.trim() });
+    setKey('');
+    props.onSignedIn(session);
+  });
+  // Why the last session ended, until the user tries again.
+  const error = signIn.busy ? undefined : (signIn.error ?? props.reason);
   return (
     <form class="card signin" onSubmit={submit}>
       <h2>Sign in</h2>
@@ -71,7 +68,7 @@ export function SignIn(props: { onSignedIn: (s: SessionInfo) => void; reason?: s
           onInput={(e) => setKey((e.target as HTMLInputElement).value)}
         />
       </label>
-      <button type="submit" disabled={busy}>
+      <button type="submit" disabled={signIn.busy}>
         Sign in
       </button>
       {error && (

@@ -1,15 +1,16 @@
 import { useState } from 'preact/hooks';
-import { api, ApiError, encode, type AgentRecord, type DomainRecord } from './api';
-import { DOMAIN_NAME_PATTERN } from '../../src/wire/domain-name';
-import { ConfirmButton } from './widgets';
+import { api, ApiError, encode, type AgentRecord, type DomainRecord } from '../api';
+import { DOMAIN_NAME_PATTERN } from '../../../src/wire/domain-name';
+import { useAction } from '../hooks';
+import { ConfirmButton } from '../widgets';
 
 type Assigned = DomainRecord['assigned_agents'];
 
 /** The rule the API checks names against (lower-case dotted labels, such as alice.agent). */
 const NAME_PATTERN = new RegExp(DOMAIN_NAME_PATTERN);
 
-const INVALID_NAME =
-  'lower-case letters, digits and inner hyphens, in at least two labels separated by dots, such as alice.agent';
+const invalidName = (name: string) =>
+  `${name} is not a valid name: lower-case letters, digits and inner hyphens, in at least two labels separated by dots, such as alice.agent.`;
 
 /** A readable sentence for a refused name change. */
 export function nameError(name: string, err: unknown): string {
@@ -17,13 +18,27 @@ export function nameError(name: string, err: unknown): string {
     if (err.status === 409 && /already taken/.test(err.message)) {
       return `${name} is already taken by someone else: choose another name.`;
     }
-    if (err.status === 422) return `${name} is not a valid name: ${INVALID_NAME}.`;
+    if (err.status === 422) return invalidName(name);
   }
   return (err as Error).message;
 }
 
+/** The name typed, trimmed; throws the sentence saying why when it is not a valid name. */
+export function checkedName(text: string): string {
+  const name = text.trim();
+  if (!NAME_PATTERN.test(name)) throw new Error(invalidName(name || 'An empty name'));
+  return name;
+}
+
+/** The weight typed, as a number; throws the sentence saying why when it is not one. */
+export function checkedWeight(text: string): number {
+  const n = Number(text);
+  if (Number.isInteger(n) && n >= 1 && n <= 1_000_000) return n;
+  throw new Error('The weight is a whole number from 1 to 1000000.');
+}
+
 /** The agent picker and weight of the claim and assign forms. */
-function AgentChoice(props: {
+export function AgentChoice(props: {
   agents: AgentRecord[];
   agent: string;
   weight: string;
@@ -60,67 +75,6 @@ function AgentChoice(props: {
   );
 }
 
-function weightOf(text: string): number | undefined {
-  const n = Number(text);
-  return Number.isInteger(n) && n >= 1 && n <= 1_000_000 ? n : undefined;
-}
-
-export function ClaimName(props: { agents: AgentRecord[]; onClaimed: (name: string) => void }) {
-  const [name, setName] = useState('');
-  const [agent, setAgent] = useState(props.agents[0]?.address ?? '');
-  const [weight, setWeight] = useState('1');
-  const [error, setError] = useState<string | undefined>();
-  const claim = async (event: Event) => {
-    event.preventDefault();
-    setError(undefined);
-    const wanted = name.trim();
-    if (!NAME_PATTERN.test(wanted)) {
-      setError(`${wanted || 'An empty name'} is not a valid name: ${INVALID_NAME}.`);
-      return;
-    }
-    const w = weightOf(weight);
-    if (agent && w === undefined) {
-      setError('The weight is a whole number from 1 to 1000000.');
-      return;
-    }
-    try {
-      await api('POST', '/v2/users/domains', {
-        domain_name: wanted,
-        agent_records: agent ? [{ address: agent, weight: w }] : [],
-      });
-      setName('');
-      props.onClaimed(wanted);
-    } catch (err) {
-      setError(nameError(wanted, err));
-    }
-  };
-  return (
-    <form class="filters" aria-label="Claim a name" onSubmit={claim}>
-      <input
-        name="domain"
-        placeholder="alice.agent"
-        aria-label="Name"
-        value={name}
-        onInput={(e) => setName((e.target as HTMLInputElement).value)}
-      />
-      <AgentChoice
-        agents={props.agents}
-        agent={agent}
-        weight={weight}
-        onAgent={setAgent}
-        onWeight={setWeight}
-        optional
-      />
-      <button type="submit">Claim name</button>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
-    </form>
-  );
-}
-
 /** One of the user's names: its agents and weights, assign, remove, release. */
 export function NameCard(props: {
   domain: DomainRecord;
@@ -130,35 +84,32 @@ export function NameCard(props: {
   const { domain, agents } = props;
   const [agent, setAgent] = useState(agents[0]?.address ?? '');
   const [weight, setWeight] = useState('1');
-  const [error, setError] = useState<string | undefined>();
+  const act = useAction({ explain: (err) => nameError(domain.name, err) });
   const path = `/v2/users/domains/${encode(domain.name)}`;
   const nameOf = (address: string) => agents.find((a) => a.address === address)?.name;
 
-  const replace = async (records: Assigned, message: string) => {
-    setError(undefined);
-    try {
-      await api('PUT', path, { agent_records: records });
-      props.onChanged(message);
-    } catch (err) {
-      setError(nameError(domain.name, err));
-    }
+  const put = async (records: Assigned, message: string) => {
+    await api('PUT', path, { agent_records: records });
+    props.onChanged(message);
   };
-  const assign = async (event: Event) => {
-    event.preventDefault();
-    const w = weightOf(weight);
-    if (!agent) return setError('Choose an agent.');
-    if (w === undefined) return setError('The weight is a whole number from 1 to 1000000.');
+  const assign = act.submit(async () => {
+    if (!agent) throw new Error('Choose an agent.');
+    const w = checkedWeight(weight);
     const others = domain.assigned_agents.filter((a) => a.address !== agent);
-    await replace([...others, { address: agent, weight: w }], `Agent assigned to ${domain.name}.`);
-  };
-  const release = async () => {
-    try {
+    await put([...others, { address: agent, weight: w }], `Agent assigned to ${domain.name}.`);
+  });
+  const remove = (address: string) =>
+    act.run(() =>
+      put(
+        domain.assigned_agents.filter((o) => o.address !== address),
+        `Agent removed from ${domain.name}.`,
+      ),
+    );
+  const release = () =>
+    act.run(async () => {
       await api('DELETE', path);
       props.onChanged(`${domain.name} released.`);
-    } catch (err) {
-      setError(nameError(domain.name, err));
-    }
-  };
+    });
 
   return (
     <section class="card" data-domain={domain.name}>
@@ -184,16 +135,7 @@ export function NameCard(props: {
                 <td class="mono">{a.address}</td>
                 <td>{a.weight}</td>
                 <td>
-                  <button
-                    type="button"
-                    class="secondary"
-                    onClick={() =>
-                      replace(
-                        domain.assigned_agents.filter((o) => o.address !== a.address),
-                        `Agent removed from ${domain.name}.`,
-                      )
-                    }
-                  >
+                  <button type="button" class="secondary" onClick={() => remove(a.address)}>
                     Remove
                   </button>
                 </td>
@@ -220,9 +162,9 @@ export function NameCard(props: {
         action="Release name"
         onConfirm={release}
       />
-      {error && (
+      {act.error && (
         <p class="error" role="alert">
-          {error}
+          {act.error}
         </p>
       )}
     </section>

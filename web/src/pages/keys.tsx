@@ -1,0 +1,98 @@
+import { useState } from 'preact/hooks';
+import { api, encode, when, type ApiKey, type NewApiKey } from '../api';
+import { useAction, useLoad } from '../hooks';
+
+/** What a key is now: revoked, expired or active. */
+function keyState(k: ApiKey): string {
+  if (k.revoked_at) return `revoked ${when(k.revoked_at)}`;
+  if (k.expires_at && Date.parse(k.expires_at) < Date.now()) return 'expired';
+  return k.current ? 'active (this session)' : 'active';
+}
+
+/** The user's API keys: create one (shown once), revoke one. */
+export function KeysPage() {
+  const keys = useLoad(() => api<ApiKey[]>('GET', '/v2/api-keys'), []);
+  const [label, setLabel] = useState('');
+  const [lifetime, setLifetime] = useState('');
+  const [created, setCreated] = useState<NewApiKey | undefined>();
+  const act = useAction();
+  const create = act.submit(async () => {
+    const key = await api<NewApiKey>('POST', '/v2/api-keys', {
+      label: label || null,
+      expires_in_seconds: lifetime ? Number(lifetime) : null,
+    });
+    setCreated(key);
+    setLabel('');
+    keys.reload();
+  });
+  const revoke = (id: string) =>
+    act.run(async () => {
+      await api('DELETE', `/v2/api-keys/${encode(id)}`);
+      keys.reload();
+    });
+  return (
+    <section class="card">
+      <h2>API keys</h2>
+      <form class="filters" onSubmit={create}>
+        <input
+          name="label"
+          placeholder="What is it for?"
+          aria-label="Label"
+          value={label}
+          onInput={(e) => setLabel((e.target as HTMLInputElement).value)}
+        />
+        <select
+          name="lifetime"
+          aria-label="Expires"
+          value={lifetime}
+          onChange={(e) => setLifetime((e.target as HTMLSelectElement).value)}
+        >
+          <option value="">Never expires</option>
+          <option value="86400">1 day</option>
+          <option value="2592000">30 days</option>
+          <option value="31536000">1 year</option>
+        </select>
+        <button type="submit">Create key</button>
+      </form>
+      {act.error && <p class="error">{act.error}</p>}
+      {created && (
+        <div class="once" role="status">
+          <p>Your new key, shown this once only. Copy it now:</p>
+          <code data-testid="new-key">{created.key}</code>
+        </div>
+      )}
+      {keys.value && (
+        <table data-testid="keys">
+          <thead>
+            <tr>
+              <th>Id</th>
+              <th>Label</th>
+              <th>Created</th>
+              <th>Expires</th>
+              <th>State</th>
+              <th />
+            </tr>
+          </thead>
+          <tbody>
+            {keys.value.map((k) => (
+              <tr key={k.id} data-key={k.id}>
+                <td class="mono">{k.id}</td>
+                <td>{k.label ?? ''}</td>
+                <td>{when(k.created_at)}</td>
+                <td>{when(k.expires_at)}</td>
+                <td>{keyState(k)}</td>
+                <td>
+                  {!k.revoked_at && (
+                    <button type="button" class="secondary" onClick={() => revoke(k.id)}>
+                      Revoke
+                    </button>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
