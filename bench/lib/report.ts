@@ -83,7 +83,8 @@ export interface BenchResults {
   measures: Measure[];
 }
 
-export function writeResults(path: string, results: BenchResults): void {
+/** Writes a run's results (a {@link BenchResults}, or a compare's) as indented JSON. */
+export function writeResults(path: string, results: object): void {
   mkdirSync(dirname(path), { recursive: true });
   writeFileSync(path, JSON.stringify(results, null, 2) + '\n');
 }

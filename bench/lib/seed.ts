@@ -37,6 +37,13 @@ export function messageRow(source: MessageSource, i: number, now = Date.now()): 
   };
 }
 
+/** What {@link seedMessages} writes: `count` messages for `addresses`, `envelopes` in turn. */
+export interface SeedOptions {
+  addresses: string[];
+  count: number;
+  envelopes: string[];
+}
+
 /**
  * `count` messages spread round-robin over the mailboxes of `addresses`, written straight
  * into the store as the service stores them (version-4 uuids, the given envelope texts in
@@ -47,10 +54,7 @@ export function messageRow(source: MessageSource, i: number, now = Date.now()): 
  * out, so that its disk flushes, paced over minutes, do not fall into the measurement that
  * follows (`freshDatabase` does the same for what the scenario before left).
  */
-export async function seedMessages(
-  store: Store,
-  options: { addresses: string[]; count: number; envelopes: string[] },
-): Promise<void> {
+export async function seedMessages(store: Store, options: SeedOptions): Promise<void> {
   const { addresses, count, envelopes } = options;
   const now = Date.now();
   const period = new Date(now).toISOString().slice(0, 7);

@@ -1,16 +1,18 @@
 import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import { freePort } from '../../test/kit/ports.js';
-import { ChildRun } from '../../test/kit/process.js';
+import { ChildRun, repositoryRoot } from '../../test/kit/process.js';
 import type { BenchDatabase } from './databases.js';
 import { RssSampler } from './rss.js';
 
 /**
- * Compiles the service to dist/ exactly as `npm start` does, so the benchmark runs the code
- * people deploy (under tsx the process would also carry the loader and an esbuild child).
+ * Compiles the service in `root` (this checkout unless given) to its dist/ exactly as
+ * `npm start` does, so the benchmark runs the code people deploy (under tsx the process would
+ * also carry the loader and an esbuild child).
  */
-export async function buildService(): Promise<void> {
-  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-  const build = ChildRun.node('tsc', [tsc, '-p', 'tsconfig.build.json']);
+export async function buildService(root = repositoryRoot): Promise<void> {
+  const tsc = createRequire(join(root, 'package.json')).resolve('typescript/bin/tsc');
+  const build = ChildRun.node('tsc', [tsc, '-p', 'tsconfig.build.json'], process.env, root);
   const code = await build.waitForExit();
   if (code !== 0) throw new Error(`the build failed:\n${build.output()}`);
 }
@@ -59,14 +61,16 @@ export interface RunningService extends ServingProcess {
 /**
  * Starts `agentry serve` from dist/ in a child process over `database`, with rate limits
  * off and warnings-only logging. `settings` adds AGENTRY_* variables; `nodeArgs` go to
- * Node itself (such as `--cpu-prof`).
+ * Node itself (such as `--cpu-prof`); `root` is the checkout whose build runs (this one
+ * unless given).
  */
 export async function startService(
   database: BenchDatabase,
   settings: Record<string, string> = {},
   nodeArgs: string[] = [],
+  root = repositoryRoot,
 ): Promise<RunningService> {
-  return launch(database, settings, nodeArgs, async (child) => {
+  return launch(database, settings, nodeArgs, root, async (child) => {
     // The key is printed just before the server listens.
     const [, apiKey] = await child.waitForOutput(/API key[^\n]*\n\s*\n\s*(\S+)\s*\n/);
     return { apiKey: apiKey! };
@@ -81,13 +85,14 @@ export function startReplica(
   database: BenchDatabase,
   settings: Record<string, string> = {},
 ): Promise<ServingProcess> {
-  return launch(database, settings, [], async () => ({}));
+  return launch(database, settings, [], repositoryRoot, async () => ({}));
 }
 
 async function launch<T extends object>(
   database: BenchDatabase,
   settings: Record<string, string>,
   nodeArgs: string[],
+  root: string,
   starting: (child: ChildRun) => Promise<T>,
 ): Promise<ServingProcess & T> {
   const port = await freePort();
@@ -107,6 +112,7 @@ async function launch<T extends object>(
       'warn',
     ],
     cleanEnvironment({ AGENTRY_RATE_LIMIT_MAX: '0', AGENTRY_DRAIN_SECONDS: '0', ...settings }),
+    root,
   );
   const rss = new RssSampler(child.pid);
   try {

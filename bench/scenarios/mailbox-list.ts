@@ -3,7 +3,6 @@ import { registerAgents } from '../lib/agents.js';
 import { seededIdentities, signedEnvelopes } from '../lib/envelopes.js';
 import { measureForDuration, type LoadResult } from '../lib/load.js';
 import type { Measure } from '../lib/report.js';
-import { seedMessages } from '../lib/seed.js';
 import type { RunningService } from '../lib/server.js';
 import type { Scenario } from './scenario.js';
 
@@ -43,7 +42,7 @@ function pollMeasure(id: string, label: string, run: LoadResult, dialect: Measur
  */
 export const mailboxListScenario: Scenario = {
   name: 'mailbox list',
-  async run({ service, store, profile, dialect }) {
+  async run({ service, seedMessages, profile, dialect }) {
     const [polled] = seededIdentities('bench list agent', 1);
     const others = seededIdentities('bench list other', OTHER_AGENTS);
     const senders = seededIdentities('bench list sender', 8);
@@ -51,7 +50,7 @@ export const mailboxListScenario: Scenario = {
     const otherAddresses = others.map((agent) => agent.address);
     const background = signedEnvelopes(OTHER_AGENTS, { senders, targets: otherAddresses });
     const seed = (count: number) =>
-      seedMessages(store(), { addresses: otherAddresses, count, envelopes: background.bodies });
+      seedMessages({ addresses: otherAddresses, count, envelopes: background.bodies });
 
     await seed(SMALL_STORE / 2);
     await submitAll(

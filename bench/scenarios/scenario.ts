@@ -1,6 +1,7 @@
 import type { Store } from '../../src/store/index.js';
 import type { DialectName } from '../../src/store/index.js';
 import type { Ceilings } from '../ceilings/index.js';
+import type { SeedOptions } from '../lib/seed.js';
 import type { LoadProfile } from '../lib/load.js';
 import type { Measure } from '../lib/report.js';
 import type { RunningService } from '../lib/server.js';
@@ -11,6 +12,12 @@ export interface ScenarioContext {
   service: RunningService;
   /** The server's database, opened from the benchmark process for seeding (on first use). */
   store(): Store;
+  /**
+   * Writes `count` messages for `addresses` straight into the server's database, with the
+   * seeding code of the build under test (so that a compare against an older build writes
+   * the rows its schema has).
+   */
+  seedMessages(options: SeedOptions): Promise<void>;
   profile: LoadProfile;
   /** The ceilings measured earlier in this run (the storage one is this dialect's). */
   ceilings: Ceilings;

@@ -81,10 +81,15 @@ export class ChildRun {
     });
   }
 
-  /** Starts `node <args>` (this Node binary) in the repository root. */
-  static node(name: string, args: string[], env: NodeJS.ProcessEnv = process.env): ChildRun {
+  /** Starts `node <args>` (this Node binary) in `cwd`, the repository root unless given. */
+  static node(
+    name: string,
+    args: string[],
+    env: NodeJS.ProcessEnv = process.env,
+    cwd = repositoryRoot,
+  ): ChildRun {
     const child = spawn(process.execPath, args, {
-      cwd: repositoryRoot,
+      cwd,
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
