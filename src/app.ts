@@ -19,15 +19,17 @@ import { installOpenApi } from './http/plugins/openapi.js';
 import { installValidation } from './http/plugins/validation.js';
 import { agentsRoutes } from './http/routes/agents.js';
 import { almanacRoutes } from './http/routes/almanac.js';
-import { discoveryRoutes } from './http/routes/discovery.js';
-import { consoleRoutes } from './http/routes/console.js';
+import { deliveriesRoutes } from './http/routes/deliveries.js';
+import { almanacSearchRoutes, resolveRoutes, searchRoutes } from './http/routes/discovery.js';
+import { almanacDomainsRoutes, domainsRoutes } from './http/routes/domains.js';
 import { healthRoutes } from './http/routes/health.js';
 import { identityRoutes } from './http/routes/identity.js';
-import { deliveryRoutes } from './http/routes/deliveries.js';
-import { interactionRoutes } from './http/routes/interactions.js';
+import { interactionsRoutes } from './http/routes/interactions.js';
+import { keysRoutes } from './http/routes/keys.js';
 import { mailboxRoutes } from './http/routes/mailbox.js';
 import { proxyRoutes } from './http/routes/proxy.js';
-import { usageRoutes } from './http/routes/usage.js';
+import { sessionsRoutes } from './http/routes/sessions.js';
+import { usageHistoryRoutes, usageRoutes } from './http/routes/usage.js';
 import { webRoutes } from './http/routes/web.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
@@ -111,24 +113,32 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   await installOpenApi(app, version);
   await app.register(cookie);
   installAuth(app, {
-    users: ctx.services.users,
+    keys: ctx.services.keys,
     attestations: ctx.attestations,
     countRefusal,
     sessions: ctx.services.sessions,
     publicUrl: config.publicUrl,
   });
 
+  // The OpenAPI document lists paths in the order their routes are added: a resource whose
+  // paths it lists in two places adds them in two groups.
   healthRoutes(app, ctx);
   identityRoutes(app, ctx);
   agentsRoutes(app, ctx);
   usageRoutes(app, ctx);
   mailboxRoutes(app, ctx);
   proxyRoutes(app, ctx);
-  interactionRoutes(app, ctx);
-  deliveryRoutes(app, ctx);
+  interactionsRoutes(app, ctx);
+  deliveriesRoutes(app, ctx);
   almanacRoutes(app, ctx);
-  discoveryRoutes(app, ctx);
-  consoleRoutes(app, ctx);
+  almanacSearchRoutes(app, ctx);
+  almanacDomainsRoutes(app, ctx);
+  resolveRoutes(app, ctx);
+  domainsRoutes(app, ctx);
+  searchRoutes(app, ctx);
+  sessionsRoutes(app, ctx);
+  keysRoutes(app, ctx);
+  usageHistoryRoutes(app, ctx);
   await webRoutes(app);
 
   return app;

@@ -10,17 +10,18 @@ import { systemClock, type Clock } from './infra/clock.js';
 import { DiscoveryService } from './services/discovery.js';
 import { DomainsService } from './services/domains.js';
 import { DeliveryNotifier } from './infra/delivery-notifier.js';
-import { EnvelopeAdmission, inlineEnvelopeVerifier } from './services/envelopes.js';
+import { EnvelopeAdmission } from './services/envelopes.js';
 import { IdentityService } from './services/identity.js';
 import { DeliveryTrace } from './services/deliveries.js';
 import { InteractionsService } from './services/interactions.js';
+import { KeysService } from './services/keys.js';
 import { MailboxService } from './services/mailbox.js';
 import { createOutboundDispatcher } from './infra/outbound.js';
 import { ProxyService } from './services/proxy.js';
 import { SessionsService } from './services/sessions.js';
 import { UsageService } from './services/usage.js';
 import { UsersService } from './services/users.js';
-import { inlineSignatureChecker } from './infra/signature-checker.js';
+import { inlineEnvelopeVerifier, inlineSignatureChecker } from './infra/signature-checker.js';
 import { SharedRateLimits } from './infra/rate-limit-store.js';
 import { Lifecycle } from './infra/lifecycle.js';
 import { VerifierPool } from './infra/verifier-pool.js';
@@ -33,6 +34,7 @@ import {
 
 export interface Services {
   users: UsersService;
+  keys: KeysService;
   identity: IdentityService;
   usage: UsageService;
   agents: AgentsService;
@@ -125,6 +127,7 @@ export function createContext(
   });
 
   const users = new UsersService(store, clock);
+  const keys = new KeysService(store, clock, users);
   const verifierPool =
     config.verifierThreads > 0
       ? new VerifierPool(config.verifierThreads, verifier.kind)
@@ -160,7 +163,7 @@ export function createContext(
       retentionMs: config.mailboxRetentionSeconds * 1000,
       sweepBatchSize: 500,
       sweepMaxBatches: 100,
-      maxDeliveryGroup: 256,
+      maxSubmissionGroup: 256,
       holdMs: config.mailboxHoldSeconds * 1000,
     },
     deliveries,
@@ -182,7 +185,7 @@ export function createContext(
   const interactions = new InteractionsService(store, clock, deliveries);
   const domains = new DomainsService(store, clock);
   const discovery = new DiscoveryService(store, almanac, domains, clock);
-  const sessions = new SessionsService(store, clock, users, config.sessionTtlSeconds * 1000);
+  const sessions = new SessionsService(store, clock, keys, users, config.sessionTtlSeconds * 1000);
 
   const metrics = new Metrics();
   metrics.countHeldPolls(() => mailbox.heldPolls);
@@ -223,6 +226,7 @@ export function createContext(
     attestations,
     services: {
       users,
+      keys,
       identity,
       usage,
       agents,

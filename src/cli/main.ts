@@ -19,7 +19,7 @@ import { DomainError } from '../errors.js';
 import type { Server } from '../server.js';
 import { backupDatabase, BackupError, restoreDatabase } from '../store/backup.js';
 import { createLogger } from '../logger.js';
-import { DOMAIN_NAME_PATTERN } from '../wire/discovery.js';
+import { DOMAIN_NAME_PATTERN } from '../wire/domain-name.js';
 import { DELIVERY_EVENTS } from '../wire/deliveries.js';
 import { canonicalAgentAddress } from '../wire/formats.js';
 
@@ -282,7 +282,7 @@ withStoreOptions(
 ).action(async (user: string, flags) => {
   await withServices(flags, async (ctx) => {
     const owner = await ctx.services.users.findUser(user);
-    const key = await ctx.services.users.createKey(owner.id, { lifetimeMs: flags.expires });
+    const key = await ctx.services.keys.createKey(owner.id, { lifetimeMs: flags.expires });
     console.log(`key id ${key.id}, expires ${formatTime(key.expiresAt)}`);
     console.log(key.token);
   });
@@ -291,7 +291,7 @@ withStoreOptions(keys.command('list <user>').description("list a user's keys")).
   async (user: string, flags) => {
     await withServices(flags, async (ctx) => {
       console.log('id\tcreated\texpires\trevoked');
-      for (const key of await ctx.services.users.listKeys(user)) {
+      for (const key of await ctx.services.keys.listKeys(user)) {
         console.log(
           `${key.id}\t${formatTime(key.createdAt)}\t${formatTime(key.expiresAt)}\t${formatTime(key.revokedAt)}`,
         );
@@ -302,7 +302,7 @@ withStoreOptions(keys.command('list <user>').description("list a user's keys")).
 withStoreOptions(keys.command('revoke <keyId>').description('revoke an API key')).action(
   async (keyId: string, flags) => {
     await withServices(flags, async (ctx) => {
-      await ctx.services.users.revokeKey(keyId);
+      await ctx.services.keys.revokeKey(keyId);
       console.log(`revoked ${keyId}`);
     });
   },
@@ -401,7 +401,7 @@ async function connectAgent(
   const action = request.agent_type ? 'connect' : 'disconnect';
   await withServices(flags, async (ctx) => {
     const user = await ctx.services.users.findUser(flags.user);
-    const key = await ctx.services.users.createKey(user.id, {
+    const key = await ctx.services.keys.createKey(user.id, {
       label: `${action} ${info.address ?? agent}`,
       lifetimeMs: 300_000,
     });
@@ -412,7 +412,7 @@ async function connectAgent(
         ...request,
       })) as typeof answer;
     } finally {
-      await ctx.services.users.revokeKey(key.id, user.id);
+      await ctx.services.keys.revokeKey(key.id, user.id);
     }
     if (!answer?.success) {
       throw new ConnectError(

@@ -1,8 +1,7 @@
 import type { Worker } from 'node:worker_threads';
 import type { EnvelopeFields, SignatureCheck, SignatureVerifier } from '../crypto/index.js';
 import { startWorker } from './worker-threads.js';
-import type { EnvelopeVerifier } from '../services/envelopes.js';
-import type { SignatureChecker } from './signature-checker.js';
+import type { EnvelopeVerifier, SignatureChecker } from './signature-checker.js';
 
 export type VerifierKind = SignatureVerifier['kind'];
 

@@ -18,7 +18,7 @@ import type {
   GeoLocation,
   SearchAgent,
 } from '../wire/discovery.js';
-import { DOMAIN_NAME_PATTERN } from '../wire/discovery.js';
+import { DOMAIN_NAME_PATTERN } from '../wire/domain-name.js';
 import { canonicalAgentAddress } from '../wire/formats.js';
 import { normaliseDigest, type AlmanacService, type AlmanacEntry } from './almanac.js';
 import type { DomainsService } from './domains.js';

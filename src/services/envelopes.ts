@@ -3,29 +3,13 @@ import {
   envelopeDigest,
   unlessMalformed,
   userAddressOf,
-  verifiedEnvelopeDigest,
   type EnvelopeFields,
-  type SignatureVerifier,
 } from '../crypto/index.js';
 import { BadRequestError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
+import type { EnvelopeVerifier } from '../infra/signature-checker.js';
 import { envelopeFields, type Envelope } from '../wire/mailbox.js';
 import type { DeliveryTrace } from './deliveries.js';
-
-/**
- * Checks that an envelope is signed by its sender, and yields its digest (the sha256 of
- * its signing bytes, see `envelopeDigest`) when it is; undefined when it is not. Asynchronous
- * so that verification can move off the event loop (worker threads) without changing its
- * callers.
- */
-export interface EnvelopeVerifier {
-  verify(envelope: EnvelopeFields): Promise<Uint8Array | undefined>;
-}
-
-/** Verifies on the calling thread. */
-export function inlineEnvelopeVerifier(verifier: SignatureVerifier): EnvelopeVerifier {
-  return { verify: async (envelope) => verifiedEnvelopeDigest(verifier, envelope) };
-}
 
 /** An envelope that may be delivered. */
 export interface AdmittedEnvelope {

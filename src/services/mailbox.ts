@@ -28,7 +28,7 @@ export interface MailboxPolicy {
   /** Batches one sweep run deletes at most; the next run goes on. */
   sweepMaxBatches: number;
   /** Most submitted messages committed in one transaction (see {@link GroupCommit}). */
-  maxDeliveryGroup: number;
+  maxSubmissionGroup: number;
   /**
    * How long an agent's poll of its empty mailbox waits for a message before answering
    * (empty); 0 answers at once.
@@ -51,7 +51,7 @@ export interface PollOptions {
 }
 
 /** A checked envelope on its way into a mailbox. */
-interface Delivery {
+interface Submission {
   address: string;
   uuid: string;
   /** The envelope's JSON text, as stored and served. */
@@ -64,7 +64,7 @@ interface Delivery {
   digest: string | null;
 }
 
-/** Where an owner's quotas stand while a group of deliveries is written. */
+/** Where an owner's quotas stand while a group of submissions is written. */
 interface OwnerTally {
   limits: { messagesPerMonth: number; bytesStored: number };
   messagesThisPeriod: number;
@@ -101,7 +101,8 @@ export function messageUuid(
  * the message is committed; counters and usage move in the same transaction as the message.
  */
 export class MailboxService {
-  private readonly deliveries: GroupCommit<Delivery, void>;
+  /** Commits submitted messages in groups: one transaction (or statement) for many. */
+  private readonly submissions: GroupCommit<Submission, void>;
 
   constructor(
     private readonly store: Store,
@@ -112,7 +113,10 @@ export class MailboxService {
     private readonly policy: MailboxPolicy,
     private readonly trace: DeliveryTrace,
   ) {
-    this.deliveries = new GroupCommit((group) => this.deliverGroup(group), policy.maxDeliveryGroup);
+    this.submissions = new GroupCommit(
+      (group) => this.commitSubmissions(group),
+      policy.maxSubmissionGroup,
+    );
   }
 
   /** Resolves once the message is committed (or was already stored). */
@@ -121,7 +125,7 @@ export class MailboxService {
     const text = JSON.stringify(admitted.envelope);
     const uuid = messageUuid(admitted.envelope, admitted.digest);
     try {
-      await this.deliveries.submit({
+      await this.submissions.submit({
         address: admitted.target,
         uuid,
         text,
@@ -138,8 +142,8 @@ export class MailboxService {
   }
 
   /**
-   * Writes a group of deliveries, in arrival order, each checked against its owner's quotas
-   * as read just before the group and moved by the deliveries before it in the group. Groups
+   * Writes a group of submissions, in arrival order, each checked against its owner's quotas
+   * as read just before the group and moved by the submissions before it in the group. Groups
    * are written one at a time, so a process never counts past a quota; replicas writing at
    * the same moment may each let one group through on the same reading. A message stored
    * already (a client resending after a lost answer), or delivered and deleted within its
@@ -147,31 +151,35 @@ export class MailboxService {
    * messages, their mailboxes' counters and their owners' usage and stored bytes are written
    * atomically.
    */
-  private async deliverGroup(group: Delivery[]): Promise<ItemOutcome<void>[]> {
+  private async commitSubmissions(group: Submission[]): Promise<ItemOutcome<void>[]> {
     const now = this.clock.now();
     const period = usagePeriod(now);
     const retained = now + this.policy.retentionMs;
     const { mailbox } = this.store.repos;
-    const addresses = [...new Set(group.map((delivery) => delivery.address))];
+    const addresses = [...new Set(group.map((submission) => submission.address))];
     // Independent reads: on PostgreSQL they go out together on separate connections.
     const [mailboxes, taken] = await Promise.all([
       mailbox.findManyWithOwnerUsage(addresses, period),
-      mailbox.existing(group.map((delivery) => delivery.uuid)),
+      mailbox.existing(group.map((submission) => submission.uuid)),
     ]);
     const owners = new Map<string, OwnerTally>();
     const accepted: NewMessage[] = [];
     const traced: NewDeliveryEvent[] = [];
-    const trace = (delivery: Delivery, event: 'submitted' | 'refused', detail: string): void => {
+    const trace = (
+      submission: Submission,
+      event: 'submitted' | 'refused',
+      detail: string,
+    ): void => {
       if (!this.trace.enabled) return;
-      const { address, uuid, digest, sender, size } = delivery;
+      const { address, uuid, digest, sender, size } = submission;
       traced.push({ address, event, at: now, uuid, digest, sender, size, detail });
     };
-    const outcomes = group.map((delivery): ItemOutcome<void> => {
-      const found = mailboxes.get(delivery.address);
+    const outcomes = group.map((submission): ItemOutcome<void> => {
+      const found = mailboxes.get(submission.address);
       if (!found) return { ok: false, error: new NotFoundError(UNKNOWN_TARGET) };
-      if (taken.has(delivery.uuid)) {
+      if (taken.has(submission.uuid)) {
         // A resubmission (or a replay): traced, as it stores nothing to stand for it.
-        trace(delivery, 'submitted', 'already stored or delivered');
+        trace(submission, 'submitted', 'already stored or delivered');
         return { ok: true, value: undefined };
       }
       const owner = found.mailbox.user_id;
@@ -184,24 +192,24 @@ export class MailboxService {
         };
         owners.set(owner, tally);
       }
-      const refusal = quotaRefusal(tally, delivery.size);
+      const refusal = quotaRefusal(tally, submission.size);
       if (refusal) {
-        trace(delivery, 'refused', refusal.message);
+        trace(submission, 'refused', refusal.message);
         return { ok: false, error: refusal };
       }
       tally.messagesThisPeriod += 1;
-      tally.bytesStored += delivery.size;
-      taken.add(delivery.uuid);
+      tally.bytesStored += submission.size;
+      taken.add(submission.uuid);
       accepted.push({
-        uuid: delivery.uuid,
-        address: delivery.address,
-        envelope: delivery.text,
-        size: delivery.size,
+        uuid: submission.uuid,
+        address: submission.address,
+        envelope: submission.text,
+        size: submission.size,
         received_at: now,
         expires_at:
-          delivery.expires == null ? retained : Math.min(retained, delivery.expires * 1000),
+          submission.expires == null ? retained : Math.min(retained, submission.expires * 1000),
         // The pending message is the trace of its submission: who sent it, which envelope.
-        ...(this.trace.enabled ? { sender: delivery.sender, digest: delivery.digest } : {}),
+        ...(this.trace.enabled ? { sender: submission.sender, digest: submission.digest } : {}),
       });
       return { ok: true, value: undefined };
     });
@@ -413,7 +421,7 @@ export class MailboxService {
   }
 }
 
-/** The quota a delivery of `size` bytes would break, as the error its sender gets. */
+/** The quota a submission of `size` bytes would break, as the error its sender gets. */
 function quotaRefusal(tally: OwnerTally, size: number): QuotaExceededError | undefined {
   const { messagesPerMonth, bytesStored } = tally.limits;
   if (tally.messagesThisPeriod + 1 > messagesPerMonth) {

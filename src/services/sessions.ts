@@ -4,6 +4,7 @@ import { UnauthenticatedError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
 import type { Store } from '../store/index.js';
 import type { UserRow } from '../store/repositories/users.js';
+import type { KeysService } from './keys.js';
 import type { UsersService } from './users.js';
 
 export interface OpenedSession {
@@ -28,12 +29,13 @@ export class SessionsService {
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
+    private readonly keys: KeysService,
     private readonly users: UsersService,
     private readonly ttlMs: number,
   ) {}
 
   async signIn(apiKey: string): Promise<OpenedSession> {
-    const principal = await this.users.authenticate(apiKey);
+    const principal = await this.keys.authenticate(apiKey);
     const key = await this.store.repos.apiKeys.findById(principal.keyId);
     const user = await this.users.findUser(principal.userId);
     const now = this.clock.now();

@@ -1,12 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { generateApiKey, parseApiKey, secretMatches } from '../auth/api-keys.js';
-import type { Principal } from '../auth/principal.js';
-import {
-  ConflictError,
-  NotFoundError,
-  RequestValidationError,
-  UnauthenticatedError,
-} from '../errors.js';
+import { generateApiKey } from '../auth/api-keys.js';
+import { ConflictError, NotFoundError, RequestValidationError } from '../errors.js';
 import type { Store } from '../store/index.js';
 import type { UserRow } from '../store/repositories/users.js';
 import type { Clock } from '../infra/clock.js';
@@ -20,14 +14,10 @@ export interface NewUser {
   token: string;
 }
 
-export interface ApiKeyInfo {
-  id: string;
-  label: string | null;
-  createdAt: number;
-  expiresAt: number | null;
-  revokedAt: number | null;
-}
-
+/**
+ * Users: each is made with a first API key, so that it can call the API at once (further keys
+ * are the keys service's).
+ */
 export class UsersService {
   constructor(
     private readonly store: Store,
@@ -85,65 +75,5 @@ export class UsersService {
 
   listUsers(): Promise<UserRow[]> {
     return this.store.repos.users.list();
-  }
-
-  /** Creates a key for a user; the token is shown once. */
-  async createKey(
-    userId: string,
-    options: { label?: string | null; lifetimeMs?: number } = {},
-  ): Promise<ApiKeyInfo & { token: string }> {
-    const now = this.clock.now();
-    const key = generateApiKey();
-    const expiresAt = options.lifetimeMs === undefined ? null : now + options.lifetimeMs;
-    const label = options.label ?? null;
-    await this.store.repos.apiKeys.insert({
-      id: key.id,
-      user_id: userId,
-      secret_hash: key.secretHash,
-      created_at: now,
-      expires_at: expiresAt,
-      revoked_at: null,
-      label,
-    });
-    return { id: key.id, label, createdAt: now, expiresAt, revokedAt: null, token: key.token };
-  }
-
-  async listKeys(nameOrId: string): Promise<ApiKeyInfo[]> {
-    const user = await this.findUser(nameOrId);
-    const rows = await this.store.repos.apiKeys.listForUser(user.id);
-    return rows.map((r) => ({
-      id: r.id,
-      label: r.label ?? null,
-      createdAt: r.created_at,
-      expiresAt: r.expires_at,
-      revokedAt: r.revoked_at,
-    }));
-  }
-
-  /**
-   * Revokes a key. Given a user, only one of that user's own keys: a key of anyone else is
-   * answered as if it did not exist.
-   */
-  async revokeKey(keyId: string, userId?: string): Promise<void> {
-    if (await this.store.repos.apiKeys.revoke(keyId, this.clock.now(), userId)) return;
-    const row = await this.store.repos.apiKeys.findById(keyId);
-    if (!row || (userId !== undefined && row.user_id !== userId)) {
-      throw new NotFoundError(`No key with id ${keyId}`);
-    }
-    throw new NotFoundError(`Key ${keyId} is already revoked`);
-  }
-
-  /** Resolves a Bearer token to its user, or says why it cannot be used. */
-  async authenticate(token: string): Promise<Extract<Principal, { kind: 'user' }>> {
-    const parsed = parseApiKey(token);
-    const row = parsed && (await this.store.repos.apiKeys.findById(parsed.id));
-    if (!parsed || !row || !secretMatches(parsed.secret, row.secret_hash)) {
-      throw new UnauthenticatedError('Invalid API key');
-    }
-    if (row.revoked_at !== null) throw new UnauthenticatedError('API key has been revoked');
-    if (row.expires_at !== null && row.expires_at <= this.clock.now()) {
-      throw new UnauthenticatedError('API key has expired');
-    }
-    return { kind: 'user', userId: row.user_id, keyId: row.id };
   }
 }

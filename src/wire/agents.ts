@@ -1,10 +1,8 @@
 import { Type, type Static } from '@sinclair/typebox';
-import type { StoredAgent } from '../store/repositories/agents.js';
 import {
   AgentAddress,
   BoundedInteger,
   Endpoint,
-  isoTimestamp,
   MAX_OFFSET,
   Nullable,
   StringEnum,
@@ -108,24 +106,6 @@ export const AgentRecord = Type.Object({
 });
 export type AgentRecord = Static<typeof AgentRecord>;
 
-/** An agent as the API shows it to its owner: the stored listing, times as ISO-8601. */
-export function agentRecord(agent: StoredAgent): AgentRecord {
-  return {
-    address: agent.address,
-    name: agent.name,
-    handle: agent.handle,
-    redirect_url: agent.redirect_url,
-    agent_type: agent.agent_type,
-    profile: agent.profile,
-    endpoints: agent.endpoints,
-    protocols: agent.protocols,
-    metadata: agent.metadata,
-    mailbox: agent.mailbox,
-    registered_at: isoTimestamp(agent.registered_at),
-    updated_at: isoTimestamp(agent.updated_at),
-  };
-}
-
 export const AgentList = Type.Array(AgentRecord);
 
 export const AGENTS_PAGE_SIZE = 30;
@@ -134,5 +114,3 @@ export const ListQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: AGENTS_PAGE_SIZE })),
   offset: Type.Optional(BoundedInteger({ maximum: MAX_OFFSET, default: 0 })),
 });
-
-export const Success = Type.Object({ success: Type.Boolean() });

@@ -1,13 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import type { AlmanacEntry } from '../services/almanac.js';
-import {
-  BoundedInteger,
-  EndpointWeight,
-  isoTimestamp,
-  Nullable,
-  StringEnum,
-  WireString,
-} from './common.js';
+import { BoundedInteger, EndpointWeight, Nullable, StringEnum, WireString } from './common.js';
 
 // Bodies follow uagents-core's pydantic models (uagents_core/registration.py); the signature
 // covers every field of the model, so nothing here may change a value before it is checked.
@@ -85,20 +77,6 @@ export const AlmanacAgent = Type.Object({
   }),
 });
 export type AlmanacAgent = Static<typeof AlmanacAgent>;
-
-/** What `GET /v1/almanac/agents/{address}` answers; uAgents resolves from it. */
-export function almanacAgent(entry: AlmanacEntry): AlmanacAgent {
-  return {
-    address: entry.address,
-    status: entry.active ? 'active' : 'inactive',
-    type: entry.type,
-    endpoints: entry.endpoints,
-    protocols: entry.protocols,
-    metadata: entry.metadata,
-    domain_name: entry.domainName,
-    expiry: isoTimestamp(entry.expiresAt),
-  };
-}
 
 export const ProtocolManifest = Type.Object(
   {

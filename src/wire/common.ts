@@ -84,6 +84,9 @@ export const ValidationErrorBody = Type.Object(
 
 export const EmptyObject = Type.Object({}, { additionalProperties: true });
 
+/** The answer of a write that has nothing else to say. */
+export const Success = Type.Object({ success: Type.Boolean() });
+
 /** An agent's address; canonical (lower case) once validated. */
 export const AgentAddress = WireString('agent-address', {
   maxLength: 66,

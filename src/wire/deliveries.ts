@@ -1,9 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
-import type { DeliveryEventRow } from '../store/repositories/deliveries.js';
 import {
   AgentAddress,
   BoundedInteger,
-  isoTimestamp,
   MAX_OFFSET,
   Nullable,
   StringEnum,
@@ -73,21 +71,4 @@ export const DeliveryEventView = Type.Object({
     }),
   ),
 });
-
 export type DeliveryEventView = Static<typeof DeliveryEventView>;
-
-export function deliveryEventView(row: DeliveryEventRow): DeliveryEventView {
-  const number = (value: number | null): number | null => (value == null ? null : Number(value));
-  return {
-    address: row.address,
-    event: row.event as Static<typeof DeliveryEventView>['event'],
-    at: isoTimestamp(Number(row.at)),
-    uuid: row.uuid,
-    digest: row.digest,
-    sender: row.sender,
-    size: number(row.size),
-    status_code: number(row.status_code),
-    latency_ms: number(row.latency_ms),
-    detail: row.detail,
-  };
-}

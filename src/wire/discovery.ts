@@ -1,11 +1,8 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { AlmanacEndpoint } from './almanac.js';
-import { AgentAddress, BoundedInteger, MAX_OFFSET, Nullable, StringEnum } from './common.js';
-import { DOMAIN_NAME_PATTERN } from './domain-name.js';
+import { BoundedInteger, MAX_OFFSET, Nullable, StringEnum } from './common.js';
 
-export { DOMAIN_NAME_PATTERN };
-
-// Almanac search (uAgents' ctx.broadcast), names, resolution and the Search API. Shapes follow
+// Almanac search (uAgents' ctx.broadcast), resolution and the Search API. Shapes follow
 // the models uAgents and uagents-core validate the answers with.
 
 export const AlmanacSearchRequest = Type.Object({
@@ -33,44 +30,6 @@ export const AlmanacSearchRecord = Type.Object({
 export type AlmanacSearchRecord = Static<typeof AlmanacSearchRecord>;
 
 export const AlmanacSearchResults = Type.Array(AlmanacSearchRecord);
-
-export const DomainName = Type.String({
-  pattern: DOMAIN_NAME_PATTERN,
-  description: 'lower-case labels separated by dots, such as alice.agent',
-});
-
-export const DomainNameParams = Type.Object({ name: DomainName });
-export const DomainPathParams = Type.Object({ domain_name: DomainName });
-
-export const AgentWeight = Type.Object({
-  address: AgentAddress,
-  weight: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
-});
-
-export const Domain = Type.Object({
-  name: Type.String(),
-  status: StringEnum(['Registered', 'Pending', 'Checking', 'Updating', 'Deleting', 'Failed']),
-  expiry: Nullable(Type.String({ description: 'names on this service do not expire' })),
-  assigned_agents: Type.Array(Type.Object({ address: Type.String(), weight: Type.Integer() })),
-});
-export type Domain = Static<typeof Domain>;
-
-export const DomainList = Type.Array(Domain);
-
-export const DomainCreate = Type.Object({
-  domain_name: DomainName,
-  agent_records: Type.Optional(Type.Array(AgentWeight, { maxItems: 100 })),
-});
-export type DomainCreate = Static<typeof DomainCreate>;
-
-export const DomainUpdate = Type.Object({
-  agent_records: Type.Optional(Type.Array(AgentWeight, { maxItems: 100 })),
-});
-
-export const DomainListQuery = Type.Object({ agent_address: Type.Optional(AgentAddress) });
-
-export const NameAvailabilityQuery = Type.Object({ name: DomainName });
-export const NameAvailability = Type.Object({ name: Type.String(), available: Type.Boolean() });
 
 export const ResolveIdParams = Type.Object({
   id: Type.String({ maxLength: 300, description: 'an agent address, a handle or a domain' }),

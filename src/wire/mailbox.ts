@@ -1,14 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { EnvelopeFields } from '../crypto/index.js';
-import type { PendingMessage, QuarantinedMessage } from '../store/repositories/mailbox.js';
-import {
-  AgentAddress,
-  BoundedInteger,
-  isoTimestamp,
-  MAX_OFFSET,
-  Nullable,
-  WireString,
-} from './common.js';
+import { AgentAddress, BoundedInteger, MAX_OFFSET, Nullable, WireString } from './common.js';
 
 /**
  * A uAgents envelope, in the form its recipient's client parses (docs/mailbox.md, "What is
@@ -72,14 +64,6 @@ export const StoredEnvelope = Type.Object({
 });
 export type StoredEnvelope = Static<typeof StoredEnvelope>;
 
-/**
- * A stored message as the StoredEnvelope JSON text. The envelope is JSON text already: it is
- * spliced into the answer rather than parsed and serialised again on every poll.
- */
-export function storedEnvelopeJson(message: PendingMessage): string {
-  return `{"uuid":"${message.uuid}","envelope":${message.envelope},"received_at":"${isoTimestamp(message.received_at)}","expires_at":"${isoTimestamp(message.expires_at)}"}`;
-}
-
 export const QuarantinedEnvelope = Type.Object({
   uuid: Type.String({ description: 'the uuid the message was listed under' }),
   reason: Type.String({ description: 'why the agent’s client cannot take it' }),
@@ -88,19 +72,7 @@ export const QuarantinedEnvelope = Type.Object({
   expires_at: Type.String({ description: 'ISO-8601 with offset' }),
   quarantined_at: Type.String({ description: 'ISO-8601 with offset' }),
 });
-
-export function quarantinedEnvelopeView(
-  message: QuarantinedMessage,
-): Static<typeof QuarantinedEnvelope> {
-  return {
-    uuid: message.uuid,
-    reason: message.reason,
-    envelope: message.envelope,
-    received_at: isoTimestamp(Number(message.received_at)),
-    expires_at: isoTimestamp(Number(message.expires_at)),
-    quarantined_at: isoTimestamp(Number(message.quarantined_at)),
-  };
-}
+export type QuarantinedEnvelope = Static<typeof QuarantinedEnvelope>;
 
 export const MailboxQuery = Type.Object({
   limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),

@@ -1,4 +1,4 @@
-import { bodyChecker } from '../http/plugins/validation.js';
+import { bodyChecker } from './check.js';
 import { excessiveDepthAt } from './json-depth.js';
 import { Envelope } from './mailbox.js';
 

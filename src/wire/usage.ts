@@ -1,6 +1,4 @@
 import { Type, type Static } from '@sinclair/typebox';
-import type { UserUsage } from '../services/usage.js';
-import { isoTimestamp } from './common.js';
 
 export const UsageReport = Type.Object({
   bytes_transferred: Type.Integer(),
@@ -18,16 +16,15 @@ export const UsageReport = Type.Object({
 });
 export type UsageReport = Static<typeof UsageReport>;
 
-export function usageReport({ limits, counters, totals, periodEnd }: UserUsage): UsageReport {
-  return {
-    bytes_transferred: counters.bytes_transferred,
-    bytes_transferred_limit: limits.bytesTransferredPerMonth,
-    num_messages: counters.num_messages,
-    num_messages_limit: limits.messagesPerMonth,
-    bytes_stored: totals.bytes_stored,
-    bytes_stored_limit: limits.bytesStored,
-    num_agents: totals.num_agents,
-    num_agents_limit: limits.agents,
-    expiry: isoTimestamp(periodEnd),
-  };
-}
+export const UsagePeriod = Type.Object({
+  period: Type.String({ description: 'Calendar month in UTC, YYYY-MM' }),
+  num_messages: Type.Integer(),
+  bytes_transferred: Type.Integer(),
+});
+export type UsagePeriod = Static<typeof UsagePeriod>;
+
+export const UsageHistory = Type.Array(UsagePeriod);
+
+export const UsageHistoryQuery = Type.Object({
+  months: Type.Optional(Type.Integer({ minimum: 1, maximum: 120, default: 12 })),
+});

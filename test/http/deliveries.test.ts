@@ -210,7 +210,7 @@ describeOnEachDialect('delivery trace', (dialect) => {
 
     // Over quota: the owner's one-message allowance is spent by the first.
     const owner = await t.addUser('quota');
-    const principal = await t.server.ctx.services.users.authenticate(owner);
+    const principal = await t.server.ctx.services.keys.authenticate(owner);
     await t.server.ctx.services.usage.setLimits(principal.userId, { messagesPerMonth: 1 });
     const limited = await newAgent(owner);
     assert.equal((await submit(envelopeFrom(sender, limited.address))).status, 200);

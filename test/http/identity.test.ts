@@ -315,14 +315,14 @@ describeOnEachDialect('identity', (dialect) => {
     });
 
     async function newKey(lifetimeMs?: number) {
-      const users = t.server.ctx.services.users;
-      return users.createKey((await users.findUser('other')).id, { lifetimeMs });
+      const { users, keys } = t.server.ctx.services;
+      return keys.createKey((await users.findUser('other')).id, { lifetimeMs });
     }
 
     it('refuses a revoked key', async () => {
       const { id, token } = await newKey();
       assert.equal((await call(t.url, 'GET', path(), { key: token })).status, 200);
-      await t.server.ctx.services.users.revokeKey(id);
+      await t.server.ctx.services.keys.revokeKey(id);
       const res = await call(t.url, 'GET', path(), { key: token });
       assert.equal(res.status, 401);
       assert.match(res.body.detail, /revoked/);

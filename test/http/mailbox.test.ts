@@ -292,7 +292,7 @@ describeOnEachDialect('mailbox', (dialect) => {
 
   it('refuses only the envelopes at fault among many that arrive together', async () => {
     const owner = await t.addUser('group-quota');
-    const principal = await t.server.ctx.services.users.authenticate(owner);
+    const principal = await t.server.ctx.services.keys.authenticate(owner);
     assert.equal(principal.kind, 'user');
     await t.server.ctx.services.usage.setLimits(principal.userId, { messagesPerMonth: 3 });
     const limited = await newAgent(owner);
@@ -466,7 +466,7 @@ describeOnEachDialect('mailbox', (dialect) => {
 
   it('enforces the message quota with 406', async () => {
     const owner = await t.addUser('messages-quota');
-    const principal = await t.server.ctx.services.users.authenticate(owner);
+    const principal = await t.server.ctx.services.keys.authenticate(owner);
     assert.equal(principal.kind, 'user');
     await t.server.ctx.services.usage.setLimits(principal.userId, { messagesPerMonth: 2 });
     const [recipient, sender] = [await newAgent(owner), TestIdentity.random()];
@@ -479,7 +479,7 @@ describeOnEachDialect('mailbox', (dialect) => {
 
   it('enforces the storage quota with 406 and frees space on delete', async () => {
     const owner = await t.addUser('storage-quota');
-    const principal = await t.server.ctx.services.users.authenticate(owner);
+    const principal = await t.server.ctx.services.keys.authenticate(owner);
     assert.equal(principal.kind, 'user');
     const [recipient, sender] = [await newAgent(owner), TestIdentity.random()];
     const first = envelopeFrom(sender, recipient.address);
@@ -500,7 +500,7 @@ describeOnEachDialect('mailbox', (dialect) => {
 
   it("keeps each owner's stored total equal to its mailboxes through every change", async () => {
     const owner = await t.addUser('stored-total');
-    const principal = await t.server.ctx.services.users.authenticate(owner);
+    const principal = await t.server.ctx.services.keys.authenticate(owner);
     assert.equal(principal.kind, 'user');
     const store = t.server.ctx.store;
     const totalMatches = async (expected: number) => {
@@ -553,7 +553,7 @@ describeOnEachDialect('mailbox', (dialect) => {
 
   it('counts bytes served and never serves past the transfer quota', async () => {
     const owner = await t.addUser('transfer-quota');
-    const principal = await t.server.ctx.services.users.authenticate(owner);
+    const principal = await t.server.ctx.services.keys.authenticate(owner);
     assert.equal(principal.kind, 'user');
     const [recipient, sender] = [await newAgent(owner), TestIdentity.random()];
     const envelopes = [1, 2, 3].map((nonce) => envelopeFrom(sender, recipient.address, { nonce }));

@@ -135,3 +135,38 @@ describeOnEachDialect('usage', (dialect) => {
     assert.equal(res.headers.get('www-authenticate'), 'Bearer');
   });
 });
+
+describeOnEachDialect('usage history', (dialect) => {
+  const clock = new ManualClock(Date.UTC(2026, 10, 21, 10, 0, 0));
+  let t: TestServer;
+
+  before(async () => {
+    t = await startTestServer({
+      dialect,
+      clock,
+      config: { sessionTtlSeconds: 3600, publicUrl: 'https://agentry.example.com' },
+    });
+  });
+  after(() => t.close());
+
+  it('reports usage month by month, most recent first', async () => {
+    const key = await t.addUser('historian');
+    const user = await t.server.ctx.services.users.findUser('historian');
+    await addUsage(t.server.ctx.store.db, user.id, '2026-09', {
+      num_messages: 3,
+      bytes_transferred: 30,
+    });
+    await addUsage(t.server.ctx.store.db, user.id, '2026-11', {
+      num_messages: 5,
+      bytes_transferred: 0,
+    });
+    const res = await call(t.url, 'GET', '/v2/agents/usage/history', { key });
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.body, [
+      { period: '2026-11', num_messages: 5, bytes_transferred: 0 },
+      { period: '2026-09', num_messages: 3, bytes_transferred: 30 },
+    ]);
+    const one = await call(t.url, 'GET', '/v2/agents/usage/history?months=1', { key });
+    assert.equal(one.body.length, 1);
+  });
+});

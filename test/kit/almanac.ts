@@ -113,6 +113,11 @@ export function resolveAgent(
   return call(baseUrl, 'GET', `/v1/almanac/agents/${address}${query}`);
 }
 
+/** The uagents-core CLI's `resolve`: 200 with an AlmanacRegistration, 404 "available". */
+export function cliResolve(baseUrl: string, id: string): Promise<JsonResponse<any>> {
+  return call(baseUrl, 'GET', `/v2/almanac/resolve/${id}`);
+}
+
 /** Registers the agent's endpoints and fails the test unless the service took them. */
 export async function registerInAlmanac(
   baseUrl: string,

@@ -70,12 +70,13 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
 // Answers have the server's own wire types (type-only: nothing of the server is bundled).
 import type { AgentRecord } from '../../src/wire/agents';
 export type { AgentRecord };
-export type { ApiKey, NewApiKey, SessionInfo, UsagePeriod } from '../../src/wire/console';
+export type { ApiKey, NewApiKey } from '../../src/wire/keys';
+export type { SessionInfo } from '../../src/wire/sessions';
 export type { AlmanacAgent } from '../../src/wire/almanac';
 export type { DeliveryEventView } from '../../src/wire/deliveries';
-export type { Domain as DomainRecord } from '../../src/wire/discovery';
+export type { Domain as DomainRecord } from '../../src/wire/domains';
 export type { StoredEnvelope } from '../../src/wire/mailbox';
-export type { UsageReport } from '../../src/wire/usage';
+export type { UsagePeriod, UsageReport } from '../../src/wire/usage';
 
 export const encode = encodeURIComponent;
 

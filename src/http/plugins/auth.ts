@@ -2,8 +2,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AttestationAuthenticator } from '../../auth/attestations.js';
 import type { AuthRequirement, Principal } from '../../auth/principal.js';
 import { ForbiddenError, UnauthenticatedError } from '../../errors.js';
+import type { KeysService } from '../../services/keys.js';
 import type { SessionsService } from '../../services/sessions.js';
-import type { UsersService } from '../../services/users.js';
 
 /** The cookie that carries a web console session. */
 export const SESSION_COOKIE = 'agentry_session';
@@ -98,7 +98,7 @@ export function rateLimitKey(request: FastifyRequest): string {
 export function installAuth(
   app: FastifyInstance,
   deps: {
-    users: UsersService;
+    keys: KeysService;
     attestations: AttestationAuthenticator;
     /** Rate limiting of refused credentials, when limits are on. */
     countRefusal?: RefusalHook;
@@ -138,7 +138,7 @@ export function installAuth(
       if (requirement === 'agent-body-source') {
         throw new UnauthenticatedError('This call needs an agent attestation', 'Agent');
       }
-      request.principal = await deps.users.authenticate(credential.token);
+      request.principal = await deps.keys.authenticate(credential.token);
       return;
     }
     if (requirement !== 'user-or-agent' && requirement !== 'agent-body-source') {

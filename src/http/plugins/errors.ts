@@ -8,8 +8,9 @@ import {
   type DomainErrorKind,
   type ValidationIssue,
 } from '../../errors.js';
+import { toValidationIssues } from '../../wire/check.js';
 import { excessiveDepthAt, MAX_JSON_DEPTH } from '../../wire/json-depth.js';
-import { requestPart, toValidationIssues } from './validation.js';
+import { requestPart } from './validation.js';
 
 const statusOf: Record<DomainErrorKind, number> = {
   'bad-request': 400,

@@ -5,16 +5,15 @@ import {
   AGENTS_PAGE_SIZE,
   AgentList,
   AgentRecord,
-  agentRecord,
   AgentUpdates,
   BatchRegistrationRequest,
   ListQuery,
   RegistrationRequest,
-  Success,
 } from '../../wire/agents.js';
-import { AddressParams, errorResponses } from '../../wire/common.js';
+import { AddressParams, errorResponses, Success } from '../../wire/common.js';
 import { userOf } from '../plugins/auth.js';
 import { requireSame } from '../plugins/validation.js';
+import { agentRecord } from '../views/agents.js';
 
 export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();

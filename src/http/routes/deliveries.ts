@@ -7,15 +7,15 @@ import { AddressParams, errorResponses } from '../../wire/common.js';
 import {
   DELIVERY_EVENTS,
   DeliveryEventView,
-  deliveryEventView,
   DeliveryParams,
   DeliveryQuery,
   DigestQuery,
 } from '../../wire/deliveries.js';
+import { deliveryEventView } from '../views/deliveries.js';
 
 const MESSAGE_EVENTS = DELIVERY_EVENTS.filter((event) => event !== 'interaction');
 
-export function deliveryRoutes(app: FastifyInstance, ctx: AppContext): void {
+export function deliveriesRoutes(app: FastifyInstance, ctx: AppContext): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
   const trace = ctx.services.deliveries;
 

@@ -1,41 +1,25 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
-import type { DomainWithAgents } from '../../store/repositories/domains.js';
-import { almanacAgent, AlmanacAgent } from '../../wire/almanac.js';
-import { EmptyObject, errorResponses } from '../../wire/common.js';
+import { AlmanacAgent } from '../../wire/almanac.js';
+import { errorResponses } from '../../wire/common.js';
 import {
   AgentGeoSearchCriteria,
   AgentSearchCriteria,
   AlmanacSearchRequest,
   AlmanacSearchResults,
-  Domain,
-  DomainCreate,
-  DomainList,
-  DomainListQuery,
-  DomainNameParams,
-  DomainPathParams,
-  DomainUpdate,
-  NameAvailability,
-  NameAvailabilityQuery,
   ResolveIdParams,
   SearchResults,
 } from '../../wire/discovery.js';
-import { userOf } from '../plugins/auth.js';
+import { almanacAgent } from '../views/almanac.js';
 
-function domainView(domain: DomainWithAgents): Domain {
-  return {
-    name: domain.name,
-    status: 'Registered',
-    expiry: null,
-    assigned_agents: domain.agents,
-  };
-}
+// Discovery: Almanac search (uAgents' broadcast), resolution of any identifier, and the
+// Search API. Each group is added where the OpenAPI document lists it (src/app.ts).
 
-/** Almanac search (broadcast), names, resolution of any identifier, and the Search API. */
-export function discoveryRoutes(app: FastifyInstance, ctx: AppContext): void {
+/** Which agents serve a protocol (uAgents' broadcast), and the latest registrations. */
+export function almanacSearchRoutes(app: FastifyInstance, ctx: AppContext): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
-  const { discovery, domains } = ctx.services;
+  const { discovery } = ctx.services;
 
   r.post(
     '/v1/almanac/search',
@@ -67,39 +51,12 @@ export function discoveryRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
     () => discovery.recentAlmanac(),
   );
+}
 
-  r.get(
-    '/v1/almanac/domains/:name',
-    {
-      config: { auth: 'none' },
-      schema: {
-        tags: ['almanac'],
-        summary: 'Resolve Domain',
-        description:
-          'The agents assigned to a name, with their weights; uAgents picks one by weight to send to `name`.',
-        params: DomainNameParams,
-        response: { 200: Domain, ...errorResponses(404, 422) },
-      },
-    },
-    async (request) => domainView(await domains.get(request.params.name)),
-  );
-
-  r.get(
-    '/v1/almanac/search/available_name',
-    {
-      config: { auth: 'none' },
-      schema: {
-        tags: ['almanac'],
-        summary: 'Check Name Availability',
-        querystring: NameAvailabilityQuery,
-        response: { 200: NameAvailability, ...errorResponses(422) },
-      },
-    },
-    async (request) => ({
-      name: request.query.name,
-      available: await domains.isAvailable(request.query.name),
-    }),
-  );
+/** An address, a handle or a domain, resolved to its agent's Almanac registration. */
+export function resolveRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
+  const { discovery } = ctx.services;
 
   r.get(
     '/v2/almanac/resolve/:id',
@@ -116,84 +73,12 @@ export function discoveryRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
     async (request) => almanacAgent(await discovery.resolve(request.params.id)),
   );
+}
 
-  r.get(
-    '/v2/users/domains',
-    {
-      config: { auth: 'user' },
-      schema: {
-        tags: ['domains'],
-        summary: 'Get User Domains',
-        querystring: DomainListQuery,
-        response: { 200: DomainList, ...errorResponses(401, 422) },
-      },
-    },
-    async (request) =>
-      (await domains.list(userOf(request), request.query.agent_address)).map(domainView),
-  );
-
-  r.post(
-    '/v2/users/domains',
-    {
-      config: { auth: 'user' },
-      schema: {
-        tags: ['domains'],
-        summary: 'Create User Domain',
-        description:
-          "Claims a free name for the caller and assigns the caller's agents to it (weight 1 unless given).",
-        body: DomainCreate,
-        response: { 201: Domain, ...errorResponses(401, 404, 409, 422) },
-      },
-    },
-    async (request, reply) => {
-      const created = await domains.create(
-        { userId: userOf(request) },
-        request.body.domain_name,
-        request.body.agent_records ?? [],
-      );
-      return reply.code(201).send(domainView(created));
-    },
-  );
-
-  r.put(
-    '/v2/users/domains/:domain_name',
-    {
-      config: { auth: 'user' },
-      schema: {
-        tags: ['domains'],
-        summary: 'Update User Domain',
-        description: 'Replaces the agents assigned to a name the caller owns.',
-        params: DomainPathParams,
-        body: DomainUpdate,
-        response: { 200: Domain, ...errorResponses(401, 403, 404, 409, 422) },
-      },
-    },
-    async (request) =>
-      domainView(
-        await domains.update(
-          { userId: userOf(request) },
-          request.params.domain_name,
-          request.body.agent_records ?? [],
-        ),
-      ),
-  );
-
-  r.delete(
-    '/v2/users/domains/:domain_name',
-    {
-      config: { auth: 'user' },
-      schema: {
-        tags: ['domains'],
-        summary: 'Delete User Domain',
-        params: DomainPathParams,
-        response: { 200: EmptyObject, ...errorResponses(401, 403, 404, 422) },
-      },
-    },
-    async (request) => {
-      await domains.remove({ userId: userOf(request) }, request.params.domain_name);
-      return {};
-    },
-  );
+/** The Search API: registry listings by text, filters and orderings, or by distance. */
+export function searchRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
+  const { discovery } = ctx.services;
 
   for (const path of ['/v1/search/agents', '/v1/search']) {
     r.post(

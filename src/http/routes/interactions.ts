@@ -4,7 +4,7 @@ import type { AppContext } from '../../context.js';
 import { EmptyObject, errorResponses } from '../../wire/common.js';
 import { Interaction } from '../../wire/interactions.js';
 
-export function interactionRoutes(app: FastifyInstance, ctx: AppContext): void {
+export function interactionsRoutes(app: FastifyInstance, ctx: AppContext): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
 
   r.post(

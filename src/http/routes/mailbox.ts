@@ -8,10 +8,9 @@ import {
   MailboxQuery,
   MessageParams,
   QuarantinedEnvelope,
-  quarantinedEnvelopeView,
   StoredEnvelope,
-  storedEnvelopeJson,
 } from '../../wire/mailbox.js';
+import { quarantinedEnvelopeView, storedEnvelopeJson } from '../views/mailbox.js';
 import { readinessProbe } from './readiness.js';
 
 /** Sends JSON text as is; the route's response schema documents its shape. */

@@ -1,9 +1,15 @@
 import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
-import { userOf } from '../plugins/auth.js';
 import { errorResponses } from '../../wire/common.js';
-import { UsageReport, usageReport } from '../../wire/usage.js';
+import { UsageHistory, UsageHistoryQuery, UsageReport } from '../../wire/usage.js';
+import { userOf } from '../plugins/auth.js';
+import { usageReport } from '../views/usage.js';
 
+// The caller's usage against their limits. Each group is added where the OpenAPI document
+// lists it (src/app.ts).
+
+/** This month's counters and current totals, beside the limits. */
 export function usageRoutes(app: FastifyInstance, ctx: AppContext): void {
   app.get(
     '/v2/agents/usage/current',
@@ -18,5 +24,25 @@ export function usageRoutes(app: FastifyInstance, ctx: AppContext): void {
       },
     },
     async (request) => usageReport(await ctx.services.usage.report(userOf(request))),
+  );
+}
+
+/** The counters of past months. */
+export function usageHistoryRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
+
+  r.get(
+    '/v2/agents/usage/history',
+    {
+      config: { auth: 'user' },
+      schema: {
+        tags: ['usage'],
+        summary: 'Get Usage History',
+        description: "The caller's monthly counters, most recent month first.",
+        querystring: UsageHistoryQuery,
+        response: { 200: UsageHistory, ...errorResponses(401, 422) },
+      },
+    },
+    async (request) => ctx.services.usage.history(userOf(request), request.query.months ?? 12),
   );
 }

@@ -1,0 +1,45 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { Nullable, Timestamp } from './common.js';
+
+/** What every answer about an API key says of it. */
+const apiKeyFields = {
+  id: Type.String(),
+  label: Nullable(Type.String()),
+  created_at: Timestamp,
+  expires_at: Nullable(Timestamp),
+};
+
+export const ApiKey = Type.Object({
+  ...apiKeyFields,
+  revoked_at: Nullable(Timestamp),
+  current: Type.Boolean({ description: 'True for the key (or session key) making this call' }),
+});
+export type ApiKey = Static<typeof ApiKey>;
+
+export const ApiKeyList = Type.Array(ApiKey);
+
+export const NewApiKey = Type.Object({
+  ...apiKeyFields,
+  key: Type.String({ description: 'The API key; it is shown this once only' }),
+});
+export type NewApiKey = Static<typeof NewApiKey>;
+
+/** The longest lifetime a key made over HTTP may be given: ten years. */
+const MAX_LIFETIME_SECONDS = 10 * 366 * 24 * 3600;
+
+export const CreateApiKeyRequest = Type.Object({
+  label: Type.Optional(Nullable(Type.String({ maxLength: 100 }))),
+  expires_in_seconds: Type.Optional(
+    Nullable(
+      Type.Integer({
+        minimum: 60,
+        maximum: MAX_LIFETIME_SECONDS,
+        description: 'Lifetime of the key; null or absent for a key that does not expire',
+      }),
+    ),
+  ),
+});
+
+export const KeyParams = Type.Object({
+  id: Type.String({ pattern: '^[a-z2-7]{12}$', description: 'The id of an API key' }),
+});
