@@ -32,7 +32,7 @@ const DOMAIN = new RegExp(DOMAIN_NAME_PATTERN);
 const EARTH_RADIUS_M = 6_371_008.8;
 
 /** The words of a search: letters and digits, lower case; what the full-text indexes see. */
-export function searchWords(text: string): string[] {
+function searchWords(text: string): string[] {
   return (text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [])
     .map((word) => word.slice(0, 64))
     .slice(0, MAX_WORDS);

@@ -21,7 +21,7 @@ export interface AdmittedEnvelope {
   digest: Uint8Array;
 }
 
-export const UNVERIFIED_ENVELOPE = 'Unable to validate envelope';
+const UNVERIFIED_ENVELOPE = 'Unable to validate envelope';
 export const UNKNOWN_TARGET = 'No registered address found matching envelope target';
 
 /**

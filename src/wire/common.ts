@@ -69,7 +69,7 @@ export const ErrorDetail = Type.Object(
   { $id: 'ErrorDetail', description: 'Any error other than validation' },
 );
 
-export const ValidationIssue = Type.Object({
+const ValidationIssue = Type.Object({
   loc: Type.Array(Type.Union([Type.String(), Type.Integer()])),
   msg: Type.String(),
   type: Type.String(),

@@ -20,7 +20,6 @@ export const DELIVERY_EVENTS = [
   'forwarded',
   'interaction',
 ] as const;
-export type DeliveryEvent = (typeof DELIVERY_EVENTS)[number];
 
 export const DeliveryQuery = Type.Object({
   since: Type.Optional(
@@ -39,7 +38,6 @@ export const DeliveryQuery = Type.Object({
   limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
   offset: BoundedInteger({ maximum: MAX_OFFSET, default: 0 }),
 });
-export type DeliveryQuery = Static<typeof DeliveryQuery>;
 
 export const DeliveryParams = Type.Object({
   address: AgentAddress,

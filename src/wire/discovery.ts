@@ -14,7 +14,6 @@ export const AlmanacSearchRequest = Type.Object({
   offset: Type.Optional(BoundedInteger({ maximum: MAX_OFFSET, default: 0 })),
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 1000 })),
 });
-export type AlmanacSearchRequest = Static<typeof AlmanacSearchRequest>;
 
 export const AlmanacSearchRecord = Type.Object({
   address: Type.String(),
@@ -79,7 +78,7 @@ export type AgentSearchCriteria = Static<typeof AgentSearchCriteria>;
 /** No two places are farther apart than this; a larger radius means the same. */
 const EARTH_CIRCUMFERENCE_METRES = 40_075_017;
 
-export const GeoFilter = Type.Object({
+const GeoFilter = Type.Object({
   latitude: Type.Number({ minimum: -90, maximum: 90 }),
   longitude: Type.Number({ minimum: -180, maximum: 180 }),
   radius: Type.Number({
@@ -88,7 +87,6 @@ export const GeoFilter = Type.Object({
     description: 'metres',
   }),
 });
-export type GeoFilter = Static<typeof GeoFilter>;
 
 export const AgentGeoSearchCriteria = Type.Composite([
   AgentSearchCriteria,

@@ -5,7 +5,7 @@ import { DOMAIN_NAME_PATTERN } from './domain-name.js';
 // Names (domains) such as alice.agent: resolution by uAgents' NameServiceResolver, availability,
 // and the names a user owns. Shapes follow the models uAgents validates the answers with.
 
-export const DomainName = Type.String({
+const DomainName = Type.String({
   pattern: DOMAIN_NAME_PATTERN,
   description: 'lower-case labels separated by dots, such as alice.agent',
 });
@@ -13,7 +13,7 @@ export const DomainName = Type.String({
 export const DomainNameParams = Type.Object({ name: DomainName });
 export const DomainPathParams = Type.Object({ domain_name: DomainName });
 
-export const AgentWeight = Type.Object({
+const AgentWeight = Type.Object({
   address: AgentAddress,
   weight: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
 });
@@ -32,7 +32,6 @@ export const DomainCreate = Type.Object({
   domain_name: DomainName,
   agent_records: Type.Optional(Type.Array(AgentWeight, { maxItems: 100 })),
 });
-export type DomainCreate = Static<typeof DomainCreate>;
 
 export const DomainUpdate = Type.Object({
   agent_records: Type.Optional(Type.Array(AgentWeight, { maxItems: 100 })),

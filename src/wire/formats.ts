@@ -19,7 +19,7 @@ export interface WireFormat {
   issue(value: string): Omit<ValidationIssue, 'loc' | 'input'>;
 }
 
-export const ADDRESS_MESSAGE =
+const ADDRESS_MESSAGE =
   'Value error, not a valid agent address (bech32 "agent1…" of a compressed secp256k1 key)';
 
 const IDENTIFIER_MESSAGE =

@@ -34,7 +34,7 @@ export const Envelope = Type.Object(
 export type Envelope = Static<typeof Envelope> & EnvelopeFields;
 
 /** The envelope's fields, in the order they are stored and served. */
-export const ENVELOPE_FIELDS = [
+const ENVELOPE_FIELDS = [
   'version',
   'sender',
   'target',

@@ -7,7 +7,7 @@ import { Envelope } from './mailbox.js';
  * matters for fields stored before submit dropped unknown ones, and sits far below the depth
  * at which Python's JSON parser gives up (about 1,000 levels).
  */
-export const MAX_STORED_DEPTH = 32;
+const MAX_STORED_DEPTH = 32;
 
 const checkEnvelope = bodyChecker(Envelope);
 

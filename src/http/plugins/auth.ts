@@ -8,7 +8,7 @@ import type { SessionsService } from '../../services/sessions.js';
 /** The cookie that carries a web console session. */
 export const SESSION_COOKIE = 'agentry_session';
 /** The header a cookie-authenticated write must carry; other sites cannot set it. */
-export const CSRF_HEADER = 'x-agentry-csrf';
+const CSRF_HEADER = 'x-agentry-csrf';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 

@@ -26,7 +26,7 @@ const statusOf: Record<DomainErrorKind, number> = {
   unavailable: 503,
 };
 
-export interface ErrorAnswer {
+interface ErrorAnswer {
   status: number;
   body: { detail: string | ValidationIssue[] };
   headers?: Record<string, string>;
@@ -45,7 +45,7 @@ const notAnObject: ValidationIssue[] = [
  * errors as pydantic-style items, framework errors by code, and anything else as a 500 that
  * names the request id but never the cause.
  */
-export function toErrorAnswer(err: unknown, requestId: string): ErrorAnswer {
+function toErrorAnswer(err: unknown, requestId: string): ErrorAnswer {
   if (err instanceof RequestValidationError) {
     return { status: 422, body: { detail: err.issues } };
   }

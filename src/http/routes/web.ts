@@ -5,7 +5,7 @@ import fastifyStatic from '@fastify/static';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 
 /** Where `npm run build` puts the pages: dist/web under the package root. */
-export const WEB_ROOT = fileURLToPath(new URL('../../../dist/web/', import.meta.url));
+const WEB_ROOT = fileURLToPath(new URL('../../../dist/web/', import.meta.url));
 
 /**
  * The origin of an http(s) URL on this machine's loopback, or undefined for anything else: a
@@ -33,7 +33,7 @@ function loopbackOrigin(text: unknown): string | undefined {
  * script, no eval), no plugins, no framing. The inspector may also talk to the one local agent
  * its `uri` names, when that is on the loopback.
  */
-export function contentSecurityPolicy(agentOrigin?: string): string {
+function contentSecurityPolicy(agentOrigin?: string): string {
   return [
     "default-src 'none'",
     "script-src 'self'",
