@@ -111,6 +111,11 @@ export class DeliveryTrace {
     filter: DeliveryFilter,
   ): Promise<DeliveryEventRow[]> {
     await this.owned(principal, address);
+    return this.listAsOperator(address, filter);
+  }
+
+  /** The trace of any agent, oldest first, for the operator (the command line): no owner check. */
+  async listAsOperator(address: string, filter: DeliveryFilter): Promise<DeliveryEventRow[]> {
     return this.store.repos.deliveries.list(address, filter);
   }
 
