@@ -1,0 +1,53 @@
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import { DELIVERY_EVENTS } from '../../wire/deliveries.js';
+import { canonicalAgentAddress } from '../../wire/formats.js';
+import { formatTime, positive, withServices, withStoreOptions } from '../shared.js';
+
+/** `agentry deliveries ADDRESS`: any agent's delivery trace, one tab-separated line an event. */
+export function addDeliveriesCommand(program: Command): void {
+  withStoreOptions(
+    program
+      .command('deliveries <address>')
+      .description(
+        "an agent's delivery trace, oldest first (time, event, uuid, sender, size, status, ms, detail)",
+      )
+      .option('--since <time>', 'only events at or after this moment (ISO-8601)')
+      .addOption(
+        new Option('--status <event>', 'only events of this kind').choices(DELIVERY_EVENTS),
+      )
+      .option('--limit <n>', 'most events shown (default 100)', positive),
+  ).action(async (address: string, flags) => {
+    const agent = canonicalAgentAddress(address);
+    if (!agent) throw new InvalidArgumentError(`not an agent address: ${address}`);
+    let since: number | undefined;
+    if (flags.since !== undefined) {
+      since = Date.parse(flags.since as string);
+      if (Number.isNaN(since)) throw new InvalidArgumentError(`not a moment: ${flags.since}`);
+    }
+    await withServices(flags, async (ctx) => {
+      const rows = await ctx.services.deliveries.listAsOperator(agent, {
+        ...(since !== undefined ? { since } : {}),
+        ...(flags.status ? { events: [flags.status as string] } : {}),
+        limit: (flags.limit as number | undefined) ?? 100,
+        offset: 0,
+      });
+      const cell = (value: unknown): string => (value == null ? '-' : String(value));
+      for (const row of rows) {
+        console.log(
+          [
+            formatTime(Number(row.at)),
+            row.event,
+            row.uuid,
+            row.sender,
+            row.size,
+            row.status_code,
+            row.latency_ms,
+            row.detail,
+          ]
+            .map(cell)
+            .join('\t'),
+        );
+      }
+    });
+  });
+}

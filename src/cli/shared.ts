@@ -1,0 +1,95 @@
+import { resolve } from 'node:path';
+import { InvalidArgumentError, type Command } from 'commander';
+import { loadConfig, parseDuration, type Config, type ConfigOverrides } from '../config/index.js';
+import { createContext, type AppContext } from '../context.js';
+import { createLogger } from '../logger.js';
+import { DOMAIN_NAME_PATTERN } from '../wire/domain-name.js';
+
+/**
+ * What the commands share: argument parsers, the store options every command takes, the
+ * configuration and services of an admin command, and how times are printed.
+ */
+
+/** A command registers itself, and its subcommands if it has any, on the program. */
+export type AddCommand = (program: Command) => void;
+
+export function integer(value: string): number {
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError('must be a whole number');
+  return Number(value);
+}
+
+export function positive(value: string): number {
+  const n = integer(value);
+  if (n < 1) throw new InvalidArgumentError('must be at least 1');
+  return n;
+}
+
+export function checkedDomainName(name: string): string {
+  if (!new RegExp(DOMAIN_NAME_PATTERN).test(name)) {
+    throw new InvalidArgumentError(
+      `not a valid name: ${name} (lower-case letters, digits and hyphens, in dotted labels such as alice.agent)`,
+    );
+  }
+  return name;
+}
+
+export function duration(value: string): number {
+  try {
+    return parseDuration(value);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+}
+
+export interface StoreFlags {
+  databaseUrl?: string;
+  dataDir?: string;
+}
+
+export function storeOverrides(flags: StoreFlags): ConfigOverrides {
+  if (flags.databaseUrl) return { databaseUrl: flags.databaseUrl };
+  if (flags.dataDir) return { databaseUrl: `sqlite:${resolve(flags.dataDir, 'agentry.db')}` };
+  return {};
+}
+
+export function withStoreOptions(command: Command): Command {
+  return command
+    .option('--database-url <url>', 'sqlite:PATH or postgres://… (AGENTRY_DATABASE_URL)')
+    .option('--data-dir <dir>', 'directory for the embedded SQLite database');
+}
+
+/**
+ * The configuration of an admin command: quiet logs, and signatures checked on the main thread
+ * (an admin command checks few or none, so starting verifier threads would only slow it down).
+ */
+export function adminConfig(flags: StoreFlags, overrides: ConfigOverrides = {}): Config {
+  return {
+    ...loadConfig({ ...storeOverrides(flags), logLevel: 'warn', ...overrides }),
+    verifierThreads: 0,
+  };
+}
+
+/** Commands print their answer on stdout; their (warning) logs go to stderr. */
+export function adminLogger(config: Config) {
+  return createLogger({ level: 'warn', format: config.logFormat, fd: 2 });
+}
+
+/** Runs an admin command against the store (migrated first) and closes it. */
+export async function withServices<T>(
+  flags: StoreFlags,
+  work: (ctx: AppContext) => Promise<T>,
+): Promise<T> {
+  const config = adminConfig(flags);
+  // Admin output goes to stdout; keep logs on stderr.
+  const ctx = createContext(config, { logger: adminLogger(config) });
+  try {
+    await ctx.store.migrate();
+    return await work(ctx);
+  } finally {
+    await ctx.close();
+  }
+}
+
+export function formatTime(ms: number | null): string {
+  return ms === null ? '-' : new Date(ms).toISOString();
+}
