@@ -5,9 +5,12 @@ import { inBatches } from '../infra/batches.js';
 import type { Clock } from '../infra/clock.js';
 import type { Store } from '../store/index.js';
 import type { DeliveryEventRow, DeliveryFilter } from '../store/repositories/deliveries.js';
+import type { PendingMessage } from '../store/repositories/mailbox.js';
 
 const AGENT_NOT_FOUND = 'Agent not found';
 const TRACE_NOT_FOUND = 'No delivery found';
+/** How long a message handed out again goes without a second `polled` row. */
+export const REPEAT_POLL_MS = 60_000;
 /** Most rows one message's trace returns. */
 const MESSAGE_ROWS = 1000;
 /** Most messages one digest is looked up for (one, unless the same envelope was resent). */
@@ -62,12 +65,28 @@ export class DeliveryTrace {
     return this.enabled ? hex(digest) : null;
   }
 
-  /** Records that messages of `address` were handed to a reader (`by`: agent or owner). */
-  async polled(address: string, messages: { uuid: string }[], by: string): Promise<void> {
+  /**
+   * Records that messages of `address` were handed to a reader (`by`: agent or owner): each
+   * message the first time, and again only once {@link REPEAT_POLL_MS} has passed since its
+   * last row, so an agent that polls the same pending messages over and over (one that has not
+   * deleted them yet) costs no write per poll, and one that never deletes them still shows.
+   */
+  async polled(
+    address: string,
+    messages: Pick<PendingMessage, 'uuid' | 'polled_at'>[],
+    by: string,
+  ): Promise<void> {
     if (!this.enabled || messages.length === 0) return;
     const at = this.clock.now();
-    await this.store.repos.deliveries.record(
-      messages.map(({ uuid }) => ({ address, uuid, event: 'polled', at, detail: by })),
+    const due = messages.filter(
+      (message) => message.polled_at === null || at - message.polled_at >= REPEAT_POLL_MS,
+    );
+    if (due.length === 0) return;
+    await this.store.repos.mailbox.recordPolls(
+      address,
+      due.map((message) => message.uuid),
+      at,
+      by,
     );
   }
 

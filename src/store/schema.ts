@@ -160,6 +160,8 @@ export interface MessagesTable {
   /** The envelope's sender and digest (hex), for the delivery trace; null when it is off. */
   sender: ColumnType<string | null, string | null | undefined, string | null>;
   digest: ColumnType<string | null, string | null | undefined, string | null>;
+  /** When the trace last recorded the message as handed to its agent; null: never. */
+  polled_at: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 /**

@@ -169,6 +169,42 @@ describeOnEachDialect('delivery trace', (dialect) => {
     assert.equal(asAgent.status, 401, asAgent.text);
   });
 
+  it('shows a message handed out again only once a minute has passed since its last row', async () => {
+    const [sender, target] = [await newAgent(senderKey), await newAgent()];
+    const envelope = envelopeFrom(sender, target.address, Math.floor(clock.now() / 1000) + 600);
+    const uuid = messageUuid(envelope);
+    const submitted = await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: envelope });
+    assert.equal(submitted.status, 200, submitted.text);
+    const poll = async (): Promise<void> => {
+      const polled = await call(t.url, 'GET', `/v2/agents/${target.address}/mailbox`, {
+        authorization: target.authorization(clock.now()),
+      });
+      assert.equal(polled.status, 200, polled.text);
+      assert.deepEqual(
+        polled.body.map((message: { uuid: string }) => message.uuid),
+        [uuid],
+      );
+    };
+    const pollTimes = async (): Promise<number[]> =>
+      (await trace(target.address, '?status=polled')).map((row) => Date.parse(row.at));
+
+    const first = clock.now();
+    await poll();
+    clock.advance(59_000);
+    await poll();
+    await poll();
+    assert.deepEqual(await pollTimes(), [first]);
+    clock.advance(1_000);
+    await poll();
+    assert.deepEqual(await pollTimes(), [first, first + 60_000]);
+    // The message, read alone by its uuid, follows the same rule.
+    const one = await call(t.url, 'GET', `/v2/agents/${target.address}/mailbox/${uuid}`, {
+      authorization: target.authorization(clock.now()),
+    });
+    assert.equal(one.status, 200, one.text);
+    assert.equal((await pollTimes()).length, 2);
+  });
+
   it('shows a message that expired unread', async () => {
     const [sender, target] = [TestIdentity.random(), await newAgent()];
     const expires = Math.floor(clock.now() / 1000) + 30;

@@ -10,6 +10,7 @@ import * as deliveries from './0008_deliveries.js';
 import * as console from './0009_console.js';
 import * as replays from './0010_replays.js';
 import * as quarantine from './0011_quarantine.js';
+import * as pollTrace from './0012_poll_trace.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -27,4 +28,5 @@ export const migrations: Record<string, Migration> = {
   '0009_console': console,
   '0010_replays': replays,
   '0011_quarantine': quarantine,
+  '0012_poll_trace': pollTrace,
 };

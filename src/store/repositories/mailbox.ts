@@ -19,7 +19,7 @@ export type QuarantinedMessage = Omit<Selectable<QuarantinedMessagesTable>, 'id'
 /** What a reader of a mailbox gets back for one message. */
 export type PendingMessage = Pick<
   MessageRow,
-  'uuid' | 'envelope' | 'size' | 'received_at' | 'expires_at'
+  'uuid' | 'envelope' | 'size' | 'received_at' | 'expires_at' | 'polled_at'
 >;
 
 /** A mailbox with what its owner's quotas are measured against, read in one statement. */
@@ -503,7 +503,7 @@ export class MailboxRepository {
   ): Promise<PendingMessage[]> {
     return this.db
       .selectFrom('messages')
-      .select(['uuid', 'envelope', 'size', 'received_at', 'expires_at'])
+      .select(['uuid', 'envelope', 'size', 'received_at', 'expires_at', 'polled_at'])
       .where('address', '=', address)
       .where('expires_at', '>', now)
       .orderBy('id')
@@ -515,11 +515,31 @@ export class MailboxRepository {
   findPending(address: string, uuid: string, now: number): Promise<PendingMessage | undefined> {
     return this.db
       .selectFrom('messages')
-      .select(['uuid', 'envelope', 'size', 'received_at', 'expires_at'])
+      .select(['uuid', 'envelope', 'size', 'received_at', 'expires_at', 'polled_at'])
       .where('uuid', '=', uuid)
       .where('address', '=', address)
       .where('expires_at', '>', now)
       .executeTakeFirst();
+  }
+
+  /**
+   * Records in the trace that the messages `uuids` of a mailbox were handed to its agent
+   * (`by` says who asked) and notes the time on each, in one transaction.
+   */
+  recordPolls(address: string, uuids: string[], at: number, by: string): Promise<void> {
+    return atomically(this.db, async (db) => {
+      await insertDeliveryEvents(
+        db,
+        uuids.map((uuid) => ({ address, uuid, event: 'polled', at, detail: by })),
+      );
+      for (let from = 0; from < uuids.length; from += MAX_ROWS_PER_INSERT) {
+        await db
+          .updateTable('messages')
+          .set({ polled_at: at })
+          .where('uuid', 'in', uuids.slice(from, from + MAX_ROWS_PER_INSERT))
+          .execute();
+      }
+    });
   }
 
   /** Counts `bytes` served to the owner's agents in `period`, for the transfer quota. */
