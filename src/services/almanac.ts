@@ -8,6 +8,7 @@ import {
 } from '../crypto/index.js';
 import { BadRequestError, InvalidSignatureError, NotFoundError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
+import { GroupCommit, type ItemOutcome } from '../infra/group-commit.js';
 import type { SignatureChecker } from '../infra/signature-checker.js';
 import type { Repositories, Store } from '../store/index.js';
 import type { AlmanacRegistrationRow, AlmanacStatusRow } from '../store/repositories/almanac.js';
@@ -22,6 +23,8 @@ import { canonicalAgentAddress } from '../wire/formats.js';
 
 /** How long a registration resolves after it was signed (uAgents re-registers hourly). */
 const REGISTRATION_LIFETIME_MS = 48 * 3600 * 1000;
+/** The most registrations one transaction writes. */
+const MAX_REGISTRATION_GROUP = 256;
 /** How far ahead of our clock a signed timestamp may be. */
 const MAX_CLOCK_AHEAD_MS = 5 * 60 * 1000;
 
@@ -60,6 +63,11 @@ const STATUS_UPDATE: Subject = 'Status update';
 export class AlmanacService {
   /** Normalised URL of this service's submit endpoints → the agent type they imply. */
   private readonly ownEndpoints: ReadonlyMap<string, AlmanacAgentType>;
+  /** Registrations on their way to the store, written a group per transaction. */
+  private readonly registrations = new GroupCommit<AlmanacRegistrationRow, void>(
+    (rows) => this.commitRegistrations(rows),
+    MAX_REGISTRATION_GROUP,
+  );
 
   constructor(
     private readonly store: Store,
@@ -74,9 +82,14 @@ export class AlmanacService {
     ]);
   }
 
+  /**
+   * Stores a registration once its signature is checked. Registrations that arrive together
+   * are written together, in one transaction (group commit, as for mailbox submits), and each
+   * is answered once the transaction holding it has committed.
+   */
   async register(attestation: AgentRegistrationAttestation): Promise<void> {
     const row = await this.acceptRegistration(attestation, REGISTRATION);
-    await this.store.transaction((tx) => this.storeRegistration(tx, row, REGISTRATION));
+    await this.registrations.submit(row);
   }
 
   /**
@@ -96,10 +109,70 @@ export class AlmanacService {
       return outcome.value;
     });
     await this.store.transaction(async (tx) => {
-      for (const [index, row] of rows.entries()) {
-        await this.storeRegistration(tx, row, subjects[index]!);
-      }
+      const refusals = await this.storeRegistrations(tx, rows, subjects);
+      const first = refusals.find((refusal) => refusal !== undefined);
+      if (first) throw first;
     });
+  }
+
+  /** Writes a group of registrations in one transaction; a refusal concerns its own alone. */
+  private commitRegistrations(rows: AlmanacRegistrationRow[]): Promise<ItemOutcome<void>[]> {
+    return this.store.transaction(async (tx) => {
+      const refusals = await this.storeRegistrations(
+        tx,
+        rows,
+        rows.map(() => REGISTRATION),
+      );
+      return refusals.map((error) =>
+        error === undefined ? { ok: true, value: undefined } : { ok: false, error },
+      );
+    });
+  }
+
+  /**
+   * Stores `rows` in arrival order, with the protocols each declares, in a few statements
+   * whatever their number; answers, row by row, the refusal of one older than the stored
+   * registration (undefined: stored, or the stored one sent again). An agent named twice goes
+   * in a second pass, so that each statement names every agent once.
+   */
+  private async storeRegistrations(
+    repos: Repositories,
+    rows: AlmanacRegistrationRow[],
+    subjects: Subject[],
+  ): Promise<(BadRequestError | undefined)[]> {
+    const refusals: (BadRequestError | undefined)[] = rows.map(() => undefined);
+    let pending = rows.map((_, index) => index);
+    while (pending.length > 0) {
+      const named = new Set<string>();
+      const pass: number[] = [];
+      const later: number[] = [];
+      for (const index of pending) {
+        const { address } = rows[index]!;
+        if (named.has(address)) later.push(index);
+        else {
+          named.add(address);
+          pass.push(index);
+        }
+      }
+      const passRows = pass.map((index) => rows[index]!);
+      // Agents re-register every hour with what they declared before: their protocols stay.
+      const before = await repos.almanac.declaredProtocols(passRows.map((row) => row.address));
+      const stored = await repos.almanac.upsertRegistrations(passRows);
+      // Search finds agents by protocol through this table, kept in step in the same transaction.
+      const declared = new Map<string, string[]>();
+      for (const index of pass) {
+        const row = rows[index]!;
+        if (stored.has(row.address)) {
+          if (before.get(row.address) === row.protocols) continue;
+          declared.set(row.address, (JSON.parse(row.protocols) as string[]).map(normaliseDigest));
+        } else if (!isResent(await repos.almanac.findRegistration(row.address), row)) {
+          refusals[index] = olderThanStored(subjects[index]!);
+        }
+      }
+      if (declared.size > 0) await repos.almanac.replaceProtocols(declared);
+      pending = later;
+    }
+    return refusals;
   }
 
   /** The agent's status; `update.agent_identifier` names it (the route checks the path). */
@@ -206,21 +279,6 @@ export class AlmanacService {
       expires_at: signedAt + REGISTRATION_LIFETIME_MS,
       updated_at: this.clock.now(),
     };
-  }
-
-  private async storeRegistration(
-    repos: Repositories,
-    row: AlmanacRegistrationRow,
-    subject: Subject,
-  ): Promise<void> {
-    if (await repos.almanac.upsertRegistration(row)) {
-      // Search finds agents by protocol through this table, kept in step in the same transaction.
-      const digests = (JSON.parse(row.protocols) as string[]).map(normaliseDigest);
-      await repos.almanac.replaceProtocols(row.address, digests);
-      return;
-    }
-    if (isResent(await repos.almanac.findRegistration(row.address), row)) return;
-    throw olderThanStored(subject);
   }
 
   /**

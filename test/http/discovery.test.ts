@@ -147,6 +147,23 @@ describeOnEachDialect('discovery', (dialect) => {
       assert.deepEqual(await agentsByProtocol(t.url, digest), []);
     });
 
+    it('keeps finding an agent that re-registers what it declared, alone or among others', async () => {
+      const [agent, other] = [TestIdentity.random(), TestIdentity.random()];
+      const digest = `proto:${'ef'.repeat(32)}`;
+      await registerInAlmanac(t.url, agent, { timestamp: now(), protocols: [digest] });
+      await registerInAlmanac(t.url, agent, { timestamp: now() + 1, protocols: [digest] });
+      assert.deepEqual(await agentsByProtocol(t.url, digest), [agent.address]);
+      // Registrations that arrive together are written together: one unchanged, one new.
+      await Promise.all([
+        registerInAlmanac(t.url, agent, { timestamp: now() + 2, protocols: [digest] }),
+        registerInAlmanac(t.url, other, { timestamp: now() + 2, protocols: [digest] }),
+      ]);
+      assert.deepEqual(
+        (await agentsByProtocol(t.url, digest)).sort(),
+        [agent.address, other.address].sort(),
+      );
+    });
+
     it('matches other text against listing names and descriptions, and lists recent registrations', async () => {
       const agent = TestIdentity.random();
       await registerAgent({ url: t.url }, t.userKey, agent, {

@@ -51,15 +51,41 @@ describeOnEachDialect('almanac store', (dialect) => {
   });
   after(() => t.close());
 
+  /** Whether `row` was stored, written alone. */
+  const upsertOne = async (row: AlmanacRegistrationRow): Promise<boolean> =>
+    (await t.store.repos.almanac.upsertRegistrations([row])).has(row.address);
+
+  it('stores a group of registrations in one statement, each only when newer', async () => {
+    const base = Date.UTC(2026, 10, 21);
+    const [fresh, newer, older, resent] = Array.from({ length: 4 }, () => TestIdentity.random());
+    const stored = [newer, older, resent].map((agent) =>
+      registration(agent!.address, base, 'http://127.0.0.1:8001/submit'),
+    );
+    assert.equal((await t.store.repos.almanac.upsertRegistrations(stored)).size, 3);
+    const group = [
+      registration(fresh!.address, base, 'http://127.0.0.1:8002/submit'),
+      registration(newer!.address, base + 1000, 'http://127.0.0.1:8002/submit'),
+      registration(older!.address, base - 1000, 'http://127.0.0.1:8002/submit'),
+      stored[2]!,
+    ];
+    assert.deepEqual(
+      [...(await t.store.repos.almanac.upsertRegistrations(group))].sort(),
+      [fresh!.address, newer!.address].sort(),
+    );
+    assert.equal((await t.store.repos.almanac.findRegistration(older!.address))?.signed_at, base);
+    assert.equal(
+      (await t.store.repos.almanac.findRegistration(newer!.address))?.signed_at,
+      base + 1000,
+    );
+  });
+
   it('keeps the newest of racing registrations, whatever order they commit in', async () => {
     const { address } = TestIdentity.random();
     const base = Date.UTC(2026, 10, 21);
     const rows = Array.from({ length: 8 }, (_, i) =>
       registration(address, base + i * 1000, `http://127.0.0.1:800${i}/submit`),
     ).reverse();
-    const stored = await Promise.all(
-      rows.map((row) => t.store.repos.almanac.upsertRegistration(row)),
-    );
+    const stored = await Promise.all(rows.map((row) => upsertOne(row)));
     assert.ok(stored.includes(true));
     const kept = await t.store.repos.almanac.findRegistration(address);
     assert.equal(kept?.signed_at, base + 7000);
@@ -72,13 +98,13 @@ describeOnEachDialect('almanac store', (dialect) => {
   it('reports an older registration, or the stored one again, as not stored', async () => {
     const { address } = TestIdentity.random();
     const row = registration(address, Date.UTC(2026, 10, 21), 'http://127.0.0.1:8001/submit');
-    assert.equal(await t.store.repos.almanac.upsertRegistration(row), true);
-    assert.equal(await t.store.repos.almanac.upsertRegistration(row), false);
+    assert.equal(await upsertOne(row), true);
+    assert.equal(await upsertOne(row), false);
     const older = { ...row, signed_at: row.signed_at - 1000, endpoints: '[]' };
-    assert.equal(await t.store.repos.almanac.upsertRegistration(older), false);
+    assert.equal(await upsertOne(older), false);
     assert.equal((await t.store.repos.almanac.findRegistration(address))?.endpoints, row.endpoints);
     const sameSecond = { ...row, signature: 'another', endpoints: '[]' };
-    assert.equal(await t.store.repos.almanac.upsertRegistration(sameSecond), true);
+    assert.equal(await upsertOne(sameSecond), true);
     assert.equal((await t.store.repos.almanac.findRegistration(address))?.endpoints, '[]');
   });
 
@@ -107,8 +133,8 @@ describeOnEachDialect('almanac store', (dialect) => {
     const live = TestIdentity.random().address;
     const orphan = TestIdentity.random().address;
     const recentOrphan = TestIdentity.random().address;
-    await almanac.upsertRegistration(registration(expired, now - 49 * HOUR, 'http://a/'));
-    await almanac.upsertRegistration(registration(live, now - HOUR, 'http://b/'));
+    await upsertOne(registration(expired, now - 49 * HOUR, 'http://a/'));
+    await upsertOne(registration(live, now - HOUR, 'http://b/'));
     await almanac.upsertStatus(status(expired, now - 49 * HOUR));
     await almanac.upsertStatus(status(live, now - 72 * HOUR));
     await almanac.upsertStatus(status(orphan, now - 49 * HOUR));
@@ -126,7 +152,7 @@ describeOnEachDialect('almanac store', (dialect) => {
   it('joins the last status into the resolvable record, null when none was sent', async () => {
     const almanac = t.store.repos.almanac;
     const { address } = TestIdentity.random();
-    await almanac.upsertRegistration(registration(address, Date.UTC(2026, 10, 21), 'http://c/'));
+    await upsertOne(registration(address, Date.UTC(2026, 10, 21), 'http://c/'));
     assert.equal((await almanac.findResolvable(address))?.is_active, null);
     await almanac.upsertStatus(status(address, Date.UTC(2026, 10, 21)));
     assert.equal((await almanac.findResolvable(address))?.is_active, 0);

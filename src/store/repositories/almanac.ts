@@ -1,4 +1,5 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
+import { MAX_ROWS_PER_INSERT } from '../statements.js';
 import type {
   AlmanacManifestsTable,
   AlmanacRegistrationsTable,
@@ -33,44 +34,75 @@ export class AlmanacRepository {
   constructor(private readonly db: Kysely<Database>) {}
 
   /**
-   * Stores the registration unless the stored one was signed later, or is this very message
-   * (same timestamp and signature: a resend changes nothing), in one statement so that of two
-   * racing writers the newer always wins. uAgents signs whole seconds, so two registrations
-   * of the same second are both genuine: the last one received wins. True when stored.
+   * Stores each registration (each agent at most once in `rows`) unless the stored one was
+   * signed later, or is this very message (same timestamp and signature: a resend changes
+   * nothing), in one statement per thousand so that of two racing writers the newer always
+   * wins. uAgents signs whole seconds, so two registrations of the same second are both
+   * genuine: the last one received wins. Answers the addresses whose registration was stored.
    */
-  async upsertRegistration(row: AlmanacRegistrationRow): Promise<boolean> {
-    const stored = await this.db
-      .insertInto('almanac_registrations')
-      .values(row)
-      .onConflict((oc) =>
-        oc
-          .column('address')
-          .doUpdateSet((eb) => ({
-            prefix: eb.ref('excluded.prefix'),
-            endpoints: eb.ref('excluded.endpoints'),
-            protocols: eb.ref('excluded.protocols'),
-            metadata: eb.ref('excluded.metadata'),
-            signed_at: eb.ref('excluded.signed_at'),
-            signature: eb.ref('excluded.signature'),
-            expires_at: eb.ref('excluded.expires_at'),
-            updated_at: eb.ref('excluded.updated_at'),
-          }))
-          .where(newerOrSameSecond('almanac_registrations')),
-      )
-      .returning('address')
-      .executeTakeFirst();
-    return stored !== undefined;
+  async upsertRegistrations(rows: AlmanacRegistrationRow[]): Promise<Set<string>> {
+    const stored = new Set<string>();
+    for (let from = 0; from < rows.length; from += MAX_ROWS_PER_INSERT) {
+      const written = await this.db
+        .insertInto('almanac_registrations')
+        .values(rows.slice(from, from + MAX_ROWS_PER_INSERT))
+        .onConflict((oc) =>
+          oc
+            .column('address')
+            .doUpdateSet((eb) => ({
+              prefix: eb.ref('excluded.prefix'),
+              endpoints: eb.ref('excluded.endpoints'),
+              protocols: eb.ref('excluded.protocols'),
+              metadata: eb.ref('excluded.metadata'),
+              signed_at: eb.ref('excluded.signed_at'),
+              signature: eb.ref('excluded.signature'),
+              expires_at: eb.ref('excluded.expires_at'),
+              updated_at: eb.ref('excluded.updated_at'),
+            }))
+            .where(newerOrSameSecond('almanac_registrations')),
+        )
+        .returning('address')
+        .execute();
+      for (const { address } of written) stored.add(address);
+    }
+    return stored;
   }
 
-  /** Rewrites the protocols a registration declares (`proto:` and hex, each once). */
-  async replaceProtocols(address: string, digests: string[]): Promise<void> {
-    await this.db.deleteFrom('almanac_protocols').where('address', '=', address).execute();
-    const unique = [...new Set(digests)];
-    if (unique.length === 0) return;
-    await this.db
-      .insertInto('almanac_protocols')
-      .values(unique.map((digest) => ({ digest, address })))
-      .execute();
+  /** The protocols (as stored: JSON text) that the registrations of `addresses` declare. */
+  async declaredProtocols(addresses: string[]): Promise<Map<string, string>> {
+    const declared = new Map<string, string>();
+    for (let from = 0; from < addresses.length; from += MAX_ROWS_PER_INSERT) {
+      const rows = await this.db
+        .selectFrom('almanac_registrations')
+        .select(['address', 'protocols'])
+        .where('address', 'in', addresses.slice(from, from + MAX_ROWS_PER_INSERT))
+        .execute();
+      for (const row of rows) declared.set(row.address, row.protocols);
+    }
+    return declared;
+  }
+
+  /**
+   * Rewrites the protocols that registrations declare (`proto:` and hex, each once), for
+   * every agent of `declared` at once.
+   */
+  async replaceProtocols(declared: Map<string, string[]>): Promise<void> {
+    const addresses = [...declared.keys()];
+    for (let from = 0; from < addresses.length; from += MAX_ROWS_PER_INSERT) {
+      await this.db
+        .deleteFrom('almanac_protocols')
+        .where('address', 'in', addresses.slice(from, from + MAX_ROWS_PER_INSERT))
+        .execute();
+    }
+    const rows = [...declared].flatMap(([address, digests]) =>
+      [...new Set(digests)].map((digest) => ({ digest, address })),
+    );
+    for (let from = 0; from < rows.length; from += MAX_ROWS_PER_INSERT) {
+      await this.db
+        .insertInto('almanac_protocols')
+        .values(rows.slice(from, from + MAX_ROWS_PER_INSERT))
+        .execute();
+    }
   }
 
   findRegistration(address: string): Promise<AlmanacRegistrationRow | undefined> {
