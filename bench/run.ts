@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +11,7 @@ import { benchStores } from './lib/databases.js';
 import { makeIdentities, signedEnvelopes } from './lib/envelopes.js';
 import { loadProfile } from './lib/load.js';
 import { formatTable, machineInfo, writeResults, type Measure } from './lib/report.js';
+import { formatProfileSummary, mainThreadProfiles, summarizeProfiles } from './lib/profile.js';
 import { runScenario } from './lib/scenario-run.js';
 import { scenarios } from './scenarios/index.js';
 import type { Scenario } from './scenarios/scenario.js';
@@ -124,6 +126,7 @@ if (args.compare !== undefined) {
     progress,
     setup,
     skipped,
+    profilesDir: args.profiling ? profilesPath : undefined,
   });
 } else {
   await fullRun(selected);
@@ -133,6 +136,7 @@ async function fullRun(selected: Scenario[]): Promise<void> {
   progress('building the service as `npm start` does');
   const build = await workingTreeBuild();
   const ceilings = await ceilingsOfThisMachine();
+  const profiles: string[] = [];
   const measures: Measure[] = [
     ceilings.http,
     ceilings.crypto,
@@ -143,9 +147,10 @@ async function fullRun(selected: Scenario[]): Promise<void> {
     const peakRss: Record<string, number> = {};
     for (const scenario of selected) {
       progress(`${scenario.name} on ${dialect}`);
-      const nodeArgs = args.profiling
-        ? ['--cpu-prof', `--cpu-prof-dir=${join(profilesPath, `${scenario.name} ${dialect}`)}`]
-        : [];
+      const profileDir = join(profilesPath, `${scenario.name} ${dialect}`);
+      // A profile of this run alone, not summed with an earlier run's.
+      if (args.profiling) rmSync(profileDir, { recursive: true, force: true });
+      const nodeArgs = args.profiling ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
       const run = await runScenario({
         build,
         scenario,
@@ -156,6 +161,12 @@ async function fullRun(selected: Scenario[]): Promise<void> {
       });
       measures.push(...run.measures);
       peakRss[scenario.name] = run.peakRss;
+      if (args.profiling) {
+        const summary = summarizeProfiles(mainThreadProfiles(profileDir));
+        profiles.push(
+          `${scenario.name} on ${dialect}, main thread: ${formatProfileSummary(summary)}`,
+        );
+      }
     }
     const MiB = 1024 * 1024;
     measures.push({
@@ -183,6 +194,7 @@ async function fullRun(selected: Scenario[]): Promise<void> {
   };
   if (!partial) writeResults(resultsPath, results);
   process.stdout.write(`\n${formatTable(measures)}\n\n`);
+  for (const summary of profiles) process.stdout.write(`${summary}\n\n`);
   for (const note of skipped) process.stdout.write(`skipped: ${note}\n`);
   progress(
     partial

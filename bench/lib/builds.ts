@@ -1,6 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { repositoryRoot } from '../../test/kit/process.js';
@@ -27,8 +26,6 @@ export interface Build {
   root: string;
   /** The build's own `seedMessages`, on a store it opens on `databaseUrl`. */
   seed(databaseUrl: string): Seeder;
-  /** Removes what was made for it (the scratch checkout of a ref). */
-  dispose(): void;
 }
 
 /** Seeding of one database; `close` releases its connections. */
@@ -72,24 +69,22 @@ export async function workingTreeBuild(): Promise<Build> {
     commit: `${git(['rev-parse', '--short=12', 'HEAD'])}${changed ? ' + changes' : ''}`,
     root: repositoryRoot,
     seed: (databaseUrl) => seederOf(seeding, databaseUrl),
-    dispose: () => undefined,
   };
 }
 
 /**
- * `ref` checked out in a scratch git worktree and compiled there. Its dependencies are this
- * tree's when both lockfiles are the same (a link to node_modules), otherwise installed
- * there with `npm ci`.
+ * `ref` checked out in a git worktree under node_modules/.cache (kept for the next compare
+ * against the same commit, and gone with the next `npm ci`) and compiled there. Its
+ * dependencies are this tree's when both lockfiles are the same (a link to node_modules),
+ * otherwise installed there with `npm ci`.
  */
 export async function buildOfRef(ref: string, progress: (line: string) => void): Promise<Build> {
   const commit = git(['rev-parse', '--verify', '--short=12', `${ref}^{commit}`]);
-  const root = join(mkdtempSync(join(tmpdir(), 'agentry-compare-')), commit);
-  git(['worktree', 'add', '--detach', '--quiet', root, commit]);
-  const dispose = (): void => {
-    spawnSync('git', ['worktree', 'remove', '--force', root], { cwd: repositoryRoot });
-    rmSync(join(root, '..'), { recursive: true, force: true });
-  };
-  try {
+  const root = join(repositoryRoot, 'node_modules/.cache/agentry-compare', commit);
+  if (!existsSync(join(root, 'node_modules'))) {
+    rmSync(root, { recursive: true, force: true });
+    git(['worktree', 'prune']);
+    git(['worktree', 'add', '--detach', '--quiet', root, commit]);
     const lockfile = (dir: string): string => readFileSync(join(dir, 'package-lock.json'), 'utf8');
     if (lockfile(root) === lockfile(repositoryRoot)) {
       symlinkSync(join(repositoryRoot, 'node_modules'), join(root, 'node_modules'), 'dir');
@@ -99,19 +94,18 @@ export async function buildOfRef(ref: string, progress: (line: string) => void):
         cwd: root,
         encoding: 'utf8',
       });
-      if (install.status !== 0) throw new Error(`npm ci for ${ref} failed:\n${install.stderr}`);
+      if (install.status !== 0) {
+        rmSync(join(root, 'node_modules'), { recursive: true, force: true });
+        throw new Error(`npm ci for ${ref} failed:\n${install.stderr}`);
+      }
     }
-    await buildService(root);
-    const seeding = await loadSeeding(root);
-    return {
-      label: ref,
-      commit,
-      root,
-      seed: (databaseUrl) => seederOf(seeding, databaseUrl),
-      dispose,
-    };
-  } catch (err) {
-    dispose();
-    throw err;
   }
+  await buildService(root);
+  const seeding = await loadSeeding(root);
+  return {
+    label: ref,
+    commit,
+    root,
+    seed: (databaseUrl) => seederOf(seeding, databaseUrl),
+  };
 }

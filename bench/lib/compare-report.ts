@@ -71,7 +71,7 @@ export interface CompareRow {
   head: Spread;
   /** head median ÷ base median. */
   ratio: number;
-  /** The two builds' ranges over the rounds do not overlap. */
+  /** The two builds' ranges over the rounds (two or more each) do not overlap. */
   beyondSpread: boolean;
   /** Whether head is the better of the two, when the difference is beyond the spread. */
   verdict: 'better' | 'worse' | 'same';
@@ -117,7 +117,9 @@ export function compareRows(base: Measure[][], head: Measure[][]): CompareRow[] 
       if (baseValues.length === 0 || headValues.length === 0) continue;
       const b = spreadOf(baseValues);
       const h = spreadOf(headValues);
-      const beyondSpread = h.min > b.max || h.max < b.min;
+      // One round has no spread to measure a difference against.
+      const beyondSpread =
+        b.values.length > 1 && h.values.length > 1 && (h.min > b.max || h.max < b.min);
       const headHigher = h.median > b.median;
       rows.push({
         id: `${headMeasures[0]!.id}${figure.suffix}`,
