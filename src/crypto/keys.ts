@@ -34,11 +34,24 @@ export function agentAddressFromPublicKey(publicKey: Uint8Array): string {
   return encodeBech32(AGENT_PREFIX, publicKey);
 }
 
+/**
+ * Agent addresses already decoded to a key on the curve, with that key. A request names the
+ * same agent several times (the path, the attestation, the signed body), each a bech32 decode
+ * and a curve check; the agents a service hears from are few and come again. Bounded, the
+ * oldest forgotten first.
+ */
+const checkedKeys = new Map<string, Uint8Array>();
+const CHECKED_KEYS = 10_000;
+
 /** The compressed public key an agent address carries; throws {@link CryptoFormatError}. */
 export function publicKeyFromAgentAddress(address: string): Uint8Array {
-  const key = signerKeyFromAgentAddress(address);
-  assertCompressedPublicKey(key);
-  return key;
+  const known = checkedKeys.get(address);
+  if (known) return known.slice();
+  const { bytes } = decodeBech32(address, AGENT_PREFIX);
+  assertCompressedPublicKey(bytes);
+  if (checkedKeys.size >= CHECKED_KEYS) checkedKeys.delete(checkedKeys.keys().next().value!);
+  checkedKeys.set(address, bytes.slice());
+  return bytes;
 }
 
 /**
@@ -47,6 +60,8 @@ export function publicKeyFromAgentAddress(address: string): Uint8Array {
  * curve test keeps it off the per-message path.
  */
 export function signerKeyFromAgentAddress(address: string): Uint8Array {
+  const known = checkedKeys.get(address);
+  if (known) return known.slice();
   const { bytes } = decodeBech32(address, AGENT_PREFIX);
   assertCompressedKeyShape(bytes);
   return bytes;

@@ -169,7 +169,10 @@ export class AlmanacService {
           refusals[index] = olderThanStored(subjects[index]!);
         }
       }
-      if (declared.size > 0) await repos.almanac.replaceProtocols(declared);
+      if (declared.size > 0) {
+        const replaced = [...declared.keys()].filter((address) => before.has(address));
+        await repos.almanac.replaceProtocols(declared, replaced);
+      }
       pending = later;
     }
     return refusals;

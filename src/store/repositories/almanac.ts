@@ -83,15 +83,15 @@ export class AlmanacRepository {
   }
 
   /**
-   * Rewrites the protocols that registrations declare (`proto:` and hex, each once), for
-   * every agent of `declared` at once.
+   * Writes the protocols that registrations declare (`proto:` and hex, each once), for every
+   * agent of `declared` at once, after deleting those of `replaced` (agents that had
+   * declared protocols before; a new agent has none to delete).
    */
-  async replaceProtocols(declared: Map<string, string[]>): Promise<void> {
-    const addresses = [...declared.keys()];
-    for (let from = 0; from < addresses.length; from += MAX_ROWS_PER_INSERT) {
+  async replaceProtocols(declared: Map<string, string[]>, replaced: string[]): Promise<void> {
+    for (let from = 0; from < replaced.length; from += MAX_ROWS_PER_INSERT) {
       await this.db
         .deleteFrom('almanac_protocols')
-        .where('address', 'in', addresses.slice(from, from + MAX_ROWS_PER_INSERT))
+        .where('address', 'in', replaced.slice(from, from + MAX_ROWS_PER_INSERT))
         .execute();
     }
     const rows = [...declared].flatMap(([address, digests]) =>
