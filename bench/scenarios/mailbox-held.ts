@@ -37,6 +37,20 @@ async function metric(service: RunningService, name: string): Promise<number> {
   return value;
 }
 
+/** The server's V8 heap: in use (live and not yet collected) and reserved. */
+async function heapBytes(service: RunningService): Promise<{ used: number; total: number }> {
+  const values = await scrape(service);
+  const bytes = (name: string): number => {
+    const value = values.get(name);
+    if (value === undefined) throw new Error(`/metrics has no ${name}`);
+    return value;
+  };
+  return {
+    used: bytes('nodejs_heap_size_used_bytes'),
+    total: bytes('nodejs_heap_size_total_bytes'),
+  };
+}
+
 /**
  * Event-loop delay since the previous scrape (prom-client resets it on each one), ms: the
  * time between ticks of a 10 ms timer, so an idle loop reads about 10.
@@ -148,6 +162,7 @@ export const mailboxHeldScenario: Scenario = {
     });
 
     const quietRss = residentBytes(service.pid);
+    const quietHeap = await heapBytes(service);
     // The event-loop delay of each submit run is read from the server's metrics, reset by
     // the scrape just before it.
     await eventLoopDelay(service);
@@ -201,6 +216,7 @@ export const mailboxHeldScenario: Scenario = {
       const openSeconds = (performance.now() - opened) / 1000;
       await sleep(1000);
       const heldRss = residentBytes(service.pid);
+      const heldHeap = await heapBytes(service);
       await eventLoopDelay(service);
       const withHeld = await submitRun();
       const heldDelay = await eventLoopDelay(service);
@@ -231,6 +247,24 @@ export const mailboxHeldScenario: Scenario = {
             agents: HOLDERS,
             secondsToOpen: openSeconds,
           },
+        },
+        {
+          id: 'mailbox.held.per_poll',
+          label: `mailbox: memory per held poll (RSS growth ÷ ${label})`,
+          store: dialect,
+          value: (heldRss - quietRss) / 1024 / HELD,
+          unit: 'KiB',
+          details: {
+            heapTotalKiB: (heldHeap.total - quietHeap.total) / 1024 / HELD,
+            outsideHeapKiB: (heldRss - quietRss - (heldHeap.total - quietHeap.total)) / 1024 / HELD,
+          },
+        },
+        {
+          id: 'mailbox.held.heap_per_poll',
+          label: 'mailbox: V8 heap used per held poll, garbage included',
+          store: dialect,
+          value: (heldHeap.used - quietHeap.used) / 1024 / HELD,
+          unit: 'KiB',
         },
         {
           id: 'mailbox.held.event_loop_delay',
