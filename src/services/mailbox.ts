@@ -3,7 +3,12 @@ import type { Principal } from '../auth/principal.js';
 import { envelopeDigest, type EnvelopeFields } from '../crypto/index.js';
 import { NotFoundError, QuotaExceededError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
-import type { DeliveryNotifier } from '../infra/delivery-notifier.js';
+import {
+  Waiter,
+  type Departure,
+  type DeliveryNotifier,
+  type WakeReason,
+} from '../infra/delivery-notifier.js';
 import { inBatches } from '../infra/batches.js';
 import { GroupCommit, type ItemOutcome } from '../infra/group-commit.js';
 import { formatUuid4 } from '../infra/uuids.js';
@@ -42,10 +47,10 @@ export interface DeliveryWakeups {
   signals: DeliverySignals;
 }
 
-/** A poll that may be held: `signal` aborts when its client goes away. */
+/** A poll that may be held: `departure` is left when its client goes away. */
 export interface PollOptions {
   hold: boolean;
-  signal?: AbortSignal;
+  departure?: Departure;
   /** Whether the bytes answered count as transferred (not for a HEAD, which sends none). */
   charge?: boolean;
 }
@@ -236,41 +241,56 @@ export class MailboxService {
    * meanwhile answers as missing; a shutdown ({@link endHeldPolls}) or the client going away
    * ends it empty. Only what is finally answered counts as transferred.
    */
-  async list(
+  list(
     principal: Principal,
     address: string,
     page: MailboxPage,
     options: PollOptions = { hold: false },
   ): Promise<PendingMessage[]> {
-    const read = (): Promise<PendingMessage[]> =>
-      this.served(principal, address, MAILBOX_NOT_FOUND, options.charge ?? true, (now) =>
-        this.store.repos.mailbox.listPending(address, now, page),
+    return new Promise((resolve, reject) => {
+      this.poll(principal, address, page, options, (err, messages) =>
+        err === null ? resolve(messages) : reject(err),
       );
+    });
+  }
+
+  /**
+   * {@link list}, answering through `done` (`err` null on success) rather than a promise: for
+   * the route that serves agents' polls, thousands of which may be held at once. Held, a poll
+   * is then one object waiting in the notifier, with no promise or callback chain of its own.
+   */
+  poll(
+    principal: Principal,
+    address: string,
+    page: MailboxPage,
+    options: PollOptions,
+    done: PollCallback,
+  ): void {
+    const charge = options.charge ?? true;
     const holds =
       options.hold && this.policy.holdMs > 0 && principal.kind === 'agent' && page.offset === 0;
-    if (!holds) return read();
-    const deadline = performance.now() + this.policy.holdMs;
-    for (;;) {
-      const remaining = deadline - performance.now();
-      if (remaining <= 0) return read();
-      // Waiting starts before the read: a commit in between still wakes this poll.
-      const hold = this.wakeups.notifier.hold(address, remaining, options.signal);
-      let messages: PendingMessage[];
-      try {
-        messages = await read();
-      } catch (err) {
-        hold.release();
-        throw err;
-      }
-      if (messages.length > 0) {
-        hold.release();
-        return messages;
-      }
-      const reason = await hold.settled;
-      if (reason === 'closed' || reason === 'aborted') return [];
-      // 'delivered' looks again; 'timeout' reads once more, then answers what it finds.
-      if (reason === 'timeout') return read();
+    if (holds) {
+      const deadline = performance.now() + this.policy.holdMs;
+      const poll = new HeldPoll(this, this.wakeups.notifier, principal, address, page, charge, {
+        deadline,
+        departure: options.departure,
+        done,
+      });
+      return poll.look();
     }
+    answerWith(this.read(principal, address, page, charge), done);
+  }
+
+  /** One read of a mailbox page, never held. */
+  private read(
+    principal: Principal,
+    address: string,
+    page: MailboxPage,
+    charge: boolean,
+  ): Promise<PendingMessage[]> {
+    return this.served(principal, address, MAILBOX_NOT_FOUND, charge, (now) =>
+      this.store.repos.mailbox.listPending(address, now, page),
+    );
   }
 
   /** Polls held now, in this process. */
@@ -418,6 +438,98 @@ export class MailboxService {
     // Handed to the agent; its owner looking (the console) is not a delivery.
     if (charge && principal.kind === 'agent') await this.trace.polled(address, served, 'agent');
     return served;
+  }
+}
+
+/** How a poll answers: `err` null and its messages (maybe none), or the error it ends in. */
+export type PollCallback = (err: unknown, messages: PendingMessage[]) => void;
+
+/** Answers `done` once `messages` settles. */
+function answerWith(messages: Promise<PendingMessage[]>, done: PollCallback): void {
+  messages.then(
+    (found) => done(null, found),
+    (err: unknown) => done(err, []),
+  );
+}
+
+/**
+ * An agent's poll of its empty mailbox, held (see {@link MailboxService.list}): it reads, and
+ * while it finds nothing waits to be woken and reads again, until its deadline. Waiting, a held
+ * poll is this one object in the notifier, with no suspended function, promise or timer of its
+ * own: thousands of them wait at once.
+ */
+class HeldPoll extends Waiter {
+  private readonly done: PollCallback;
+  private reading = false;
+  /** Why the wait ended while a read was under way, if it did. */
+  private wokenWhileReading: WakeReason | undefined;
+
+  constructor(
+    private readonly service: MailboxService,
+    private readonly notifier: DeliveryNotifier,
+    private readonly principal: Principal,
+    address: string,
+    private readonly page: MailboxPage,
+    private readonly charge: boolean,
+    how: { deadline: number; departure: Departure | undefined; done: PollCallback },
+  ) {
+    super(address, how.deadline, how.departure);
+    this.done = how.done;
+  }
+
+  /** Reads; while it finds nothing, waits and reads again. */
+  look(): void {
+    if (this.deadline <= performance.now()) return this.answer(this.read());
+    this.reading = true;
+    this.wokenWhileReading = undefined;
+    // Waiting starts before the read: a commit in between still wakes this poll.
+    this.notifier.wait(this);
+    this.read().then(
+      (messages) => {
+        if (messages.length > 0) {
+          // Released while still reading: the wait's end is noted, not acted on.
+          this.release();
+          this.reading = false;
+          return this.done(null, messages);
+        }
+        this.reading = false;
+        if (this.wokenWhileReading !== undefined) this.after(this.wokenWhileReading);
+      },
+      (err: unknown) => {
+        this.release();
+        this.reading = false;
+        this.done(err, []);
+      },
+    );
+  }
+
+  woken(reason: WakeReason): void {
+    if (this.reading) this.wokenWhileReading = reason;
+    else this.after(reason);
+  }
+
+  private read(): Promise<PendingMessage[]> {
+    return this.service.list(this.principal, this.address, this.page, {
+      hold: false,
+      charge: this.charge,
+    });
+  }
+
+  private answer(messages: Promise<PendingMessage[]>): void {
+    answerWith(messages, this.done);
+  }
+
+  private after(reason: WakeReason): void {
+    if (reason === 'closed' || reason === 'aborted') {
+      // Answered on its own turn, not from within the notifier's loop over the polls it ends.
+      queueMicrotask(() => this.done(null, []));
+    } else if (reason === 'timeout') {
+      // Reads once more, then answers what it finds.
+      this.answer(this.read());
+    } else {
+      // Delivered: looks again.
+      this.look();
+    }
   }
 }
 

@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { DeliveryNotifier } from '../../src/infra/delivery-notifier.js';
+import { Departure, DeliveryNotifier } from '../../src/infra/delivery-notifier.js';
 
 describe('delivery notifier', () => {
   // A hold's timer never keeps the process alive by itself (a server's socket does).
@@ -24,17 +24,41 @@ describe('delivery notifier', () => {
     assert.equal(notifier.held, 0);
   });
 
-  it('ends a hold when its signal aborts or it is released', async () => {
+  it('ends a hold when its client leaves or it is released', async () => {
     const notifier = new DeliveryNotifier();
-    const controller = new AbortController();
-    const aborted = notifier.hold('a', 10_000, controller.signal);
+    const departure = new Departure();
+    const aborted = notifier.hold('a', 10_000, departure);
     const released = notifier.hold('a', 10_000);
-    controller.abort();
+    departure.leave();
     released.release();
     assert.equal(await aborted.settled, 'aborted');
     assert.equal(await released.settled, 'aborted');
     assert.equal(notifier.held, 0);
-    assert.equal(await notifier.hold('a', 10_000, controller.signal).settled, 'aborted');
+    assert.equal(await notifier.hold('a', 10_000, departure).settled, 'aborted');
+  });
+
+  it('times holds out in deadline order, whatever order they began in', async () => {
+    const notifier = new DeliveryNotifier();
+    const ended: string[] = [];
+    const limits = [120, 40, 200, 80, 10, 160];
+    const holds = limits.map((ms) => {
+      const hold = notifier.hold(String(ms), ms);
+      void hold.settled.then((reason) => ended.push(`${ms} ${reason}`));
+      return hold;
+    });
+    // Settling some early leaves the others' limits as they were.
+    holds[3]!.release();
+    notifier.wake(['160']);
+    await Promise.all(holds.map((hold) => hold.settled));
+    assert.deepEqual(ended, [
+      '80 aborted',
+      '160 delivered',
+      '10 timeout',
+      '40 timeout',
+      '120 timeout',
+      '200 timeout',
+    ]);
+    assert.equal(notifier.held, 0);
   });
 
   it('after close, ends every hold and every new one at once', async () => {

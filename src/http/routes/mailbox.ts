@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../../context.js';
+import { Departure } from '../../infra/delivery-notifier.js';
 import { AddressParams, EmptyObject, errorResponses } from '../../wire/common.js';
 import {
   Envelope,
@@ -71,25 +72,36 @@ export function mailboxRoutes(app: FastifyInstance, ctx: AppContext): void {
         },
       },
     },
-    async (request, reply) => {
+    (request, reply) => {
       // A held poll stops waiting when its client goes away.
-      const gone = new AbortController();
-      const onClose = (): void => gone.abort();
-      reply.raw.once('close', onClose);
-      let messages;
-      try {
-        messages = await mailbox.list(request.principal, request.params.address, request.query, {
+      const departure = new Departure();
+      const onClose = (): void => departure.leave();
+      reply.raw.on('close', onClose);
+      // Answered from a callback rather than awaited: thousands of polls may be held at once,
+      // and each would keep a suspended handler, or a chain of promises, while it waits.
+      mailbox.poll(
+        request.principal,
+        request.params.address,
+        request.query,
+        {
           hold: request.method === 'GET',
-          signal: gone.signal,
+          departure,
           // HEAD runs this handler too, but sends no body: it is not charged as a transfer.
           charge: request.method !== 'HEAD',
-        });
-      } finally {
-        reply.raw.off('close', onClose);
-      }
-      // Stopping: this connection must not stay open, idle, until its keep-alive ends.
-      if (mailbox.holdsEnded) void reply.header('connection', 'close');
-      return sendJsonText(reply, `[${messages.map(storedEnvelopeJson).join(',')}]`);
+        },
+        (err, messages) => {
+          reply.raw.off('close', onClose);
+          try {
+            if (err !== null) throw err;
+            // Stopping: this connection must not stay open, idle, until its keep-alive ends.
+            if (mailbox.holdsEnded) void reply.header('connection', 'close');
+            sendJsonText(reply, `[${messages.map(storedEnvelopeJson).join(',')}]`);
+          } catch (failure) {
+            // Sent, an error goes through the error handler as a thrown one does.
+            void (reply as FastifyReply).send(failure);
+          }
+        },
+      );
     },
   );
 
