@@ -13,10 +13,13 @@ export interface AttestationPolicy {
   maxWindowSeconds: number;
 }
 
+type AgentPrincipal = Extract<Principal, { kind: 'agent' }>;
+
 interface VerifiedAttestation {
-  address: string;
   validFrom: number;
   validTo: number;
+  /** Handed, unchangeable, to every request that carries the attestation. */
+  principal: AgentPrincipal;
 }
 
 const CACHE_LIMIT = 10_000;
@@ -40,7 +43,7 @@ export class AttestationAuthenticator {
    * outside its window. Whether that agent may act on what the request names is the auth
    * plugin's check, made once the request's addresses are canonical.
    */
-  authenticate(attestation: string): Extract<Principal, { kind: 'agent' }> {
+  authenticate(attestation: string): AgentPrincipal {
     const known = this.verified.get(attestation) ?? this.verifyFresh(attestation);
     const nowSeconds = Math.floor(this.clock.now() / 1000);
     const { skewSeconds } = this.policy;
@@ -51,7 +54,7 @@ export class AttestationAuthenticator {
       this.verified.delete(attestation);
       throw new UnauthenticatedError('Agent attestation has expired', 'Agent');
     }
-    return { kind: 'agent', address: known.address, validTo: known.validTo };
+    return known.principal;
   }
 
   private verifyFresh(attestation: string): VerifiedAttestation {
@@ -76,7 +79,9 @@ export class AttestationAuthenticator {
     if (!verifyAttestation(this.verifier, parsed)) {
       throw new UnauthenticatedError('Invalid agent attestation signature', 'Agent');
     }
-    const entry = { address: parsed.address, validFrom: parsed.validFrom, validTo: parsed.validTo };
+    const { address, validFrom, validTo } = parsed;
+    const principal = Object.freeze({ kind: 'agent' as const, address, validTo });
+    const entry = { validFrom, validTo, principal };
     if (this.verified.size >= CACHE_LIMIT) {
       // Maps iterate in insertion order: drop the oldest entry.
       const oldest = this.verified.keys().next().value;
