@@ -16,6 +16,7 @@ import {
 } from './http/plugins/errors.js';
 import { installMetrics } from './http/plugins/metrics.js';
 import { installOpenApi } from './http/plugins/openapi.js';
+import { requestLoggerFactory } from './http/plugins/request-logger.js';
 import { installValidation } from './http/plugins/validation.js';
 import { agentsRoutes } from './http/routes/agents.js';
 import { almanacRoutes } from './http/routes/almanac.js';
@@ -45,8 +46,10 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     loggerInstance: ctx.logger as FastifyBaseLogger,
     // One debug line per request (below) instead of two info lines: cheaper on the hot path.
     logController: new LogController({ disableRequestLogging: true }),
+    // Each request's child logger is made when the request first logs, not when it arrives.
+    childLoggerFactory: requestLoggerFactory,
     requestIdHeader: 'x-request-id',
-    genReqId: () => randomUUID(),
+    genReqId: requestId,
     bodyLimit: config.bodyLimitBytes,
     // Requests arriving while the server closes are answered by the hook below, with `detail`.
     return503OnClosing: false,
@@ -89,7 +92,8 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   await app.register(cors, {
     origin: '*',
     methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS'],
-    exposedHeaders: ['x-request-id', 'x-uagents-status', 'retry-after'],
+    // One string, not a list: a list is joined again for every request.
+    exposedHeaders: 'x-request-id, x-uagents-status, retry-after',
   });
   let countRefusal: RefusalHook | undefined;
   if (config.rateLimit.max > 0) {
@@ -142,6 +146,19 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   await webRoutes(app);
 
   return app;
+}
+
+/**
+ * A request's id: a random UUID, made flat. `randomUUID()` joins its text from pieces, which V8
+ * keeps as a tree of those pieces (about 450 bytes, against 56 for the flat text) until
+ * something reads it by index; and a request keeps its id for as long as it lasts, a held
+ * mailbox poll for minutes.
+ */
+function requestId(): string {
+  const id = randomUUID();
+  // Reading a character flattens the string in place.
+  id.charCodeAt(0);
+  return id;
 }
 
 /**
