@@ -115,7 +115,8 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     };
   }
   await installOpenApi(app, version);
-  await app.register(cookie);
+  // Set by the routes that sign in and out; read only where used (sessionCookie).
+  await app.register(cookie, { hook: false });
   installAuth(app, {
     keys: ctx.services.keys,
     attestations: ctx.attestations,

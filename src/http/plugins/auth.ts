@@ -35,6 +35,16 @@ export function checkSameOriginWrite(request: FastifyRequest, publicUrl?: string
   if (!own.includes(origin)) throw new ForbiddenError('Cross-origin request refused');
 }
 
+/**
+ * The session cookie a request carries, if any. Cookies are read only where they are used:
+ * parsing them for every request would give each one (every held mailbox poll among them) a
+ * cookie object it keeps.
+ */
+export function sessionCookie(request: FastifyRequest): string | undefined {
+  const header = request.headers.cookie;
+  return header ? request.server.parseCookie(header)[SESSION_COOKIE] : undefined;
+}
+
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** Who may call the route; every route must say. */
@@ -116,7 +126,7 @@ export function installAuth(
     request.principal = anonymous;
     if (requirement === 'none') return;
     const credential = readCredential(request);
-    const session = request.cookies?.[SESSION_COOKIE];
+    const session = sessionCookie(request);
     if (!credential && session && requirement !== 'agent-body-source') {
       checkSameOriginWrite(request, deps.publicUrl);
       try {

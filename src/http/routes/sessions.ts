@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
 import { errorResponses, Success } from '../../wire/common.js';
 import { SessionInfo, SignInRequest } from '../../wire/sessions.js';
-import { checkSameOriginWrite, SESSION_COOKIE, userOf } from '../plugins/auth.js';
+import { checkSameOriginWrite, SESSION_COOKIE, sessionCookie, userOf } from '../plugins/auth.js';
 import { sessionInfo } from '../views/sessions.js';
 
 function clearSessionCookie(reply: FastifyReply): void {
@@ -76,7 +76,7 @@ export function sessionsRoutes(app: FastifyInstance, ctx: AppContext): void {
       },
     },
     async (request, reply) => {
-      const token = request.cookies[SESSION_COOKIE];
+      const token = sessionCookie(request);
       if (token) {
         checkSameOriginWrite(request, ctx.config.publicUrl);
         await sessions.signOut(token);
