@@ -9,6 +9,46 @@ export function openStore(databaseUrl: string): Store {
   return Store.open(databaseUrl, { poolSize: 2 });
 }
 
+/**
+ * Agents of `addresses` with their mailboxes, owned by the first user, written straight into
+ * the store (registering 10,000 through the API would take minutes of signing and requests).
+ */
+export async function openMailboxes(store: Store, addresses: string[]): Promise<void> {
+  const owner = await store.db.selectFrom('users').select('id').executeTakeFirstOrThrow();
+  const now = Date.now();
+  for (let from = 0; from < addresses.length; from += 1000) {
+    const slice = addresses.slice(from, from + 1000);
+    await store.db
+      .insertInto('agents')
+      .values(
+        slice.map((address) => ({
+          address,
+          user_id: owner.id,
+          name: 'held',
+          agent_type: 'mailbox',
+          profile: '{}',
+          endpoints: '[]',
+          protocols: '[]',
+          registered_at: now,
+          updated_at: now,
+        })),
+      )
+      .execute();
+    await store.db
+      .insertInto('mailboxes')
+      .values(
+        slice.map((address) => ({
+          address,
+          user_id: owner.id,
+          created_at: now,
+          pending_messages: 0,
+          bytes_stored: 0,
+        })),
+      )
+      .execute();
+  }
+}
+
 /** Messages stored per delivery while seeding (one statement on PostgreSQL). */
 const DELIVERY_BATCH = 1000;
 

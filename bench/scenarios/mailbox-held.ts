@@ -7,8 +7,8 @@ import { requestOnNewConnection } from '../lib/raw-http.js';
 import { throughputMeasure } from '../lib/report.js';
 import { signInWorkers } from '../lib/signing.js';
 import { registerAgents } from '../lib/agents.js';
+import { openMailboxes } from '../lib/seed.js';
 import type { RunningService } from '../lib/server.js';
-import type { Store } from '../../src/store/index.js';
 import type { Scenario } from './scenario.js';
 
 const HELD = 10_000;
@@ -63,46 +63,6 @@ async function eventLoopDelay(service: RunningService) {
     p99: ms('nodejs_eventloop_lag_p99_seconds'),
     max: ms('nodejs_eventloop_lag_max_seconds'),
   };
-}
-
-/**
- * Agents of `addresses` with their mailboxes, owned by the first user, written straight into
- * the store (registering 10,000 through the API would take minutes of signing and requests).
- */
-async function openMailboxes(store: Store, addresses: string[]): Promise<void> {
-  const owner = await store.db.selectFrom('users').select('id').executeTakeFirstOrThrow();
-  const now = Date.now();
-  for (let from = 0; from < addresses.length; from += 1000) {
-    const slice = addresses.slice(from, from + 1000);
-    await store.db
-      .insertInto('agents')
-      .values(
-        slice.map((address) => ({
-          address,
-          user_id: owner.id,
-          name: 'held',
-          agent_type: 'mailbox',
-          profile: '{}',
-          endpoints: '[]',
-          protocols: '[]',
-          registered_at: now,
-          updated_at: now,
-        })),
-      )
-      .execute();
-    await store.db
-      .insertInto('mailboxes')
-      .values(
-        slice.map((address) => ({
-          address,
-          user_id: owner.id,
-          created_at: now,
-          pending_messages: 0,
-          bytes_stored: 0,
-        })),
-      )
-      .execute();
-  }
 }
 
 /**
