@@ -107,7 +107,10 @@ export async function compare(options: CompareOptions): Promise<void> {
     machine: machineInfo(),
     setup: {
       ...options.setup,
-      command: `npm run bench -- ${process.argv.slice(2).join(' ')}`,
+      command: `npm run bench -- ${process.argv
+        .slice(2)
+        .map((arg) => (/\s/.test(arg) ? `"${arg}"` : arg))
+        .join(' ')}`,
       rounds,
       base: { ref: options.ref, commit: base.commit },
       head: { ref: head.label, commit: head.commit },
