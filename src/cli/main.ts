@@ -12,7 +12,7 @@ import { addKeysCommand } from './commands/keys.js';
 import { addMigrateCommand } from './commands/migrate.js';
 import { addServeCommand } from './commands/serve.js';
 import { addUsersCommand } from './commands/users.js';
-import type { AddCommand } from './shared.js';
+import type { AddCommand } from './common.js';
 
 /**
  * The command line: the program, its commands (in commands/, each calling the server or the

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { loadConfig, redactUrl } from '../../config/index.js';
 import { backupDatabase, restoreDatabase } from '../../store/backup.js';
-import { storeOverrides, withStoreOptions } from '../shared.js';
+import { storeOverrides, withStoreOptions } from '../common.js';
 
 /** `agentry backup FILE`: an online copy of the embedded SQLite database. */
 export function addBackupCommand(program: Command): void {

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { withServices, withStoreOptions, type StoreFlags } from '../shared.js';
+import { withServices, withStoreOptions, type StoreFlags } from '../common.js';
 
 /** A local agent that cannot be reached or refuses, or a connect asked for wrongly. */
 export class ConnectError extends Error {}

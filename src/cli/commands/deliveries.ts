@@ -1,7 +1,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { DELIVERY_EVENTS } from '../../wire/deliveries.js';
 import { canonicalAgentAddress } from '../../wire/formats.js';
-import { formatTime, positive, withServices, withStoreOptions } from '../shared.js';
+import { formatTime, positive, withServices, withStoreOptions } from '../common.js';
 
 /** `agentry deliveries ADDRESS`: any agent's delivery trace, one tab-separated line an event. */
 export function addDeliveriesCommand(program: Command): void {

@@ -1,6 +1,6 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { canonicalAgentAddress } from '../../wire/formats.js';
-import { checkedDomainName, positive, withServices, withStoreOptions } from '../shared.js';
+import { checkedDomainName, positive, withServices, withStoreOptions } from '../common.js';
 
 /**
  * `agentry domains add|list|remove`: names and the agents they resolve to, managed as the

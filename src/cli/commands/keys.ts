@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { duration, formatTime, withServices, withStoreOptions } from '../shared.js';
+import { duration, formatTime, withServices, withStoreOptions } from '../common.js';
 
 /** `agentry keys add|list|revoke`: the users' API keys. */
 export function addKeysCommand(program: Command): void {

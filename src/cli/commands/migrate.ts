@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { createContext } from '../../context.js';
-import { adminConfig, adminLogger, withStoreOptions } from '../shared.js';
+import { adminConfig, adminLogger, withStoreOptions } from '../common.js';
 
 /** `agentry migrate`: applies the migrations the database lacks. */
 export function addMigrateCommand(program: Command): void {

@@ -1,7 +1,7 @@
 import { Option, type Command } from 'commander';
 import { loadConfig, logFormats, logLevels } from '../../config/index.js';
 import type { Server } from '../../server.js';
-import { integer, storeOverrides, withStoreOptions } from '../shared.js';
+import { integer, storeOverrides, withStoreOptions } from '../common.js';
 
 /** `agentry serve`, the default command: runs the HTTP service until a signal stops it. */
 export function addServeCommand(program: Command): void {

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import type { Quotas } from '../../config/index.js';
 import { userAddressOf } from '../../crypto/index.js';
-import { formatTime, integer, withServices, withStoreOptions } from '../shared.js';
+import { formatTime, integer, withServices, withStoreOptions } from '../common.js';
 
 /** `agentry users add|list|limits`: the users, and what each may use. */
 export function addUsersCommand(program: Command): void {
