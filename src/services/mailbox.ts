@@ -240,24 +240,10 @@ export class MailboxService {
    * process or another on the same database, or empty after the hold limit. A mailbox removed
    * meanwhile answers as missing; a shutdown ({@link endHeldPolls}) or the client going away
    * ends it empty. Only what is finally answered counts as transferred.
-   */
-  list(
-    principal: Principal,
-    address: string,
-    page: MailboxPage,
-    options: PollOptions = { hold: false },
-  ): Promise<PendingMessage[]> {
-    return new Promise((resolve, reject) => {
-      this.poll(principal, address, page, options, (err, messages) =>
-        err === null ? resolve(messages) : reject(err),
-      );
-    });
-  }
-
-  /**
-   * {@link list}, answering through `done` (`err` null on success) rather than a promise: for
-   * the route that serves agents' polls, thousands of which may be held at once. Held, a poll
-   * is then one object waiting in the notifier, with no promise or callback chain of its own.
+   *
+   * It answers through `done` (`err` null on success) rather than a promise: thousands of polls
+   * may be held at once, and held, a poll is then one object waiting in the notifier, with no
+   * promise or callback chain of its own.
    */
   poll(
     principal: Principal,
@@ -278,11 +264,11 @@ export class MailboxService {
       });
       return poll.look();
     }
-    answerWith(this.read(principal, address, page, charge), done);
+    answerWith(this.readPage(principal, address, page, charge), done);
   }
 
-  /** One read of a mailbox page, never held. */
-  private read(
+  /** One read of a mailbox page, never held (see {@link poll}). */
+  readPage(
     principal: Principal,
     address: string,
     page: MailboxPage,
@@ -453,7 +439,7 @@ function answerWith(messages: Promise<PendingMessage[]>, done: PollCallback): vo
 }
 
 /**
- * An agent's poll of its empty mailbox, held (see {@link MailboxService.list}): it reads, and
+ * An agent's poll of its empty mailbox, held (see {@link MailboxService.poll}): it reads, and
  * while it finds nothing waits to be woken and reads again, until its deadline. Waiting, a held
  * poll is this one object in the notifier, with no suspended function, promise or timer of its
  * own: thousands of them wait at once.
@@ -509,10 +495,7 @@ class HeldPoll extends Waiter {
   }
 
   private read(): Promise<PendingMessage[]> {
-    return this.service.list(this.principal, this.address, this.page, {
-      hold: false,
-      charge: this.charge,
-    });
+    return this.service.readPage(this.principal, this.address, this.page, this.charge);
   }
 
   private answer(messages: Promise<PendingMessage[]>): void {
