@@ -1,4 +1,4 @@
-import type { Measure } from './report.js';
+import { formatNumber, markdownTable, type Measure } from './report.js';
 
 /**
  * The side-by-side figures of `npm run bench -- --compare`: each measure of each round on the
@@ -138,11 +138,6 @@ export function compareRows(base: Measure[][], head: Measure[][]): CompareRow[] 
   return rows;
 }
 
-function formatNumber(value: number): string {
-  if (Math.abs(value) >= 100) return Math.round(value).toLocaleString('en-US');
-  return value.toPrecision(3);
-}
-
 function formatSpread(spread: Spread): string {
   if (spread.values.length < 2 || spread.median === 0) return formatNumber(spread.median);
   const half = ((spread.max - spread.min) / 2 / spread.median) * 100;
@@ -161,12 +156,5 @@ export function formatCompareTable(rows: CompareRow[], baseLabel: string, headLa
     `${row.ratio.toFixed(2)}×`,
     row.verdict === 'same' ? 'no' : `yes, ${row.verdict}`,
   ]);
-  const widths = header.map((title, column) =>
-    Math.max(title.length, ...cells.map((row) => row[column]!.length)),
-  );
-  const numeric = new Set([3, 4, 5]);
-  const line = (row: string[]): string =>
-    `| ${row.map((cell, i) => (numeric.has(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!))).join(' | ')} |`;
-  const rule = `| ${widths.map((width, i) => (numeric.has(i) ? `${'-'.repeat(width - 1)}:` : '-'.repeat(width))).join(' | ')} |`;
-  return [line(header), rule, ...cells.map(line)].join('\n');
+  return markdownTable(header, cells, new Set([3, 4, 5]));
 }

@@ -89,9 +89,24 @@ export function writeResults(path: string, results: object): void {
   writeFileSync(path, JSON.stringify(results, null, 2) + '\n');
 }
 
-function formatNumber(value: number): string {
-  if (value >= 100) return Math.round(value).toLocaleString('en-US');
+/** A number as the tables show it: whole with thousands separators from 100, else 3 digits. */
+export function formatNumber(value: number): string {
+  if (Math.abs(value) >= 100) return Math.round(value).toLocaleString('en-US');
   return value.toPrecision(3);
+}
+
+/**
+ * Rows as a Markdown table, the columns of `numeric` right-aligned: readable in a terminal,
+ * and pasted as is into the docs (the separator row is as Prettier writes it).
+ */
+export function markdownTable(header: string[], rows: string[][], numeric: Set<number>): string {
+  const widths = header.map((title, column) =>
+    Math.max(title.length, ...rows.map((row) => row[column]!.length)),
+  );
+  const line = (cells: string[]): string =>
+    `| ${cells.map((cell, i) => (numeric.has(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!))).join(' | ')} |`;
+  const rule = `| ${widths.map((width, i) => (numeric.has(i) ? `${'-'.repeat(width - 1)}:` : '-'.repeat(width))).join(' | ')} |`;
+  return [line(header), rule, ...rows.map(line)].join('\n');
 }
 
 /** The measures as a Markdown table: readable in a terminal, pasted as is into the README. */
@@ -116,13 +131,5 @@ export function formatTable(measures: Measure[]): string {
     m.serverCores === undefined ? '' : `${m.serverCores.toFixed(2)} cores`,
     m.ceiling ? `${(m.ceiling.ratio * 100).toFixed(0)} %` : '',
   ]);
-  const widths = header.map((title, column) =>
-    Math.max(title.length, ...rows.map((row) => row[column]!.length)),
-  );
-  const numeric = new Set([2, 4, 5, 6, 7]);
-  const line = (cells: string[]): string =>
-    `| ${cells.map((cell, i) => (numeric.has(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!))).join(' | ')} |`;
-  // The separator row as Prettier writes it, so the table pastes into Markdown unchanged.
-  const rule = `| ${widths.map((width, i) => (numeric.has(i) ? `${'-'.repeat(width - 1)}:` : '-'.repeat(width))).join(' | ')} |`;
-  return [line(header), rule, ...rows.map(line)].join('\n');
+  return markdownTable(header, rows, new Set([2, 4, 5, 6, 7]));
 }
