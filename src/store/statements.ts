@@ -4,6 +4,11 @@ import type { Database } from './schema.js';
 /** Rows per INSERT: 6 parameters each stays far below either database's limit. */
 export const MAX_ROWS_PER_INSERT = 1000;
 
+/** `items` in consecutive slices of at most `size`: one statement's worth each. */
+export function* slices<T>(items: readonly T[], size = MAX_ROWS_PER_INSERT): Generator<T[]> {
+  for (let from = 0; from < items.length; from += size) yield items.slice(from, from + size);
+}
+
 /** Runs `work` in a transaction, or in the one `db` already is. */
 export function atomically<T>(
   db: Kysely<Database>,

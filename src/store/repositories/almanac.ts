@@ -1,5 +1,5 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
-import { MAX_ROWS_PER_INSERT } from '../statements.js';
+import { slices } from '../statements.js';
 import type {
   AlmanacManifestsTable,
   AlmanacRegistrationsTable,
@@ -42,10 +42,10 @@ export class AlmanacRepository {
    */
   async upsertRegistrations(rows: AlmanacRegistrationRow[]): Promise<Set<string>> {
     const stored = new Set<string>();
-    for (let from = 0; from < rows.length; from += MAX_ROWS_PER_INSERT) {
+    for (const slice of slices(rows)) {
       const written = await this.db
         .insertInto('almanac_registrations')
-        .values(rows.slice(from, from + MAX_ROWS_PER_INSERT))
+        .values(slice)
         .onConflict((oc) =>
           oc
             .column('address')
@@ -71,11 +71,11 @@ export class AlmanacRepository {
   /** The protocols (as stored: JSON text) that the registrations of `addresses` declare. */
   async declaredProtocols(addresses: string[]): Promise<Map<string, string>> {
     const declared = new Map<string, string>();
-    for (let from = 0; from < addresses.length; from += MAX_ROWS_PER_INSERT) {
+    for (const slice of slices(addresses)) {
       const rows = await this.db
         .selectFrom('almanac_registrations')
         .select(['address', 'protocols'])
-        .where('address', 'in', addresses.slice(from, from + MAX_ROWS_PER_INSERT))
+        .where('address', 'in', slice)
         .execute();
       for (const row of rows) declared.set(row.address, row.protocols);
     }
@@ -88,20 +88,14 @@ export class AlmanacRepository {
    * declared protocols before; a new agent has none to delete).
    */
   async replaceProtocols(declared: Map<string, string[]>, replaced: string[]): Promise<void> {
-    for (let from = 0; from < replaced.length; from += MAX_ROWS_PER_INSERT) {
-      await this.db
-        .deleteFrom('almanac_protocols')
-        .where('address', 'in', replaced.slice(from, from + MAX_ROWS_PER_INSERT))
-        .execute();
+    for (const slice of slices(replaced)) {
+      await this.db.deleteFrom('almanac_protocols').where('address', 'in', slice).execute();
     }
     const rows = [...declared].flatMap(([address, digests]) =>
       [...new Set(digests)].map((digest) => ({ digest, address })),
     );
-    for (let from = 0; from < rows.length; from += MAX_ROWS_PER_INSERT) {
-      await this.db
-        .insertInto('almanac_protocols')
-        .values(rows.slice(from, from + MAX_ROWS_PER_INSERT))
-        .execute();
+    for (const slice of slices(rows)) {
+      await this.db.insertInto('almanac_protocols').values(slice).execute();
     }
   }
 

@@ -1,6 +1,6 @@
 import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
 import type { Database, DeliveryEventsTable } from '../schema.js';
-import { MAX_ROWS_PER_INSERT } from '../statements.js';
+import { slices } from '../statements.js';
 
 export type DeliveryEventRow = Selectable<DeliveryEventsTable>;
 export type NewDeliveryEvent = Insertable<DeliveryEventsTable>;
@@ -22,11 +22,8 @@ export async function insertDeliveryEvents(
   db: Kysely<Database>,
   events: NewDeliveryEvent[],
 ): Promise<void> {
-  for (let from = 0; from < events.length; from += MAX_ROWS_PER_INSERT) {
-    await db
-      .insertInto('delivery_events')
-      .values(events.slice(from, from + MAX_ROWS_PER_INSERT))
-      .execute();
+  for (const slice of slices(events)) {
+    await db.insertInto('delivery_events').values(slice).execute();
   }
 }
 

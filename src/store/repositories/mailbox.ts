@@ -6,7 +6,7 @@ import type {
   MessagesTable,
   QuarantinedMessagesTable,
 } from '../schema.js';
-import { atomically, MAX_ROWS_PER_INSERT } from '../statements.js';
+import { atomically, MAX_ROWS_PER_INSERT, slices } from '../statements.js';
 import { insertDeliveryEvents, type NewDeliveryEvent } from './deliveries.js';
 import { addUsage, type PeriodCounters, type QuotaOverrides } from './usage.js';
 
@@ -85,9 +85,8 @@ async function insertMessages(
   messages: NewMessage[],
 ): Promise<Pick<MessageRow, 'uuid' | 'address' | 'size'>[]> {
   const stored: Pick<MessageRow, 'uuid' | 'address' | 'size'>[] = [];
-  for (let from = 0; from < messages.length; from += MAX_ROWS_PER_INSERT) {
-    const batch = messages.slice(from, from + MAX_ROWS_PER_INSERT);
-    stored.push(...(await insertMessagesQuery(db, batch).execute()));
+  for (const slice of slices(messages)) {
+    stored.push(...(await insertMessagesQuery(db, slice).execute()));
   }
   return stored;
 }
@@ -177,11 +176,11 @@ function moveToQuarantine(
       .returning([...LEAVING, 'envelope', 'expires_at'])
       .execute();
     if (removed.length === 0) return 0;
-    for (let from = 0; from < removed.length; from += MAX_ROWS_PER_INSERT) {
+    for (const slice of slices(removed)) {
       await db
         .insertInto('quarantined_messages')
         .values(
-          removed.slice(from, from + MAX_ROWS_PER_INSERT).map((message) => ({
+          slice.map((message) => ({
             uuid: message.uuid,
             address: message.address,
             envelope: message.envelope,
@@ -532,11 +531,11 @@ export class MailboxRepository {
         db,
         uuids.map((uuid) => ({ address, uuid, event: 'polled', at, detail: by })),
       );
-      for (let from = 0; from < uuids.length; from += MAX_ROWS_PER_INSERT) {
+      for (const slice of slices(uuids)) {
         await db
           .updateTable('messages')
           .set({ polled_at: at })
-          .where('uuid', 'in', uuids.slice(from, from + MAX_ROWS_PER_INSERT))
+          .where('uuid', 'in', slice)
           .execute();
       }
     });
