@@ -142,11 +142,11 @@ export function createContext(
     store.dialect === 'postgres' && options.serving
       ? new PostgresDeliverySignals(config.databaseUrl, deliveryNotifier, logger)
       : localDeliverySignals(deliveryNotifier);
-  const agents = new AgentsService(store, usage, clock, (address) =>
+  const deliveries = new DeliveryTrace(store, clock, config.deliveryTrace);
+  const agents = new AgentsService(store, usage, clock, deliveries, (address) =>
     deliverySignals.announce([address]),
   );
   const almanac = new AlmanacService(store, signatures, clock, config.publicUrl);
-  const deliveries = new DeliveryTrace(store, clock, config.deliveryTrace);
   const admission = new EnvelopeAdmission(
     verifierPool ?? inlineEnvelopeVerifier(verifier),
     clock,

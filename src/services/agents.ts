@@ -14,6 +14,7 @@ import type {
   ProfileInput,
   RegistrationRequest,
 } from '../wire/agents.js';
+import type { DeliveryTrace } from './deliveries.js';
 import type { UsageService } from './usage.js';
 
 /** How many agents a user has and may have, kept current while a transaction adds some. */
@@ -64,6 +65,7 @@ export class AgentsService {
     private readonly store: Store,
     private readonly usage: UsageService,
     private readonly clock: Clock,
+    private readonly trace: DeliveryTrace,
     /** Hears, after the commit, of each mailbox a deletion removed (held polls end). */
     private readonly onMailboxRemoved: (address: string) => void = () => {},
   ) {}
@@ -126,8 +128,13 @@ export class AgentsService {
     });
   }
 
-  /** Removes the listing and its mailbox (with pending messages) and releases the identity. */
+  /**
+   * Removes the listing and its mailbox (with pending messages), releases the identity, then
+   * deletes the agent's delivery trace: its history goes with it (docs/mailbox.md, "Whose
+   * history"), and whoever registers the address next starts with none.
+   */
   async delete(userId: string, address: string): Promise<void> {
+    const deletedAt = this.clock.now();
     await this.store.transaction(async (tx) => {
       await tx.users.lock(userId);
       const agent = await tx.agents.find(address);
@@ -138,6 +145,7 @@ export class AgentsService {
       await tx.identities.release(address, userId);
     });
     this.onMailboxRemoved(address);
+    await this.trace.forget(address, deletedAt);
   }
 
   private async lockAllowance(tx: Repositories, userId: string): Promise<AgentAllowance> {

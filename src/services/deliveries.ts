@@ -4,7 +4,11 @@ import { NotFoundError } from '../errors.js';
 import { inBatches } from '../infra/batches.js';
 import type { Clock } from '../infra/clock.js';
 import type { Store } from '../store/index.js';
-import type { DeliveryEventRow, DeliveryFilter } from '../store/repositories/deliveries.js';
+import type {
+  DeliveryEventRow,
+  DeliveryFilter,
+  Ownership,
+} from '../store/repositories/deliveries.js';
 import type { PendingMessage } from '../store/repositories/mailbox.js';
 
 const AGENT_NOT_FOUND = 'Agent not found';
@@ -123,14 +127,17 @@ export class DeliveryTrace {
     ]);
   }
 
-  /** The trace of an agent the caller owns, oldest first; 404 for anyone else. */
+  /**
+   * The trace of an agent the caller owns, oldest first, from when they registered it; 404 for
+   * anyone else.
+   */
   async list(
     principal: Principal,
     address: string,
     filter: DeliveryFilter,
   ): Promise<DeliveryEventRow[]> {
-    await this.owned(principal, address);
-    return this.listAsOperator(address, filter);
+    const { since } = await this.owned(principal, address);
+    return this.listAsOperator(address, { ...filter, since: Math.max(filter.since ?? 0, since) });
   }
 
   /** The trace of any agent, oldest first, for the operator (the command line): no owner check. */
@@ -140,9 +147,10 @@ export class DeliveryTrace {
 
   /** One message's trace for the owner of its target; 404 when there is none. */
   async message(principal: Principal, address: string, uuid: string): Promise<DeliveryEventRow[]> {
-    await this.owned(principal, address);
+    const { since } = await this.owned(principal, address);
     const rows = await this.store.repos.deliveries.list(address, {
       uuid,
+      since,
       limit: MESSAGE_ROWS,
       offset: 0,
     });
@@ -151,8 +159,8 @@ export class DeliveryTrace {
   }
 
   /**
-   * The trace of the messages with this envelope digest (hex) for `target`, when the caller
-   * owns their sender or their target; 404 when there is none.
+   * The trace of the messages with this envelope digest (hex) for `target`: the rows recorded
+   * while the caller owned their sender or their target; 404 when there are none.
    */
   async byDigest(
     principal: Principal,
@@ -170,22 +178,30 @@ export class DeliveryTrace {
         [...found, ...unnamed].flatMap((row) => [row.address, ...(row.sender ? [row.sender] : [])]),
       ),
     ]);
-    const mine = (address: string | null): boolean =>
-      address !== null && owners.get(address) === principal.userId;
-    const visible = (row: { address: string; sender: string | null }): boolean =>
-      mine(row.address) || mine(row.sender);
-    const messages = new Map<string, { address: string; uuid: string }>();
+    const mine = (address: string | null, at?: number): boolean => {
+      const owner = address === null ? undefined : owners.get(address);
+      return owner?.userId === principal.userId && (at === undefined || at >= owner.since);
+    };
+    const messages = new Map<string, { address: string; uuid: string; sender: string | null }>();
     for (const row of found) {
-      if (row.uuid && visible(row)) {
-        messages.set(`${row.address} ${row.uuid}`, { address: row.address, uuid: row.uuid });
+      if (row.uuid && (mine(row.address) || mine(row.sender))) {
+        messages.set(`${row.address} ${row.uuid}`, { ...row, uuid: row.uuid });
       }
     }
+    // The owner of the target sees the rows recorded while they owned it; whoever owned the
+    // sender when the message was sent follows that message all the way (its polls and
+    // deletion carry no sender).
     const traces = await Promise.all(
-      [...messages.values()].map(({ address, uuid }) =>
-        deliveries.list(address, { uuid, limit: MESSAGE_ROWS, offset: 0 }),
-      ),
+      [...messages.values()].map(async ({ address, uuid, sender }) => {
+        const trail = await deliveries.list(address, { uuid, limit: MESSAGE_ROWS, offset: 0 });
+        const sentAt = Math.min(...trail.map((row) => Number(row.at)));
+        return mine(sender, sentAt) ? trail : trail.filter((row) => mine(address, Number(row.at)));
+      }),
     );
-    const rows = [...traces.flat(), ...unnamed.filter(visible)];
+    const refusals = unnamed.filter(
+      (row) => mine(row.address, Number(row.at)) || mine(row.sender, Number(row.at)),
+    );
+    const rows = [...traces.flat(), ...refusals];
     if (rows.length === 0) throw new NotFoundError(TRACE_NOT_FOUND);
     return rows.sort((a, b) => Number(a.at) - Number(b.at));
   }
@@ -207,11 +223,28 @@ export class DeliveryTrace {
     );
   }
 
-  private async owned(principal: Principal, address: string): Promise<void> {
-    const owners = await this.store.repos.deliveries.owners([address]);
-    if (principal.kind !== 'user' || owners.get(address) !== principal.userId) {
+  /**
+   * Deletes what the trace holds of an agent whose listing was deleted at `until`, in batches
+   * (nothing of it was visible to anyone since: reads start at the current owner's
+   * registration); how many rows went. What a crash leaves goes with retention.
+   */
+  async forget(
+    address: string,
+    until: number,
+    batchSize = 1000,
+    maxBatches = 1000,
+  ): Promise<number> {
+    return inBatches(batchSize, maxBatches, () =>
+      this.store.repos.deliveries.forget(address, until, batchSize),
+    );
+  }
+
+  private async owned(principal: Principal, address: string): Promise<Ownership> {
+    const owner = (await this.store.repos.deliveries.owners([address])).get(address);
+    if (principal.kind !== 'user' || owner?.userId !== principal.userId) {
       throw new NotFoundError(AGENT_NOT_FOUND);
     }
+    return owner;
   }
 }
 

@@ -84,9 +84,9 @@ export class ProxyService {
         signal: AbortSignal.timeout(sync ? this.policy.syncTimeoutMs : this.policy.timeoutMs),
       });
     } catch (err) {
-      const refused = deliveryError(err);
-      await attempt(null, refused.message);
-      throw refused;
+      const failure = deliveryFailure(err);
+      await attempt(null, failure.detail);
+      throw failure.error;
     }
     if (response.statusCode < 200 || response.statusCode >= 300) {
       await response.body.dump();
@@ -136,26 +136,35 @@ export class ProxyService {
         chunks.push(chunk);
       }
     } catch (err) {
-      throw deliveryError(err);
+      throw deliveryFailure(err).error;
     }
     return Buffer.concat(chunks);
   }
 }
 
-/** Why a delivery failed, as the sender should hear it; the target's internals stay out. */
-function deliveryError(err: unknown): Error {
-  if (err instanceof BadGatewayError) return err;
+/**
+ * Why a delivery failed: `error` is what the sender hears, `detail` what the owner's trace
+ * keeps. The sender may be anyone, so the target's internals stay out of `error`: where the
+ * owner's URL resolved to is theirs alone.
+ */
+function deliveryFailure(err: unknown): { error: Error; detail: string } {
+  const told = (error: Error) => ({ error, detail: error.message });
+  if (err instanceof BadGatewayError) return told(err);
   const causes: unknown[] = [];
   for (let e: unknown = err; e instanceof Error && causes.length < 5; e = e.cause) causes.push(e);
   const refused = causes.find((e) => e instanceof PrivateTargetError);
   if (refused instanceof PrivateTargetError) {
-    return new BadRequestError(
-      `Target agent's URL points at a private network address (${refused.address}); ${PRIVATE_TARGET_HINT}`,
+    const error = new BadRequestError(
+      `Target agent's URL points at a private network address; ${PRIVATE_TARGET_HINT}`,
     );
+    return {
+      error,
+      detail: `private address refused: ${refused.host} resolves to ${refused.address}; ${PRIVATE_TARGET_HINT}`,
+    };
   }
   if (causes.some((e) => e instanceof Error && e.name === 'TimeoutError')) {
-    return new GatewayTimeoutError('Target agent did not answer in time');
+    return told(new GatewayTimeoutError('Target agent did not answer in time'));
   }
   const code = causes.map((e) => (e as { code?: unknown }).code).find((c) => typeof c === 'string');
-  return new BadGatewayError(`Target agent is unreachable${code ? ` (${code})` : ''}`);
+  return told(new BadGatewayError(`Target agent is unreachable${code ? ` (${code})` : ''}`));
 }

@@ -234,6 +234,16 @@ describeOnEachDialect('proxy private-network guard', (dialect) => {
       assert.match(res.body.detail, /AGENTRY_ALLOW_PRIVATE_TARGETS/);
       assert.match(res.body.detail, /--allow-private-targets/);
       assert.equal(endpoint.received.length, before, 'nothing reached the endpoint');
+      // The sender may be anyone: where the owner's URL points is the owner's alone.
+      assert.doesNotMatch(res.text, /127\.0\.0\.1|::1|::ffff|169\.254|10\.0\.0\.1|localhost/);
+      assert.doesNotMatch(res.text, /resolves/);
+      // The owner's trace says why, address and all.
+      const trace = await call(t.url, 'GET', `/v2/agents/${agent.address}/deliveries`, {
+        key: t.userKey,
+      });
+      assert.equal(trace.status, 200, trace.text);
+      const forwarded = trace.body.find((row: { event: string }) => row.event === 'forwarded');
+      assert.match(forwarded.detail, /^private address refused: \S+ resolves to \S+;/);
     });
   }
 });

@@ -51,6 +51,20 @@ describeOnEachDialect('sessions', (dialect) => {
     assert.equal(bearer.body.expires_at, null);
   });
 
+  it('signs a script in as docs/console.md says: with the custom header, never without', async () => {
+    // No cookie, no header: refused all the same, saying what to send (a login CSRF guard).
+    const bare = await call(t.url, 'POST', '/v2/session', { body: { api_key: t.userKey } });
+    assert.equal(bare.status, 403, bare.text);
+    assert.match(bare.body.detail, /x-agentry-csrf header \(any value\)/);
+    assert.equal(bare.headers.get('set-cookie'), null);
+    const signed = await call(t.url, 'POST', '/v2/session', {
+      headers: { 'x-agentry-csrf': 'yes' },
+      body: { api_key: t.userKey },
+    });
+    assert.equal(signed.status, 200, signed.text);
+    assert.match(String(signed.headers.get('set-cookie')), /agentry_session=/);
+  });
+
   it('refuses cookie writes without the custom header or from another origin', async () => {
     const cookie = await signIn(t, t.userKey);
     const bare = await call(t.url, 'POST', '/v2/api-keys', { headers: { cookie }, body: {} });

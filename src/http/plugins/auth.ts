@@ -13,15 +13,18 @@ const CSRF_HEADER = 'x-agentry-csrf';
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /**
- * A write made with a session cookie must come from this service's own pages: it carries the
- * custom header (which a form or a cross-site script cannot send without a CORS grant that is
- * never given with credentials), and any Origin or Sec-Fetch-Site the browser sends must say
- * same origin.
+ * A write made with a session cookie, and a sign-in (which sets one), must come from this
+ * service's own pages: it carries the custom header (which a form or a cross-site script
+ * cannot send without a CORS grant that is never given with credentials), and any Origin or
+ * Sec-Fetch-Site the browser sends must say same origin. Sign-in asks for it even without a
+ * cookie: otherwise another site could sign a visitor's browser into an account of its own.
  */
 export function checkSameOriginWrite(request: FastifyRequest, publicUrl?: string): void {
   if (SAFE_METHODS.has(request.method)) return;
   if (request.headers[CSRF_HEADER] === undefined) {
-    throw new ForbiddenError(`Cookie-authenticated writes need the ${CSRF_HEADER} header`);
+    throw new ForbiddenError(
+      `Sign-in and cookie-authenticated writes need the ${CSRF_HEADER} header (any value)`,
+    );
   }
   const site = request.headers['sec-fetch-site'];
   if (site !== undefined && site !== 'same-origin' && site !== 'none') {

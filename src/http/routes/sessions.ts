@@ -27,7 +27,7 @@ export function sessionsRoutes(app: FastifyInstance, ctx: AppContext): void {
         tags: ['console'],
         summary: 'Sign In',
         description:
-          'Opens a web console session with an API key: the answer sets an httpOnly, SameSite=Strict cookie. Browsers must send the x-agentry-csrf header.',
+          'Opens a web console session with an API key: the answer sets an httpOnly, SameSite=Strict cookie. Every caller, script or browser, sends the x-agentry-csrf header (any value), as for every write made with the cookie.',
         body: SignInRequest,
         response: { 200: SessionInfo, ...errorResponses(401, 403, 422) },
       },

@@ -5,6 +5,15 @@ import { slices } from '../statements.js';
 export type DeliveryEventRow = Selectable<DeliveryEventsTable>;
 export type NewDeliveryEvent = Insertable<DeliveryEventsTable>;
 
+/**
+ * Who owns an agent, and since when (the listing's first registration): the history an owner
+ * reads starts there, so that what an agent went through under an earlier owner stays theirs.
+ */
+export interface Ownership {
+  userId: string;
+  since: number;
+}
+
 /** What a listing of one agent's trace keeps. */
 export interface DeliveryFilter {
   /** Only rows at or after this moment (ms). */
@@ -39,15 +48,36 @@ export class DeliveriesRepository {
     return insertDeliveryEvents(this.db, events);
   }
 
-  /** The owner of each of `addresses` that is registered. */
-  async owners(addresses: string[]): Promise<Map<string, string>> {
+  /** Who owns each of `addresses` that is registered, and since when. */
+  async owners(addresses: string[]): Promise<Map<string, Ownership>> {
     if (addresses.length === 0) return new Map();
     const rows = await this.db
       .selectFrom('agents')
-      .select(['address', 'user_id'])
+      .select(['address', 'user_id', 'registered_at'])
       .where('address', 'in', addresses)
       .execute();
-    return new Map(rows.map((row) => [row.address, row.user_id]));
+    return new Map(
+      rows.map((row) => [row.address, { userId: row.user_id, since: Number(row.registered_at) }]),
+    );
+  }
+
+  /**
+   * Deletes up to `limit` of the agent's rows recorded up to `until` (when its listing was
+   * deleted), and says how many went.
+   */
+  async forget(address: string, until: number, limit: number): Promise<number> {
+    const removed = await this.db
+      .deleteFrom('delivery_events')
+      .where('id', 'in', (eb) =>
+        eb
+          .selectFrom('delivery_events')
+          .select('id')
+          .where('address', '=', address)
+          .where('at', '<=', until)
+          .limit(limit),
+      )
+      .executeTakeFirst();
+    return Number(removed.numDeletedRows);
   }
 
   /**

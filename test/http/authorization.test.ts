@@ -1,0 +1,490 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { createServer, type Server as HttpServer } from 'node:http';
+import { envelopeDigest, type EnvelopeFields } from '../../src/crypto/index.js';
+import { messageUuid } from '../../src/services/mailbox.js';
+import type { DeliveryEventView } from '../../src/wire/deliveries.js';
+import { hostOf, newRegisteredAgent, registerAgent } from '../kit/agents.js';
+import { describeOnEachDialect } from '../kit/dialects.js';
+import { call, type CallOptions } from '../kit/http.js';
+import { closeNow, listenOnLoopback } from '../kit/loopback.js';
+import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
+import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
+
+/**
+ * Who may call each operation of the OpenAPI document. Every operation must be listed (the
+ * first test fails otherwise), so that a new endpoint joins these tests when it is added.
+ *
+ * - `public`: anyone; credentials are ignored or only widen what is allowed;
+ * - `user`: any user's API key, about the caller's own things;
+ * - `owner`: the API key of the user who owns what the path names (another user: 404, as
+ *   for nothing at all: whether it exists is the owner's business);
+ * - `name-owner`: the same for a name, whose existence the Almanac makes public (another
+ *   user: 403, it belongs to someone else);
+ * - `owner-or-agent`: that, or the attestation of the agent the path names;
+ * - `agent`: only an agent's attestation, for the agent the body names.
+ */
+type Rule = 'public' | 'user' | 'owner' | 'name-owner' | 'owner-or-agent' | 'agent';
+
+const RULES: Record<string, Rule> = {
+  'GET /health': 'public',
+  'GET /ready': 'public',
+  'GET /v2/identity/{address}/challenge': 'user',
+  'POST /v2/identity': 'user',
+  'GET /v2/agents': 'user',
+  'POST /v2/agents': 'user',
+  'POST /v2/agents/batch': 'user',
+  'GET /v2/agents/{address}': 'owner',
+  'PUT /v2/agents/{address}': 'owner',
+  'DELETE /v2/agents/{address}': 'owner',
+  'GET /v2/agents/usage/current': 'user',
+  'POST /v2/agents/mailbox/submit': 'public',
+  'GET /v2/agents/mailbox/submit': 'public',
+  'HEAD /v2/agents/mailbox/submit': 'public',
+  'GET /v2/agents/{address}/mailbox': 'owner-or-agent',
+  'GET /v2/agents/{address}/mailbox/{uuid}': 'owner-or-agent',
+  'DELETE /v2/agents/{address}/mailbox/{uuid}': 'owner-or-agent',
+  'GET /v2/agents/{address}/mailbox/quarantine': 'owner',
+  'DELETE /v2/agents/{address}/mailbox/quarantine/{uuid}': 'owner',
+  'POST /v2/agents/proxy/submit': 'public',
+  'GET /v2/agents/proxy/submit': 'public',
+  'HEAD /v2/agents/proxy/submit': 'public',
+  'POST /v2/agents/interactions': 'agent',
+  'GET /v2/agents/{address}/deliveries': 'owner',
+  'GET /v2/agents/{address}/deliveries/{uuid}': 'owner',
+  'GET /v2/deliveries': 'user',
+  'POST /v1/almanac/agents': 'public',
+  'POST /v1/almanac/agents/batch': 'public',
+  'POST /v1/almanac/agents/{address}/status': 'public',
+  'GET /v1/almanac/agents/{address}': 'public',
+  'POST /v1/almanac/manifests': 'public',
+  'GET /v1/almanac/manifests/protocols/{digest}': 'public',
+  'POST /v1/almanac/search': 'public',
+  'GET /v1/almanac/recent': 'public',
+  'GET /v1/almanac/domains/{name}': 'public',
+  'GET /v1/almanac/search/available_name': 'public',
+  'GET /v2/almanac/resolve/{id}': 'public',
+  'GET /v2/users/domains': 'user',
+  'POST /v2/users/domains': 'user',
+  'PUT /v2/users/domains/{domain_name}': 'name-owner',
+  'DELETE /v2/users/domains/{domain_name}': 'name-owner',
+  'POST /v1/search/agents': 'public',
+  'POST /v1/search': 'public',
+  'POST /v1/search/geo': 'public',
+  'POST /v2/session': 'public',
+  'GET /v2/session': 'user',
+  'DELETE /v2/session': 'public',
+  'GET /v2/api-keys': 'user',
+  'POST /v2/api-keys': 'user',
+  'DELETE /v2/api-keys/{id}': 'owner',
+  'GET /v2/agents/usage/history': 'user',
+};
+
+interface Operation {
+  method: string;
+  path: string;
+  rule: Rule;
+}
+
+/** An agent's own endpoint on loopback, answering 200 to everything. */
+async function startEndpoint(): Promise<{ url: string; close(): Promise<void> }> {
+  const server: HttpServer = createServer((request, response) => {
+    request.resume();
+    request.on('end', () =>
+      response.writeHead(200, { 'content-type': 'application/json' }).end('{}'),
+    );
+  });
+  return { url: await listenOnLoopback(server), close: () => closeNow(server) };
+}
+
+async function operationsOf(t: TestServer): Promise<Operation[]> {
+  const document = await call(t.url, 'GET', '/openapi.json');
+  assert.equal(document.status, 200);
+  const paths = document.body.paths as Record<string, Record<string, unknown>>;
+  return Object.entries(paths).flatMap(([path, operations]) =>
+    Object.keys(operations).map((method) => {
+      const key = `${method.toUpperCase()} ${path}`;
+      return { method: method.toUpperCase(), path, rule: RULES[key]! };
+    }),
+  );
+}
+
+describeOnEachDialect('authorization of every operation', (dialect) => {
+  const clock = new ManualClock();
+  let t: TestServer;
+  let endpoint: Awaited<ReturnType<typeof startEndpoint>>;
+  let bobKey: string;
+  let operations: Operation[];
+  /** Alice's things, named in the paths of the calls below. */
+  const alice = {} as {
+    agent: TestIdentity;
+    uuid: string;
+    keyId: string;
+    domain: string;
+    redirectUrl: string;
+  };
+
+  before(async () => {
+    endpoint = await startEndpoint();
+    t = await startTestServer({ dialect, clock, config: { allowPrivateTargets: true } });
+    bobKey = await t.addUser('bob');
+    operations = await operationsOf(t);
+    alice.redirectUrl = `${endpoint.url}/alice-only-path`;
+    alice.agent = await newRegisteredAgent(hostOf(t), t.userKey, {
+      redirectUrl: alice.redirectUrl,
+    });
+    const sender = TestIdentity.random();
+    const envelope = sender.signEnvelope(
+      makeEnvelope({ sender: sender.address, target: alice.agent.address, payloadJson: '{}' }),
+    );
+    assert.equal(
+      (await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: envelope })).status,
+      200,
+    );
+    alice.uuid = messageUuid(envelope);
+    const keys = await call(t.url, 'GET', '/v2/api-keys', { key: t.userKey });
+    alice.keyId = keys.body[0].id;
+    alice.domain = 'alice-private.agent';
+    const domain = await call(t.url, 'POST', '/v2/users/domains', {
+      key: t.userKey,
+      body: { domain_name: alice.domain, agent_records: [{ address: alice.agent.address }] },
+    });
+    assert.equal(domain.status, 201, domain.text);
+  });
+  after(async () => {
+    await t.close();
+    await endpoint.close();
+  });
+
+  /** The operation's path with Alice's things in it. */
+  function pathOf(operation: Operation): string {
+    return operation.path
+      .replace('{address}', alice.agent.address)
+      .replace('{uuid}', alice.uuid)
+      .replace('{id}', operation.path.startsWith('/v2/api-keys') ? alice.keyId : 'alice')
+      .replace('{domain_name}', alice.domain)
+      .replace('{name}', alice.domain)
+      .replace('{digest}', 'proto:' + '0'.repeat(64));
+  }
+
+  /** A body that passes validation, so that what answers is the authorization. */
+  function bodyOf(operation: Operation): unknown {
+    if (operation.method === 'PUT' && operation.path === '/v2/agents/{address}') {
+      return { address: alice.agent.address, name: 'taken over' };
+    }
+    if (operation.method === 'PUT' && operation.path.startsWith('/v2/users/domains')) {
+      return { agent_records: [] };
+    }
+    return operation.method === 'GET' || operation.method === 'HEAD' ? undefined : {};
+  }
+
+  const send = (operation: Operation, options: CallOptions) =>
+    call(t.url, operation.method, pathOf(operation), { body: bodyOf(operation), ...options });
+
+  it('has a rule for every operation of the OpenAPI document, and none for an operation gone', () => {
+    const documented = new Set(operations.map(({ method, path }) => `${method} ${path}`));
+    const unlisted = [...documented].filter((key) => RULES[key] === undefined);
+    assert.deepEqual(unlisted, [], 'add each new operation to RULES');
+    const gone = Object.keys(RULES).filter((key) => !documented.has(key));
+    assert.deepEqual(gone, [], 'remove the rules of operations no longer served');
+  });
+
+  it('answers 401 without credentials, and with a key that does not exist, on every operation that needs them', async () => {
+    for (const operation of operations.filter(({ rule }) => rule !== 'public')) {
+      for (const options of [{}, { key: 'agy_nosuchkeyatall000000000000000000000' }]) {
+        const res = await send(operation, options);
+        assert.equal(res.status, 401, `${operation.method} ${operation.path}: ${res.text}`);
+      }
+    }
+  });
+
+  it("answers another user 404 (403 for a name) on every operation about the owner's things", async () => {
+    // Bob's own agent, so that Bob is a full user with things of his own.
+    await newRegisteredAgent(hostOf(t), bobKey);
+    const owned = operations.filter(
+      ({ rule }) => rule.startsWith('owner') || rule === 'name-owner',
+    );
+    for (const operation of owned) {
+      const res = await send(operation, { key: bobKey });
+      const expected = operation.rule === 'name-owner' ? 403 : 404;
+      assert.equal(res.status, expected, `${operation.method} ${operation.path}: ${res.text}`);
+      assert.ok(!res.text.includes('alice-only-path'), res.text);
+    }
+    // Nothing of Alice's changed: the calls above did not reach her things.
+    const listing = await call(t.url, 'GET', `/v2/agents/${alice.agent.address}`, {
+      key: t.userKey,
+    });
+    assert.equal(listing.status, 200, listing.text);
+    assert.notEqual(listing.body.name, 'taken over');
+    const pending = await call(t.url, 'GET', `/v2/agents/${alice.agent.address}/mailbox`, {
+      key: t.userKey,
+    });
+    assert.deepEqual(
+      pending.body.map((message: { uuid: string }) => message.uuid),
+      [alice.uuid],
+    );
+  });
+
+  it("answers the owner 200 on every read of the owner's things (the 404s above are not for all)", async () => {
+    const reads = operations.filter(
+      ({ rule, method }) => (rule.startsWith('owner') || rule === 'name-owner') && method === 'GET',
+    );
+    assert.ok(reads.length >= 5);
+    for (const operation of reads) {
+      const res = await send(operation, { key: t.userKey });
+      assert.equal(res.status, 200, `${operation.method} ${operation.path}: ${res.text}`);
+    }
+  });
+
+  it('refuses the attestation of another agent on operations an agent may call for itself', async () => {
+    const stranger = TestIdentity.random();
+    for (const operation of operations.filter(({ rule }) => rule === 'owner-or-agent')) {
+      const res = await send(operation, { authorization: stranger.authorization(clock.now()) });
+      assert.equal(res.status, 403, `${operation.method} ${operation.path}: ${res.text}`);
+    }
+    const interaction = await call(t.url, 'POST', '/v2/agents/interactions', {
+      authorization: stranger.authorization(clock.now()),
+      body: { source: alice.agent.address, target: stranger.address, session_id: randomUUID() },
+    });
+    assert.equal(interaction.status, 403, interaction.text);
+    // An agent's attestation is no user's key.
+    const usersOnly = operations.filter(({ rule }) =>
+      ['user', 'owner', 'name-owner'].includes(rule),
+    );
+    for (const operation of usersOnly) {
+      const res = await send(operation, { authorization: alice.agent.authorization(clock.now()) });
+      assert.equal(res.status, 401, `${operation.method} ${operation.path}: ${res.text}`);
+    }
+  });
+
+  it('never answers an anonymous caller with a value only the owner may see', async () => {
+    const ownerOnly = [
+      alice.redirectUrl,
+      new URL(alice.redirectUrl).host,
+      'alice-only-path',
+      alice.keyId,
+      alice.uuid,
+      t.userKey,
+    ];
+    for (const operation of operations) {
+      const res = await send(operation, {});
+      for (const value of ownerOnly) {
+        assert.ok(
+          !res.text.includes(value),
+          `${operation.method} ${operation.path} answered ${value}: ${res.text}`,
+        );
+      }
+    }
+  });
+});
+
+describeOnEachDialect('an agent that changes owner', (dialect) => {
+  const clock = new ManualClock();
+  let t: TestServer;
+  let endpoint: Awaited<ReturnType<typeof startEndpoint>>;
+  let bobKey: string;
+
+  before(async () => {
+    endpoint = await startEndpoint();
+    t = await startTestServer({ dialect, clock, config: { allowPrivateTargets: true } });
+    bobKey = await t.addUser('bob');
+  });
+  after(async () => {
+    await t.close();
+    await endpoint.close();
+  });
+
+  const aliceKey = () => t.userKey;
+
+  function envelopeFrom(sender: TestIdentity, target: string): EnvelopeFields {
+    return sender.signEnvelope(
+      makeEnvelope({
+        sender: sender.address,
+        target,
+        payloadJson: '{"text":"hello"}',
+        nonce: Math.floor(Math.random() * 1e9),
+      }),
+    );
+  }
+  const hex = (envelope: EnvelopeFields): string =>
+    Buffer.from(envelopeDigest(envelope)).toString('hex');
+
+  async function trace(
+    address: string,
+    key: string,
+    path = '',
+  ): Promise<{ status: number; rows: DeliveryEventView[] }> {
+    const res = await call(t.url, 'GET', `/v2/agents/${address}/deliveries${path}`, { key });
+    return { status: res.status, rows: res.status === 200 ? res.body : [] };
+  }
+
+  /** Alice's agent X with a full history: a message received, polled, deleted; a refusal; a forward. */
+  async function historyUnderAlice(x: TestIdentity, from: TestIdentity) {
+    const delivered = envelopeFrom(from, x.address);
+    assert.equal(
+      (await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: delivered })).status,
+      200,
+    );
+    const uuid = messageUuid(delivered);
+    const agentAuth = { authorization: x.authorization(clock.now()) };
+    assert.equal(
+      (await call(t.url, 'GET', `/v2/agents/${x.address}/mailbox`, agentAuth)).status,
+      200,
+    );
+    assert.equal(
+      (await call(t.url, 'DELETE', `/v2/agents/${x.address}/mailbox/${uuid}`, agentAuth)).status,
+      200,
+    );
+    // Signed by another key than the sender's: refused, and recorded for X's owner.
+    const forged = {
+      ...envelopeFrom(from, x.address),
+      signature: envelopeFrom(TestIdentity.random(), x.address).signature,
+    };
+    assert.notEqual(
+      (await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: forged })).status,
+      200,
+    );
+    const forwarded = envelopeFrom(from, x.address);
+    assert.equal(
+      (await call(t.url, 'POST', '/v2/agents/proxy/submit', { body: forwarded })).status,
+      200,
+    );
+    const rows = (await trace(x.address, aliceKey())).rows;
+    assert.deepEqual([...new Set(rows.map((row) => row.event))].sort(), [
+      'deleted',
+      'forwarded',
+      'polled',
+      'refused',
+      'stored',
+      'submitted',
+    ]);
+    return { delivered, uuid, forwarded };
+  }
+
+  it('carries no history to the new owner, and none of the new owner back to the old one', async () => {
+    const x = TestIdentity.random();
+    const from = TestIdentity.random();
+    await registerAgent(hostOf(t), aliceKey(), x, { redirectUrl: `${endpoint.url}/alice` });
+    // Alice also owns the sender, so she sees the digest look-up from both ends.
+    await registerAgent(hostOf(t), aliceKey(), from);
+    const { delivered, uuid } = await historyUnderAlice(x, from);
+
+    assert.equal(
+      (await call(t.url, 'DELETE', `/v2/agents/${x.address}`, { key: aliceKey() })).status,
+      200,
+    );
+    clock.advance(1000);
+    await registerAgent(hostOf(t), bobKey, x, { redirectUrl: `${endpoint.url}/bob` });
+
+    // Bob, the new owner: an empty trace, no message of Alice's, no digest of hers.
+    const bobs = await trace(x.address, bobKey);
+    assert.equal(bobs.status, 200);
+    assert.deepEqual(bobs.rows, []);
+    assert.equal((await trace(x.address, bobKey, `/${uuid}`)).status, 404);
+    const byDigest = await call(
+      t.url,
+      'GET',
+      `/v2/deliveries?digest=${hex(delivered)}&target=${x.address}`,
+      { key: bobKey },
+    );
+    assert.equal(byDigest.status, 404, byDigest.text);
+    // Alice no longer owns X: 404, as for any agent not hers.
+    assert.equal((await trace(x.address, aliceKey())).status, 404);
+
+    // Bob's own history starts, and Alice sees none of it, not even as the sender's owner.
+    const fresh = envelopeFrom(from, x.address);
+    assert.equal(
+      (await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: fresh })).status,
+      200,
+    );
+    assert.deepEqual(
+      (await trace(x.address, bobKey)).rows.map((row) => [row.event, row.uuid]),
+      [
+        ['submitted', messageUuid(fresh)],
+        ['stored', messageUuid(fresh)],
+      ],
+    );
+    assert.equal((await trace(x.address, aliceKey())).status, 404);
+    // As the owner of the sender, Alice still finds her own message to X by its digest.
+    const asSender = await call(
+      t.url,
+      'GET',
+      `/v2/deliveries?digest=${hex(fresh)}&target=${x.address}`,
+      { key: aliceKey() },
+    );
+    assert.equal(asSender.status, 200, asSender.text);
+    assert.deepEqual(
+      asSender.body.map((row: DeliveryEventView) => row.event),
+      ['submitted', 'stored'],
+    );
+  });
+
+  it('deletes the trace with the agent, so that nothing of it is left to show', async () => {
+    const x = TestIdentity.random();
+    const from = TestIdentity.random();
+    await registerAgent(hostOf(t), aliceKey(), x, { redirectUrl: `${endpoint.url}/alice` });
+    await historyUnderAlice(x, from);
+    assert.equal(
+      (await call(t.url, 'DELETE', `/v2/agents/${x.address}`, { key: aliceKey() })).status,
+      200,
+    );
+    // The operator's view reads every stored row, whoever it belonged to: none are left.
+    const stored = await t.server.ctx.services.deliveries.listAsOperator(x.address, {
+      limit: 100,
+      offset: 0,
+    });
+    assert.deepEqual(stored, []);
+  });
+
+  it("does not show the sender's new owner what the sender's previous owner sent", async () => {
+    const sender = TestIdentity.random();
+    const target = await newRegisteredAgent(hostOf(t), bobKey);
+    await registerAgent(hostOf(t), aliceKey(), sender);
+    const sent = envelopeFrom(sender, target.address);
+    assert.equal(
+      (await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: sent })).status,
+      200,
+    );
+    const lookUp = (key: string) =>
+      call(t.url, 'GET', `/v2/deliveries?digest=${hex(sent)}&target=${target.address}`, { key });
+    assert.equal((await lookUp(aliceKey())).status, 200);
+    // The sender changes hands; Carol, its new owner, owns neither end of Alice's message.
+    assert.equal(
+      (await call(t.url, 'DELETE', `/v2/agents/${sender.address}`, { key: aliceKey() })).status,
+      200,
+    );
+    clock.advance(1000);
+    const carolKey = await t.addUser(`carol-${dialect}`);
+    await registerAgent(hostOf(t), carolKey, sender);
+    assert.equal((await lookUp(carolKey)).status, 404);
+    assert.equal((await lookUp(aliceKey())).status, 404);
+    // Bob, who owns the target throughout, still sees it.
+    assert.equal((await lookUp(bobKey)).status, 200);
+  });
+
+  describe('refusals to anonymous senders', () => {
+    it('say why a forward was refused without naming the address behind the URL', async () => {
+      const guarded = await startTestServer({ dialect, clock });
+      try {
+        const agent = await newRegisteredAgent(hostOf(guarded), guarded.userKey, {
+          redirectUrl: 'http://10.1.2.3:8001/submit',
+        });
+        const sender = TestIdentity.random();
+        const res = await call(guarded.url, 'POST', '/v2/agents/proxy/submit', {
+          body: envelopeFrom(sender, agent.address),
+        });
+        assert.equal(res.status, 400, res.text);
+        assert.match(res.body.detail, /private network address/);
+        assert.ok(!res.text.includes('10.1.2.3'), res.text);
+        const rows = await call(guarded.url, 'GET', `/v2/agents/${agent.address}/deliveries`, {
+          key: guarded.userKey,
+        });
+        const forwarded = rows.body.find((row: DeliveryEventView) => row.event === 'forwarded');
+        assert.match(forwarded.detail, /10\.1\.2\.3/);
+      } finally {
+        await guarded.close();
+      }
+    });
+  });
+});
