@@ -26,6 +26,7 @@ import { almanacDomainsRoutes, domainsRoutes } from './http/routes/domains.js';
 import { healthRoutes } from './http/routes/health.js';
 import { identityRoutes } from './http/routes/identity.js';
 import { interactionsRoutes } from './http/routes/interactions.js';
+import { activityRoutes } from './http/routes/activity.js';
 import { keysRoutes } from './http/routes/keys.js';
 import { mailboxRoutes } from './http/routes/mailbox.js';
 import { proxyRoutes } from './http/routes/proxy.js';
@@ -82,8 +83,12 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   });
 
   installDrain(app, ctx.lifecycle);
-  // Held mailbox polls would keep close() waiting for their hold limit: end them first.
-  app.addHook('preClose', async () => ctx.endHeldPolls());
+  // Held mailbox polls would keep close() waiting for their hold limit, and activity streams
+  // for ever: end them first (a stream's client reconnects, to another replica if there is one).
+  app.addHook('preClose', async () => {
+    ctx.endHeldPolls();
+    ctx.services.activity.endStreams();
+  });
 
   installErrorHandling(app);
   installJsonParser(app);
@@ -123,6 +128,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     countRefusal,
     sessions: ctx.services.sessions,
     publicUrl: config.publicUrl,
+    agentCalled: (address) => ctx.services.deliveries.seen(address, 'call'),
   });
 
   // The OpenAPI document lists paths in the order their routes are added: a resource whose
@@ -135,6 +141,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   proxyRoutes(app, ctx);
   interactionsRoutes(app, ctx);
   deliveriesRoutes(app, ctx);
+  activityRoutes(app, ctx);
   almanacRoutes(app, ctx);
   almanacSearchRoutes(app, ctx);
   almanacDomainsRoutes(app, ctx);

@@ -13,6 +13,7 @@ import { DeliveryNotifier } from './infra/delivery-notifier.js';
 import { EnvelopeAdmission } from './services/envelopes.js';
 import { IdentityService } from './services/identity.js';
 import { DeliveryTrace } from './services/deliveries.js';
+import { ActivityService } from './services/activity.js';
 import { InteractionsService } from './services/interactions.js';
 import { KeysService } from './services/keys.js';
 import { MailboxService } from './services/mailbox.js';
@@ -43,6 +44,7 @@ export interface Services {
   proxy: ProxyService;
   interactions: InteractionsService;
   deliveries: DeliveryTrace;
+  activity: ActivityService;
   domains: DomainsService;
   discovery: DiscoveryService;
   sessions: SessionsService;
@@ -143,10 +145,41 @@ export function createContext(
       ? new PostgresDeliverySignals(config.databaseUrl, deliveryNotifier, logger)
       : localDeliverySignals(deliveryNotifier);
   const deliveries = new DeliveryTrace(store, clock, config.deliveryTrace);
-  const agents = new AgentsService(store, usage, clock, deliveries, (address) =>
+  const activity = new ActivityService(
+    store,
+    clock,
+    deliveries,
+    {
+      retentionMs: config.mailboxRetentionSeconds * 1000,
+      activeMs: config.agentActiveSeconds * 1000,
+      idleMs: config.agentIdleSeconds * 1000,
+      errorWindowMs: config.agentErrorSeconds * 1000,
+      eventsPerMinute: config.eventsPerMinute,
+    },
+    logger,
+    (address) => deliverySignals.announceActivity([address]),
+  );
+  // Streams hear of messages where held polls do, and of the rest of the activity beside them.
+  deliveryNotifier.observe({
+    changed: (addresses) => activity.wake(addresses),
+    lost: () => activity.wakeAll(),
+  });
+  const agents = new AgentsService(store, usage, clock, activity, (address) =>
     deliverySignals.announce([address]),
   );
   const almanac = new AlmanacService(store, signatures, clock, config.publicUrl);
+  almanac.watch({
+    seen: (addresses) => {
+      const now = clock.now();
+      for (const address of addresses) activity.seen(address, 'almanac', now);
+    },
+    registered: (changes) => {
+      activity
+        .almanacRegistered(changes)
+        .catch((err: unknown) => logger.warn({ err }, 'Almanac activity not recorded'));
+    },
+    status: (address, active, signedAt) => activity.almanacStatus(address, active, signedAt),
+  });
   const admission = new EnvelopeAdmission(
     verifierPool ?? inlineEnvelopeVerifier(verifier),
     clock,
@@ -215,6 +248,16 @@ export function createContext(
       intervalMs: 600_000,
       run: () => sessions.purgeExpired(),
     },
+    {
+      name: 'agent status',
+      intervalMs: 15_000,
+      run: () => activity.sweep(),
+    },
+    {
+      name: 'expired activity',
+      intervalMs: 60_000,
+      run: () => activity.prune(),
+    },
   ];
 
   return {
@@ -235,6 +278,7 @@ export function createContext(
       proxy,
       interactions,
       deliveries,
+      activity,
       domains,
       discovery,
       sessions,
@@ -246,6 +290,7 @@ export function createContext(
     lifecycle: new Lifecycle(),
     close: async () => {
       mailbox.endHeldPolls();
+      await activity.close();
       await deliverySignals.close();
       await rateLimits?.close();
       await verifierPool?.close();

@@ -50,6 +50,7 @@ export class Server {
       logger.debug({ client }, 'connection refused: too many open from this address'),
     );
     const address = await this.app.listen({ port: config.port, host: config.host });
+    this.ctx.services.activity.start();
     for (const task of this.ctx.housekeeping) {
       const timer = setInterval(() => {
         task

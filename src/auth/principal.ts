@@ -16,8 +16,9 @@ export type Principal =
  * - `user-or-agent`: the owning user's key, or an attestation of the agent named by the
  *   route's `:address` parameter;
  * - `agent-body-source`: an attestation of the agent named by the body's `source` field;
+ * - `agent`: an attestation of any agent, which the call is then about (its own events);
  * - `optional-user`: anyone, but a key given must be valid (it widens what is allowed);
  * - `none`: anyone, credentials are ignored.
  */
 export type AuthRequirement =
-  'user' | 'user-or-agent' | 'agent-body-source' | 'optional-user' | 'none';
+  'user' | 'user-or-agent' | 'agent-body-source' | 'agent' | 'optional-user' | 'none';

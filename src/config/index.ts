@@ -76,6 +76,16 @@ export interface Config {
   redisKeyPrefix: string;
   /** On SIGTERM, how long the server keeps serving (not ready) before it stops accepting. */
   drainSeconds: number;
+  /** An agent seen within this long is active (docs/activity.md, "Status"). */
+  agentActiveSeconds: number;
+  /** An agent seen within this long, and not lately, is idle; after it, offline. */
+  agentIdleSeconds: number;
+  /** How long an error an agent reports keeps it failing. */
+  agentErrorSeconds: number;
+  /** Events one agent may report a minute (`POST /v1/events`), per process. */
+  eventsPerMinute: number;
+  /** Live activity streams one user may hold open at once, per process. */
+  streamsPerUser: number;
 }
 
 export class ConfigError extends Error {
@@ -126,6 +136,12 @@ export const defaults: Config = {
   redisUrl: undefined,
   redisKeyPrefix: 'agentry:',
   drainSeconds: 5,
+  agentActiveSeconds: 120,
+  // uAgents registers in the Almanac every hour: an agent quiet for longer is not running.
+  agentIdleSeconds: 3900,
+  agentErrorSeconds: 300,
+  eventsPerMinute: 6000,
+  streamsPerUser: 20,
 };
 
 type Env = Record<string, string | undefined>;
@@ -235,6 +251,11 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   config.redisUrl = read('AGENTRY_REDIS_URL') ?? config.redisUrl;
   config.redisKeyPrefix = read('AGENTRY_REDIS_KEY_PREFIX') ?? config.redisKeyPrefix;
   int('AGENTRY_DRAIN_SECONDS', 0, (n) => (config.drainSeconds = n));
+  int('AGENTRY_AGENT_ACTIVE_SECONDS', 1, (n) => (config.agentActiveSeconds = n));
+  int('AGENTRY_AGENT_IDLE_SECONDS', 1, (n) => (config.agentIdleSeconds = n));
+  int('AGENTRY_AGENT_ERROR_SECONDS', 1, (n) => (config.agentErrorSeconds = n));
+  int('AGENTRY_EVENTS_PER_MINUTE', 1, (n) => (config.eventsPerMinute = n));
+  int('AGENTRY_STREAMS_PER_USER', 1, (n) => (config.streamsPerUser = n));
 
   Object.assign(config, stripUndefined(overrides));
   // The public URL follows the port unless it was given: a newcomer running on another port

@@ -69,6 +69,12 @@ export class Hold extends Waiter {
   }
 }
 
+/** Hears what wakes the notifier: the agents whose timeline changed, or that news may have been lost. */
+export interface NotifierObserver {
+  changed(addresses: Iterable<string>): void;
+  lost(): void;
+}
+
 /**
  * Where held mailbox polls of this process wait for a message to be committed for their
  * agent. Deliveries, wherever they were committed, end up in {@link wake}; nothing here
@@ -85,6 +91,12 @@ export class DeliveryNotifier {
   /** When {@link timer} fires, in `performance.now()` milliseconds. */
   private timerDue = Infinity;
   private ended = false;
+  private observer: NotifierObserver | undefined;
+
+  /** Tells `observer` of every wake from now on (the activity streams). */
+  observe(observer: NotifierObserver): void {
+    this.observer = observer;
+  }
 
   /** Polls held now. */
   get held(): number {
@@ -128,16 +140,24 @@ export class DeliveryNotifier {
 
   /** Wakes the polls held here for these agents: a message for them was committed. */
   wake(addresses: Iterable<string>): void {
-    for (const address of addresses) {
+    const list = this.observer ? [...addresses] : addresses;
+    for (const address of list) {
       const set = this.waiting.get(address);
       if (!set) continue;
       for (const waiter of [...set]) this.settle(waiter, 'delivered');
     }
+    this.observer?.changed(list);
+  }
+
+  /** Tells the observer, not the held polls: something other than a message happened to these agents. */
+  wakeActivity(addresses: Iterable<string>): void {
+    this.observer?.changed(addresses);
   }
 
   /** Wakes every held poll, to look again (after notifications may have been missed). */
   wakeAll(): void {
     this.wake([...this.waiting.keys()]);
+    this.observer?.lost();
   }
 
   /** Ends every held poll now, and every one that starts from now on. */

@@ -14,7 +14,6 @@ import type {
   ProfileInput,
   RegistrationRequest,
 } from '../wire/agents.js';
-import type { DeliveryTrace } from './deliveries.js';
 import type { UsageService } from './usage.js';
 
 /** How many agents a user has and may have, kept current while a transaction adds some. */
@@ -44,6 +43,29 @@ function searchText(listing: Pick<AgentListing, 'address' | 'name' | 'handle' | 
   };
 }
 
+/** An agent just registered by its owner. */
+export interface RegisteredAgent {
+  address: string;
+  isNew: boolean;
+  agentType: string;
+  url: string | null;
+}
+
+/** What happens to an agent's history when it is registered and deleted (the activity service). */
+export interface AgentHistory {
+  registered(agents: RegisteredAgent[]): Promise<void>;
+  forget(address: string, until: number): Promise<void>;
+}
+
+function registered(registration: RegistrationRequest, isNew: boolean): RegisteredAgent {
+  return {
+    address: registration.address,
+    isNew,
+    agentType: registration.agent_type ?? 'uagent',
+    url: registration.url ?? null,
+  };
+}
+
 // The same answer for an agent of another user as for none at all: existence stays private.
 function agentNotFound(address: string): NotFoundError {
   return new NotFoundError(`Agent ${address} not found`);
@@ -65,7 +87,8 @@ export class AgentsService {
     private readonly store: Store,
     private readonly usage: UsageService,
     private readonly clock: Clock,
-    private readonly trace: DeliveryTrace,
+    /** Records registrations, and deletes an agent's history with it. */
+    private readonly history: AgentHistory,
     /** Hears, after the commit, of each mailbox a deletion removed (held polls end). */
     private readonly onMailboxRemoved: (address: string) => void = () => {},
   ) {}
@@ -80,21 +103,30 @@ export class AgentsService {
     return agent;
   }
 
+  /** An agent's own listing, for the agent itself; 404 when it is not registered. */
+  async getOwn(address: string): Promise<StoredAgent> {
+    const agent = await this.store.repos.agents.find(address);
+    if (!agent) throw agentNotFound(address);
+    return agent;
+  }
+
   /** Creates or replaces the caller's listing of an agent whose identity they proved. */
   async register(userId: string, registration: RegistrationRequest): Promise<void> {
-    await this.store.transaction(async (tx) => {
+    const isNew = await this.store.transaction(async (tx) => {
       const allowance = await this.lockAllowance(tx, userId);
-      await this.save(tx, userId, registration, allowance);
+      return this.save(tx, userId, registration, allowance);
     });
+    await this.history.registered([registered(registration, isNew)]);
   }
 
   /** Registers every agent or, if any is refused, none; the error names the item refused. */
   async registerBatch(userId: string, registrations: RegistrationRequest[]): Promise<void> {
-    await this.store.transaction(async (tx) => {
+    const added = await this.store.transaction(async (tx) => {
       const allowance = await this.lockAllowance(tx, userId);
+      const isNew: boolean[] = [];
       for (const [index, registration] of registrations.entries()) {
         try {
-          await this.save(tx, userId, registration, allowance);
+          isNew.push(await this.save(tx, userId, registration, allowance));
         } catch (err) {
           if (!(err instanceof DomainError)) throw err;
           throw new DomainError(
@@ -103,7 +135,11 @@ export class AgentsService {
           );
         }
       }
+      return isNew;
     });
+    await this.history.registered(
+      registrations.map((registration, index) => registered(registration, added[index]!)),
+    );
   }
 
   /** Changes the fields given; `updates.address` is the agent's (the route checks it). */
@@ -145,7 +181,7 @@ export class AgentsService {
       await tx.identities.release(address, userId);
     });
     this.onMailboxRemoved(address);
-    await this.trace.forget(address, deletedAt);
+    await this.history.forget(address, deletedAt);
   }
 
   private async lockAllowance(tx: Repositories, userId: string): Promise<AgentAllowance> {
@@ -162,7 +198,7 @@ export class AgentsService {
     userId: string,
     registration: RegistrationRequest,
     allowance: AgentAllowance,
-  ): Promise<void> {
+  ): Promise<boolean> {
     const { address } = registration;
     const identity = await tx.identities.find(address);
     if (!identity) {
@@ -198,5 +234,6 @@ export class AgentsService {
     await tx.discovery.indexAgent(searchText(listing));
     await tx.mailbox.open({ address, user_id: userId, created_at: now });
     if (isNew) allowance.used += 1;
+    return isNew;
   }
 }

@@ -53,6 +53,28 @@ type Subject = 'Registration' | 'Status update' | `Attestation ${number}`;
 const REGISTRATION: Subject = 'Registration';
 const STATUS_UPDATE: Subject = 'Status update';
 
+/** A registration that is new, or declares other protocols than before. */
+export interface AlmanacChange {
+  address: string;
+  isNew: boolean;
+  endpoints: string[];
+}
+
+/** Hears what the Almanac stored, after the commit (the activity service). */
+export interface AlmanacWatcher {
+  /** These agents signed a registration: they are running. */
+  seen(addresses: string[]): void;
+  registered(changes: AlmanacChange[]): void;
+  status(address: string, active: boolean, signedAt: number): Promise<void>;
+}
+
+/** What a group of registrations did: each one's refusal, if any; who registered; what changed. */
+interface StoredRegistrations {
+  refusals: (BadRequestError | undefined)[];
+  seen: string[];
+  changed: AlmanacChange[];
+}
+
 /**
  * The Almanac: agents register their endpoints with signed attestations and resolve one
  * another here. No credentials: each write is signed by the agent it is about, and accepted
@@ -61,6 +83,7 @@ const STATUS_UPDATE: Subject = 'Status update';
  * same second are all taken, the last one received winning.
  */
 export class AlmanacService {
+  private watcher: AlmanacWatcher | undefined;
   /** Normalised URL of this service's submit endpoints → the agent type they imply. */
   private readonly ownEndpoints: ReadonlyMap<string, AlmanacAgentType>;
   /** Registrations on their way to the store, written a group per transaction. */
@@ -80,6 +103,18 @@ export class AlmanacService {
       [normaliseUrl(`${publicUrl}${MAILBOX_SUBMIT_PATH}`), 'mailbox'],
       [normaliseUrl(`${publicUrl}${PROXY_SUBMIT_PATH}`), 'proxy'],
     ]);
+  }
+
+  /** Tells `watcher` of the registrations and status updates stored from now on. */
+  watch(watcher: AlmanacWatcher): void {
+    this.watcher = watcher;
+  }
+
+  /** After a commit: who registered, and which of them are new or declare something new. */
+  private tell(stored: StoredRegistrations): void {
+    if (!this.watcher || stored.seen.length === 0) return;
+    this.watcher.seen(stored.seen);
+    if (stored.changed.length > 0) this.watcher.registered(stored.changed);
   }
 
   /**
@@ -108,25 +143,28 @@ export class AlmanacService {
       if (outcome.status === 'rejected') throw outcome.reason;
       return outcome.value;
     });
-    await this.store.transaction(async (tx) => {
-      const refusals = await this.storeRegistrations(tx, rows, subjects);
-      const first = refusals.find((refusal) => refusal !== undefined);
+    const stored = await this.store.transaction(async (tx) => {
+      const outcome = await this.storeRegistrations(tx, rows, subjects);
+      const first = outcome.refusals.find((refusal) => refusal !== undefined);
       if (first) throw first;
+      return outcome;
     });
+    this.tell(stored);
   }
 
   /** Writes a group of registrations in one transaction; a refusal concerns its own alone. */
-  private commitRegistrations(rows: AlmanacRegistrationRow[]): Promise<ItemOutcome<void>[]> {
-    return this.store.transaction(async (tx) => {
-      const refusals = await this.storeRegistrations(
+  private async commitRegistrations(rows: AlmanacRegistrationRow[]): Promise<ItemOutcome<void>[]> {
+    const stored = await this.store.transaction((tx) =>
+      this.storeRegistrations(
         tx,
         rows,
         rows.map(() => REGISTRATION),
-      );
-      return refusals.map((error) =>
-        error === undefined ? { ok: true, value: undefined } : { ok: false, error },
-      );
-    });
+      ),
+    );
+    this.tell(stored);
+    return stored.refusals.map((error) =>
+      error === undefined ? { ok: true, value: undefined } : { ok: false, error },
+    );
   }
 
   /**
@@ -139,8 +177,10 @@ export class AlmanacService {
     repos: Repositories,
     rows: AlmanacRegistrationRow[],
     subjects: Subject[],
-  ): Promise<(BadRequestError | undefined)[]> {
+  ): Promise<StoredRegistrations> {
     const refusals: (BadRequestError | undefined)[] = rows.map(() => undefined);
+    const seen: string[] = [];
+    const changed: AlmanacChange[] = [];
     let pending = rows.map((_, index) => index);
     while (pending.length > 0) {
       const named = new Set<string>();
@@ -163,7 +203,13 @@ export class AlmanacService {
       for (const index of pass) {
         const row = rows[index]!;
         if (stored.has(row.address)) {
+          seen.push(row.address);
           if (before.get(row.address) === row.protocols) continue;
+          changed.push({
+            address: row.address,
+            isNew: !before.has(row.address),
+            endpoints: (JSON.parse(row.endpoints) as Endpoint[]).map(({ url }) => url),
+          });
           declared.set(row.address, (JSON.parse(row.protocols) as string[]).map(normaliseDigest));
         } else if (!isResent(await repos.almanac.findRegistration(row.address), row)) {
           refusals[index] = olderThanStored(subjects[index]!);
@@ -175,7 +221,7 @@ export class AlmanacService {
       }
       pending = later;
     }
-    return refusals;
+    return { refusals, seen, changed };
   }
 
   /** The agent's status; `update.agent_identifier` names it (the route checks the path). */
@@ -196,7 +242,10 @@ export class AlmanacService {
       updated_at: this.clock.now(),
     };
     const almanac = this.store.repos.almanac;
-    if (await almanac.upsertStatus(row)) return;
+    if (await almanac.upsertStatus(row)) {
+      await this.watcher?.status(address, update.is_active, signedAt);
+      return;
+    }
     if (isResent(await almanac.findStatus(address), row)) return;
     throw olderThanStored(STATUS_UPDATE);
   }

@@ -31,6 +31,16 @@ export interface ForwardAttempt {
   error: string | null;
 }
 
+/** Hears what the trace records, after it is written (the activity service: streams, presence). */
+export interface TraceWatcher {
+  /** Something was recorded for the agent. */
+  changed(address: string): void;
+  /** The agent showed it is running (`poll`: it read its mailbox). */
+  seen(address: string, by: 'poll' | 'call', at: number): void;
+  /** A forward to the agent's URL went well or not. */
+  forwarded(address: string, ok: boolean, error: string | null): void;
+}
+
 /**
  * The delivery trace (docs/mailbox.md, "Delivery trace"): records what happens to messages
  * outside the mailbox's own transactions (refusals, polls, forwards, interactions) and reads
@@ -38,11 +48,28 @@ export interface ForwardAttempt {
  * When disabled, nothing is recorded; pending messages still show as submitted and stored.
  */
 export class DeliveryTrace {
+  private watcher: TraceWatcher | undefined;
+
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
     readonly enabled: boolean,
   ) {}
+
+  /** Tells `watcher` of what is recorded from now on. */
+  watch(watcher: TraceWatcher): void {
+    this.watcher = watcher;
+  }
+
+  /** The agent called in (a poll of its mailbox, an attested call): it is running. */
+  seen(address: string, by: 'poll' | 'call'): void {
+    this.watcher?.seen(address, by, this.clock.now());
+  }
+
+  /** Rows were written for the agent outside this class (the mailbox's own). */
+  changed(address: string): void {
+    this.watcher?.changed(address);
+  }
 
   /**
    * Records a refused envelope against its target, when the target is a registered agent
@@ -62,6 +89,7 @@ export class DeliveryTrace {
         detail: reason,
       },
     ]);
+    this.watcher?.changed(envelope.target);
   }
 
   /** How the trace keeps an envelope digest (hex); null while the trace is off. */
@@ -92,10 +120,14 @@ export class DeliveryTrace {
       at,
       by,
     );
+    this.watcher?.changed(address);
   }
 
   /** Records one attempt of the proxy to forward a message to its target. */
   async forwarded(attempt: ForwardAttempt): Promise<void> {
+    const ok = attempt.statusCode !== null && attempt.statusCode >= 200 && attempt.statusCode < 300;
+    // Presence follows forwards whether or not the trace is on.
+    this.watcher?.forwarded(attempt.envelope.target, ok && attempt.error === null, attempt.error);
     if (!this.enabled) return;
     await this.store.repos.deliveries.record([
       {
@@ -111,6 +143,7 @@ export class DeliveryTrace {
         detail: attempt.error,
       },
     ]);
+    this.watcher?.changed(attempt.envelope.target);
   }
 
   /** Records an interaction the agent `source` reported with `target`. */
@@ -125,6 +158,7 @@ export class DeliveryTrace {
         detail: `target ${target}, session ${sessionId}`,
       },
     ]);
+    this.watcher?.changed(source);
   }
 
   /**

@@ -326,6 +326,7 @@ export class MailboxService {
     if (!(await mailbox.acknowledge(address, uuid, tracedAt))) {
       throw new NotFoundError(ENTRY_NOT_FOUND);
     }
+    this.trace.changed(address);
   }
 
   /** The mailbox's quarantined messages, for its owner only. */
@@ -398,6 +399,7 @@ export class MailboxService {
     const now = this.clock.now();
     const period = usagePeriod(now);
     const { mailbox } = this.store.repos;
+    if (principal.kind === 'agent') this.trace.seen(address, 'poll');
     // Neither read waits for the other (on PostgreSQL they go out on two connections); the
     // messages are returned only once the caller and the quota have been checked.
     const [found, messages] = await Promise.all([

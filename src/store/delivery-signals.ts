@@ -11,6 +11,11 @@ import { postgresConnection } from './database.js';
 export interface DeliverySignals {
   /** Call after the commit; never waits and never throws. */
   announce(addresses: Iterable<string>): void;
+  /**
+   * Something other than a message happened to these agents (their activity streams look
+   * again; held polls do not). Call after the commit; never waits and never throws.
+   */
+  announceActivity(addresses: Iterable<string>): void;
   close(): Promise<void>;
 }
 
@@ -18,6 +23,7 @@ export interface DeliverySignals {
 export function localDeliverySignals(notifier: DeliveryNotifier): DeliverySignals {
   return {
     announce: (addresses) => notifier.wake(addresses),
+    announceActivity: (addresses) => notifier.wakeActivity(addresses),
     close: async () => {},
   };
 }
@@ -26,6 +32,9 @@ export function localDeliverySignals(notifier: DeliveryNotifier): DeliverySignal
 function backendOf(client: pg.Client): number | undefined {
   return (client as unknown as { processID?: number }).processID;
 }
+
+/** Marks a notification about an agent's activity rather than a message for it. */
+const ACTIVITY = 'activity:';
 
 /** How long to wait before connecting again after the listening connection was lost. */
 const RECONNECT_DELAY_MS = 1000;
@@ -69,6 +78,14 @@ export class PostgresDeliverySignals implements DeliverySignals {
     if (list.length === 0) return;
     this.notifier.wake(list);
     for (const address of list) this.unsent.add(address);
+    if (!this.sending) void this.send();
+  }
+
+  announceActivity(addresses: Iterable<string>): void {
+    const list = [...new Set(addresses)];
+    if (list.length === 0) return;
+    this.notifier.wakeActivity(list);
+    for (const address of list) this.unsent.add(`${ACTIVITY}${address}`);
     if (!this.sending) void this.send();
   }
 
@@ -123,8 +140,11 @@ export class PostgresDeliverySignals implements DeliverySignals {
     client.on('error', onLost);
     client.on('end', () => onLost());
     client.on('notification', (message) => {
-      if (message.processId === backendOf(client) || !message.payload) return;
-      this.notifier.wake([message.payload]);
+      const { payload } = message;
+      if (message.processId === backendOf(client) || !payload) return;
+      if (payload.startsWith(ACTIVITY))
+        this.notifier.wakeActivity([payload.slice(ACTIVITY.length)]);
+      else this.notifier.wake([payload]);
     });
     try {
       await client.connect();

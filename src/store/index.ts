@@ -3,6 +3,7 @@ import { openDatabase, type DatabaseOptions } from './database.js';
 import { dialectNamed, type Dialect, type DialectName } from './dialect.js';
 import { migrateToLatest, type MigrationOutcome } from './migrate.js';
 import type { Database } from './schema.js';
+import { ActivityRepository } from './repositories/activity.js';
 import { AgentsRepository } from './repositories/agents.js';
 import { AlmanacRepository } from './repositories/almanac.js';
 import { DeliveriesRepository } from './repositories/deliveries.js';
@@ -31,6 +32,7 @@ export interface Repositories {
   domains: DomainsRepository;
   sessions: SessionsRepository;
   deliveries: DeliveriesRepository;
+  activity: ActivityRepository;
 }
 
 function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories {
@@ -48,6 +50,7 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     domains: new DomainsRepository(db),
     sessions: new SessionsRepository(db),
     deliveries: new DeliveriesRepository(db),
+    activity: new ActivityRepository(db),
   };
 }
 

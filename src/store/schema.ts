@@ -26,6 +26,8 @@ export interface Database {
   domains: DomainsTable;
   domain_agents: DomainAgentsTable;
   sessions: SessionsTable;
+  agent_activity: AgentActivityTable;
+  agent_presence: AgentPresenceTable;
 }
 
 export interface UsersTable {
@@ -244,4 +246,41 @@ export interface SessionsTable {
   key_id: string;
   created_at: number;
   expires_at: number;
+}
+
+/** What an agent did or reported, beside its delivery trace (docs/activity.md). */
+export interface AgentActivityTable {
+  id: Generated<number>;
+  address: string;
+  /** `event.error`, `event.info`, `event.message`, `agent.registered`, `almanac.*`, `status.changed`, `polling.*`. */
+  kind: string;
+  at: number;
+  /** The agent's own id of a reported event: a batch sent again stores nothing twice. */
+  event_id: string | null;
+  /** A reported event's category: `system` or `user`. */
+  category: string | null;
+  /** The other agent (a message event's peer). */
+  peer: string | null;
+  session: string | null;
+  /** One line a person reads. */
+  message: string | null;
+  /** JSON: what else the event carries (exception, traceback, metadata, platform, changes). */
+  data: string | null;
+}
+
+/** When an agent was last seen and how its forwards and handlers went: its status comes from here. */
+export interface AgentPresenceTable {
+  address: string;
+  last_seen_at: number | null;
+  last_poll_at: number | null;
+  forward_ok_at: number | null;
+  forward_failed_at: number | null;
+  forward_error: string | null;
+  error_at: number | null;
+  error: string | null;
+  /** When the agent told the Almanac it went inactive (null: active, or never said). */
+  inactive_at: number | null;
+  /** The status last recorded on the timeline, and when. */
+  status: string | null;
+  status_at: number | null;
 }

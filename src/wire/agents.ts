@@ -1,3 +1,4 @@
+import { AgentStatus } from './activity.js';
 import { Type, type Static } from '@sinclair/typebox';
 import {
   AgentAddress,
@@ -103,6 +104,7 @@ export const AgentRecord = Type.Object({
   mailbox: Type.Object({ pending_messages: Type.Integer(), bytes_stored: Type.Integer() }),
   registered_at: Timestamp,
   updated_at: Timestamp,
+  status: AgentStatus,
 });
 export type AgentRecord = Static<typeof AgentRecord>;
 

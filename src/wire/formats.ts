@@ -150,7 +150,70 @@ export const wireFormats = {
     rewrite: false,
     issue: () => ({ msg: IDENTIFIER_MESSAGE, type: 'value_error' }),
   },
+  /**
+   * A moment as pydantic writes a `datetime`: ISO-8601 date and time with up to nine
+   * fractional digits and `Z`, an offset, or none (read as UTC). Rewritten to the service's
+   * own spelling (UTC, `+00:00`, six digits), which {@link momentMs} reads back.
+   */
+  moment: {
+    canonical: (value) => {
+      const ms = parseMoment(value);
+      return ms === undefined ? undefined : isoMoment(ms);
+    },
+    rewrite: true,
+    issue: () => ({
+      msg: 'Input should be a valid datetime (ISO-8601, such as 2026-11-24T10:00:00.000000Z)',
+      type: 'datetime_parsing',
+    }),
+  },
 } satisfies Record<string, WireFormat>;
+
+const MOMENT =
+  /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|z|[+-]\d{2}:?\d{2})?$/;
+
+/** Milliseconds since the epoch of an ISO-8601 moment; undefined when it is not one. */
+function parseMoment(value: string): number | undefined {
+  const match = MOMENT.exec(value);
+  if (!match) return undefined;
+  const [, year, month, day, hour, minute, second, fraction = '', zone = 'Z'] = match;
+  const ms = Date.UTC(
+    Number(year),
+    Number(month) - 1,
+    Number(day),
+    Number(hour),
+    Number(minute),
+    Number(second),
+    Number(fraction.padEnd(3, '0').slice(0, 3)),
+  );
+  const date = new Date(ms);
+  // Date.UTC rolls 31 February over into March: only dates that exist pass.
+  if (
+    date.getUTCFullYear() !== Number(year) ||
+    date.getUTCMonth() !== Number(month) - 1 ||
+    date.getUTCDate() !== Number(day) ||
+    Number(hour) > 23 ||
+    Number(minute) > 59 ||
+    Number(second) > 59
+  ) {
+    return undefined;
+  }
+  if (zone === 'Z' || zone === 'z') return ms;
+  const sign = zone.startsWith('-') ? -1 : 1;
+  const digits = zone.slice(1).replace(':', '');
+  const offset = Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2));
+  if (offset > 18 * 60) return undefined;
+  return ms - sign * offset * 60_000;
+}
+
+/** UTC, `+00:00`, six fractional digits (the spelling of `isoTimestamp` in common.ts). */
+function isoMoment(ms: number): string {
+  return `${new Date(ms).toISOString().slice(0, 23)}000+00:00`;
+}
+
+/** Milliseconds of a value the `moment` format accepted (and so rewrote). */
+export function momentMs(value: string): number {
+  return Date.parse(value);
+}
 
 export type WireFormatName = keyof typeof wireFormats;
 

@@ -93,6 +93,8 @@ describeOnEachDialect('agent registry', (dialect) => {
         mailbox: { pending_messages: 0, bytes_stored: 0 },
         registered_at: '2026-11-21T10:00:00.123000+00:00',
         updated_at: '2026-11-21T10:00:00.123000+00:00',
+        // Registered, never heard from (docs/activity.md, "Status").
+        status: { status: 'offline', last_seen: null, reason: 'never seen' },
       });
     });
 

@@ -35,7 +35,7 @@ const RULES: Record<string, Rule> = {
   'GET /v2/agents': 'user',
   'POST /v2/agents': 'user',
   'POST /v2/agents/batch': 'user',
-  'GET /v2/agents/{address}': 'owner',
+  'GET /v2/agents/{address}': 'owner-or-agent',
   'PUT /v2/agents/{address}': 'owner',
   'DELETE /v2/agents/{address}': 'owner',
   'GET /v2/agents/usage/current': 'user',
@@ -54,6 +54,11 @@ const RULES: Record<string, Rule> = {
   'GET /v2/agents/{address}/deliveries': 'owner',
   'GET /v2/agents/{address}/deliveries/{uuid}': 'owner',
   'GET /v2/deliveries': 'user',
+  'POST /v1/events': 'agent',
+  'GET /v2/agents/{address}/activity': 'owner',
+  'GET /v2/activity': 'user',
+  'GET /v2/agents/{address}/activity/stream': 'owner',
+  'GET /v2/activity/stream': 'user',
   'POST /v1/almanac/agents': 'public',
   'POST /v1/almanac/agents/batch': 'public',
   'POST /v1/almanac/agents/{address}/status': 'public',
@@ -369,6 +374,22 @@ describeOnEachDialect('an agent that changes owner', (dialect) => {
     // Alice also owns the sender, so she sees the digest look-up from both ends.
     await registerAgent(hostOf(t), aliceKey(), from);
     const { delivered, uuid } = await historyUnderAlice(x, from);
+    // X reports an error while Alice owns it.
+    const reported = await call(t.url, 'POST', '/v1/events', {
+      authorization: x.authorization(clock.now()),
+      body: {
+        events: [
+          {
+            id: randomUUID(),
+            category: 'user',
+            kind: 'error',
+            timestamp: new Date(clock.now()).toISOString(),
+            message: "alice's secret failure",
+          },
+        ],
+      },
+    });
+    assert.equal(reported.status, 200, reported.text);
 
     assert.equal(
       (await call(t.url, 'DELETE', `/v2/agents/${x.address}`, { key: aliceKey() })).status,
@@ -391,6 +412,24 @@ describeOnEachDialect('an agent that changes owner', (dialect) => {
     assert.equal(byDigest.status, 404, byDigest.text);
     // Alice no longer owns X: 404, as for any agent not hers.
     assert.equal((await trace(x.address, aliceKey())).status, 404);
+    // Nor does X's timeline carry anything of Alice's time: Bob's registration alone.
+    const timeline = await call(t.url, 'GET', `/v2/agents/${x.address}/activity`, { key: bobKey });
+    assert.equal(timeline.status, 200, timeline.text);
+    assert.deepEqual(
+      timeline.body.entries.map((entry: { kind: string }) => entry.kind),
+      ['agent.registered'],
+    );
+    assert.ok(!timeline.text.includes('secret failure'));
+    const status = await call(t.url, 'GET', `/v2/agents/${x.address}`, { key: bobKey });
+    assert.deepEqual(status.body.status, {
+      status: 'offline',
+      last_seen: null,
+      reason: 'never seen',
+    });
+    assert.equal(
+      (await call(t.url, 'GET', `/v2/agents/${x.address}/activity`, { key: aliceKey() })).status,
+      404,
+    );
 
     // Bob's own history starts, and Alice sees none of it, not even as the sender's owner.
     const fresh = envelopeFrom(from, x.address);

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { registerAgent } from '../kit/agents.js';
 import { createTestDatabase, type TestDatabase } from '../kit/databases.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
-import { call } from '../kit/http.js';
+import { call, firstChunk } from '../kit/http.js';
 import { spawnServer, type ServerProcess } from '../kit/process.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
@@ -402,7 +402,10 @@ describeOnEachDialect('fuzz: every operation of the OpenAPI document', (dialect)
             headers: request.headers,
             body: request.body,
           });
-          const body = await response.text();
+          const streaming = (response.headers.get('content-type') ?? '').startsWith(
+            'text/event-stream',
+          );
+          const body = streaming ? await firstChunk(response) : await response.text();
           requests++;
           statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
           const what = `${request.method} ${request.path} → ${response.status} ${body.slice(0, 300)}`;

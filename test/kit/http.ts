@@ -59,10 +59,24 @@ export async function call<T = any>(
         dispatcher: dispatcherFrom(options.localAddress),
       })
     : await fetch(baseUrl + path, { method, headers, body });
-  const text = await response.text();
+  // A stream (Server-Sent Events) never ends by itself: its first chunk is what is read.
+  const text = (response.headers.get('content-type') ?? '').startsWith('text/event-stream')
+    ? await firstChunk(response)
+    : await response.text();
   let parsed: unknown = undefined;
   if (text.length > 0 && (response.headers.get('content-type') ?? '').includes('json')) {
     parsed = JSON.parse(text);
   }
   return { status: response.status, headers: response.headers, body: parsed as T, text };
+}
+
+/** The first chunk of a body, the rest cancelled (the connection closes). */
+export async function firstChunk(response: {
+  body: ReadableStream<Uint8Array> | null;
+}): Promise<string> {
+  const reader = response.body?.getReader();
+  if (!reader) return '';
+  const { value } = await reader.read();
+  await reader.cancel();
+  return value ? Buffer.from(value).toString('utf8') : '';
 }

@@ -118,6 +118,8 @@ export function installAuth(
     sessions: SessionsService;
     /** The service's public URL: writes from its origin are same-origin too. */
     publicUrl?: string;
+    /** Hears of each agent that called with a valid attestation (it is running). */
+    agentCalled?: (address: string) => void;
   },
 ): void {
   // Fastify wants a null placeholder for object decorations; the hook sets the real value.
@@ -130,7 +132,8 @@ export function installAuth(
     if (requirement === 'none') return;
     const credential = readCredential(request);
     const session = sessionCookie(request);
-    if (!credential && session && requirement !== 'agent-body-source') {
+    const agentOnly = requirement === 'agent-body-source' || requirement === 'agent';
+    if (!credential && session && !agentOnly) {
       checkSameOriginWrite(request, deps.publicUrl);
       try {
         request.principal = await deps.sessions.authenticate(session);
@@ -144,20 +147,21 @@ export function installAuth(
       if (requirement === 'optional-user') return;
       throw new UnauthenticatedError(
         'Not authenticated',
-        requirement === 'user' ? 'Bearer' : 'Bearer, Agent',
+        requirement === 'user' ? 'Bearer' : agentOnly ? 'Agent' : 'Bearer, Agent',
       );
     }
     if (credential.scheme === 'bearer') {
-      if (requirement === 'agent-body-source') {
+      if (agentOnly) {
         throw new UnauthenticatedError('This call needs an agent attestation', 'Agent');
       }
       request.principal = await deps.keys.authenticate(credential.token);
       return;
     }
-    if (requirement !== 'user-or-agent' && requirement !== 'agent-body-source') {
+    if (requirement !== 'user-or-agent' && !agentOnly) {
       throw new UnauthenticatedError('This call needs a user API key: "Bearer <api key>"');
     }
     request.principal = deps.attestations.authenticate(credential.attestation);
+    deps.agentCalled?.(request.principal.address);
   };
   app.addHook('preValidation', async (request, reply) => {
     try {
@@ -171,7 +175,7 @@ export function installAuth(
   });
   app.addHook('preHandler', async (request) => {
     const { principal } = request;
-    if (principal.kind !== 'agent') return;
+    if (principal.kind !== 'agent' || request.routeOptions.config.auth === 'agent') return;
     if (principal.address !== actedOn(request, request.routeOptions.config.auth ?? 'none')) {
       throw new ForbiddenError('Agent attestation does not belong to the requested agent');
     }

@@ -8,6 +8,7 @@ const securityFor: Record<Exclude<AuthRequirement, 'none'>, Record<string, strin
   user: [{ bearer: [] }],
   'user-or-agent': [{ bearer: [] }, { agent: [] }],
   'agent-body-source': [{ agent: [] }],
+  agent: [{ agent: [] }],
   'optional-user': [{}, { bearer: [] }],
 };
 

@@ -14,10 +14,17 @@ import { AddressParams, errorResponses, Success } from '../../wire/common.js';
 import { userOf } from '../plugins/auth.js';
 import { requireSame } from '../plugins/validation.js';
 import { agentRecord } from '../views/agents.js';
+import type { StoredAgent } from '../../store/repositories/agents.js';
 
 export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
-  const agents = ctx.services.agents;
+  const { agents, activity } = ctx.services;
+  /** Each agent as the API shows it, with its status now. */
+  const records = async (list: StoredAgent[]) => {
+    const statuses = await activity.statuses(list.map((agent) => agent.address));
+    return list.map((agent) => agentRecord(agent, statuses.get(agent.address)!));
+  };
+  const record = async (agent: StoredAgent) => (await records([agent]))[0]!;
 
   r.get(
     '/v2/agents',
@@ -33,7 +40,7 @@ export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
     async (request) => {
       const { limit = AGENTS_PAGE_SIZE, offset = 0 } = request.query;
-      return (await agents.list(userOf(request), limit, offset)).map(agentRecord);
+      return records(await agents.list(userOf(request), limit, offset));
     },
   );
 
@@ -79,16 +86,26 @@ export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.get(
     '/v2/agents/:address',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user-or-agent' },
       schema: {
         tags: ['agents'],
         summary: 'Get Agent',
-        description: "One of the caller's agents; 404 for any other address.",
+        description:
+          "One of the caller's agents; 404 for any other address. An agent may read its own record with its attestation: 200 tells it that it is registered here (uAgents then sends its events).",
         params: AddressParams,
-        response: { 200: AgentRecord, ...errorResponses(401, 404, 422) },
+        response: { 200: AgentRecord, ...errorResponses(401, 403, 404, 422) },
       },
     },
-    async (request) => agentRecord(await agents.get(userOf(request), request.params.address)),
+    async (request) => {
+      const { principal } = request;
+      const { address } = request.params;
+      // The auth plugin has checked that an agent asks about itself.
+      const agent =
+        principal.kind === 'agent'
+          ? await agents.getOwn(address)
+          : await agents.get(userOf(request), address);
+      return record(agent);
+    },
   );
 
   r.put(
@@ -109,7 +126,7 @@ export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
         loc: ['body', 'address'],
         msg: 'address must equal the agent address in the path',
       });
-      return agentRecord(await agents.update(userOf(request), request.body));
+      return record(await agents.update(userOf(request), request.body));
     },
   );
 

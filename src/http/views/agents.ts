@@ -1,9 +1,20 @@
 import type { StoredAgent } from '../../store/repositories/agents.js';
+import type { AgentStatusName } from '../../wire/activity.js';
 import type { AgentRecord } from '../../wire/agents.js';
 import { isoTimestamp } from '../../wire/common.js';
 
-/** An agent as the API shows it to its owner: the stored listing, times as ISO-8601. */
-export function agentRecord(agent: StoredAgent): AgentRecord {
+/** What an agent's presence says now (the activity service's `statuses`). */
+export interface StatusNow {
+  status: AgentStatusName;
+  reason: string | null;
+  lastSeen: number | null;
+}
+
+/**
+ * An agent as the API shows it to its owner: the stored listing, times as ISO-8601, and its
+ * status now.
+ */
+export function agentRecord(agent: StoredAgent, now: StatusNow): AgentRecord {
   return {
     address: agent.address,
     name: agent.name,
@@ -17,5 +28,10 @@ export function agentRecord(agent: StoredAgent): AgentRecord {
     mailbox: agent.mailbox,
     registered_at: isoTimestamp(agent.registered_at),
     updated_at: isoTimestamp(agent.updated_at),
+    status: {
+      status: now.status,
+      last_seen: now.lastSeen === null ? null : isoTimestamp(now.lastSeen),
+      reason: now.reason,
+    },
   };
 }

@@ -11,6 +11,7 @@ import * as console from './0009_console.js';
 import * as replays from './0010_replays.js';
 import * as quarantine from './0011_quarantine.js';
 import * as pollTrace from './0012_poll_trace.js';
+import * as activity from './0013_activity.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -29,4 +30,5 @@ export const migrations: Record<string, Migration> = {
   '0010_replays': replays,
   '0011_quarantine': quarantine,
   '0012_poll_trace': pollTrace,
+  '0013_activity': activity,
 };

@@ -1,0 +1,295 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Principal } from '../../auth/principal.js';
+import type { AppContext } from '../../context.js';
+import { RateLimitedError } from '../../errors.js';
+import type { Clock } from '../../infra/clock.js';
+import { cursorId, parseCursor, type ActivityService } from '../../services/activity.js';
+import type { TimelineCursor, TimelineScope } from '../../store/repositories/activity.js';
+import {
+  ActivityQuery,
+  AgentBatchEvents,
+  EVENTS_BODY_LIMIT_BYTES,
+  EventsAccepted,
+  StreamQuery,
+  TimelinePage,
+} from '../../wire/activity.js';
+import { AddressParams, errorResponses } from '../../wire/common.js';
+import { momentMs } from '../../wire/formats.js';
+import { timelineEntry } from '../views/activity.js';
+
+/** Rows one read of a stream takes; more are read at once after. */
+const STREAM_PAGE = 200;
+/**
+ * How long a stream keeps looking behind what it sent: a row is dated when it is written and
+ * may commit a little later, after rows dated after it have been sent.
+ */
+const STREAM_GRACE_MS = 1000;
+/** At most one read of a stream in this long, however often its agents change. */
+const STREAM_THROTTLE_MS = 100;
+/** A comment this often keeps proxies from closing a quiet stream. */
+const HEARTBEAT_MS = 15_000;
+/** A client that reads this far behind is dropped (it resumes with Last-Event-ID). */
+const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
+
+export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const r = app.withTypeProvider<TypeBoxTypeProvider>();
+  const { activity } = ctx.services;
+  const streamsByUser = new Map<string, number>();
+
+  r.post(
+    '/v1/events',
+    {
+      config: { auth: 'agent' },
+      bodyLimit: EVENTS_BODY_LIMIT_BYTES,
+      schema: {
+        tags: ['activity'],
+        summary: 'Report Agent Events',
+        description:
+          'A registered agent reports events about itself (errors with their traceback, information, messages sent and received), as uagents-core sends them. An event id sent again is stored once. Agent attestation only.',
+        body: AgentBatchEvents,
+        response: { 200: EventsAccepted, ...errorResponses(401, 404, 413, 422, 429) },
+      },
+    },
+    async (request) => {
+      const { principal } = request;
+      if (principal.kind !== 'agent') throw new Error('the auth plugin lets agents alone in');
+      return activity.ingest(principal.address, request.body);
+    },
+  );
+
+  const timelineOf = async (
+    principal: Principal,
+    query: ActivityQuery,
+    address: string | undefined,
+  ): Promise<TimelinePage> => {
+    const { kind, since, until, peer, session, before, limit } = query;
+    const page = await activity.timeline(principal, address, {
+      ...(kind !== undefined ? { kind } : {}),
+      ...(since !== undefined ? { since: momentMs(since) } : {}),
+      ...(until !== undefined ? { until: momentMs(until) } : {}),
+      ...(peer !== undefined ? { peer } : {}),
+      ...(session !== undefined ? { session } : {}),
+      ...(before !== undefined ? { before: parseCursor(before, 'before') } : {}),
+      limit,
+    });
+    return {
+      entries: page.rows.map(timelineEntry),
+      next: page.next && cursorId(page.next),
+    };
+  };
+
+  r.get(
+    '/v2/agents/:address/activity',
+    {
+      config: { auth: 'user' },
+      schema: {
+        tags: ['activity'],
+        summary: 'Get Agent Activity',
+        description:
+          'The agent’s timeline, newest first: its delivery trace, the events it reported, registrations, Almanac changes, status changes and polling, from when the caller registered it. Owner only.',
+        params: AddressParams,
+        querystring: ActivityQuery,
+        response: { 200: TimelinePage, ...errorResponses(400, 401, 404, 422) },
+      },
+    },
+    (request) => timelineOf(request.principal, request.query, request.params.address),
+  );
+
+  r.get(
+    '/v2/activity',
+    {
+      config: { auth: 'user' },
+      schema: {
+        tags: ['activity'],
+        summary: 'Get Activity Of All Agents',
+        description: 'The timelines of all the caller’s agents in one, newest first.',
+        querystring: ActivityQuery,
+        response: { 200: TimelinePage, ...errorResponses(400, 401, 422) },
+      },
+    },
+    (request) => timelineOf(request.principal, request.query, undefined),
+  );
+
+  const stream = async (
+    request: FastifyRequest,
+    query: StreamQuery,
+    reply: FastifyReply,
+    address: string | undefined,
+  ): Promise<void> => {
+    const scope = await activity.scopeFor(request.principal, address);
+    // HEAD says whether the stream may be opened, and opens none.
+    if (request.method === 'HEAD') {
+      await reply.code(200).type('text/event-stream; charset=utf-8').send();
+      return;
+    }
+    const userId = request.principal.kind === 'user' ? request.principal.userId : '';
+    const open = streamsByUser.get(userId) ?? 0;
+    if (open >= ctx.config.streamsPerUser) throw new RateLimitedError(5);
+    // Counted at once, so that streams opened together cannot all pass the limit.
+    streamsByUser.set(userId, open + 1);
+    const release = (): void => {
+      streamsByUser.set(userId, (streamsByUser.get(userId) ?? 1) - 1);
+    };
+    const resumeFrom = request.headers['last-event-id'] ?? query.after;
+    // Without a place to resume from, the stream starts after the newest entry there is.
+    let start: TimelineCursor;
+    try {
+      start =
+        typeof resumeFrom === 'string' && resumeFrom !== ''
+          ? parseCursor(resumeFrom, 'Last-Event-ID')
+          : ((await activity.timeline(request.principal, address, { limit: 1 })).rows[0] ?? {
+              at: 0,
+              source: 'a',
+              id: 0,
+            });
+    } catch (err) {
+      release();
+      throw err;
+    }
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-store',
+      'x-accel-buffering': 'no',
+      'x-content-type-options': 'nosniff',
+    });
+    res.flushHeaders();
+    res.write(`retry: 2000\n\n`);
+    const live = new LiveTimeline(activity, ctx.clock, scope, start, query.kind, (chunk) => {
+      if (res.writableLength > MAX_BUFFERED_BYTES) return finish();
+      res.write(chunk);
+    });
+    const heartbeat = setInterval(() => res.write(': keep-alive\n\n'), HEARTBEAT_MS);
+    heartbeat.unref();
+    let finished = false;
+    const finish = (): void => {
+      if (finished) return;
+      finished = true;
+      clearInterval(heartbeat);
+      live.stop();
+      stop();
+      release();
+      if (!res.writableEnded) res.end();
+    };
+    const stop = activity.subscribe(scope, () => live.wake(), finish);
+    res.on('close', finish);
+    live.wake();
+  };
+
+  r.get(
+    '/v2/agents/:address/activity/stream',
+    {
+      config: { auth: 'user' },
+      schema: {
+        tags: ['activity'],
+        summary: 'Stream Agent Activity',
+        description:
+          'The agent’s timeline as it happens (Server-Sent Events: one `data:` JSON entry per event, its id as the event id). Resumes after the Last-Event-ID header (or `after`); without either, starts now. Owner only.',
+        params: AddressParams,
+        querystring: StreamQuery,
+        response: { ...errorResponses(400, 401, 404, 422, 429) },
+      },
+    },
+    (request, reply) => stream(request, request.query, reply, request.params.address),
+  );
+
+  r.get(
+    '/v2/activity/stream',
+    {
+      config: { auth: 'user' },
+      schema: {
+        tags: ['activity'],
+        summary: 'Stream Activity Of All Agents',
+        description: 'As the agent’s stream, for all the caller’s agents.',
+        querystring: StreamQuery,
+        response: { ...errorResponses(400, 401, 422, 429) },
+      },
+    },
+    (request, reply) => stream(request, request.query, reply, undefined),
+  );
+}
+
+/**
+ * One stream's reading of its timeline: woken when its agents change, it reads what came
+ * after the last place it is sure of, sends what it has not sent, and moves that place on
+ * once rows are older than {@link STREAM_GRACE_MS}.
+ */
+class LiveTimeline {
+  private safe: TimelineCursor;
+  /** Entries sent beyond `safe`, oldest first. */
+  private recent: { id: string; cursor: TimelineCursor }[] = [];
+  private readonly sent = new Set<string>();
+  private reading = false;
+  private again = false;
+  private stopped = false;
+  private timer: NodeJS.Timeout | undefined;
+  private lastRead = 0;
+
+  constructor(
+    private readonly activity: ActivityService,
+    private readonly clock: Clock,
+    private readonly scope: TimelineScope,
+    start: TimelineCursor,
+    private readonly kind: string | undefined,
+    private readonly write: (chunk: string) => void,
+  ) {
+    this.safe = start;
+  }
+
+  wake(): void {
+    if (this.stopped) return;
+    if (this.reading) {
+      this.again = true;
+      return;
+    }
+    if (this.timer) return;
+    const wait = Math.max(0, this.lastRead + STREAM_THROTTLE_MS - Date.now());
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.read();
+    }, wait);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+  }
+
+  private async read(): Promise<void> {
+    this.reading = true;
+    this.lastRead = Date.now();
+    try {
+      let after = this.safe;
+      for (;;) {
+        const rows = await this.activity.after(this.scope, after, this.kind, STREAM_PAGE);
+        if (this.stopped) return;
+        for (const row of rows) {
+          const id = cursorId(row);
+          if (this.sent.has(id)) continue;
+          this.sent.add(id);
+          this.recent.push({ id, cursor: { at: row.at, source: row.source, id: row.id } });
+          this.write(`id: ${id}\ndata: ${JSON.stringify(timelineEntry(row))}\n\n`);
+        }
+        if (rows.length < STREAM_PAGE) break;
+        const last = rows[rows.length - 1]!;
+        after = { at: last.at, source: last.source, id: last.id };
+      }
+      const settled = this.clock.now() - STREAM_GRACE_MS;
+      while (this.recent.length > 0 && this.recent[0]!.cursor.at <= settled) {
+        const { id, cursor } = this.recent.shift()!;
+        this.sent.delete(id);
+        this.safe = cursor;
+      }
+    } catch {
+      // The next wake reads again; a stream does not end on one failed read.
+    } finally {
+      this.reading = false;
+      if (this.again && !this.stopped) {
+        this.again = false;
+        this.wake();
+      }
+    }
+  }
+}

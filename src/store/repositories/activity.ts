@@ -1,0 +1,362 @@
+import { sql, type Insertable, type Kysely, type RawBuilder, type Selectable } from 'kysely';
+import type { AgentActivityTable, AgentPresenceTable, Database } from '../schema.js';
+import { slices } from '../statements.js';
+
+export type NewActivity = Insertable<AgentActivityTable>;
+export type PresenceRow = Selectable<AgentPresenceTable>;
+
+/** The moments of an agent's presence that only move forward. */
+export interface PresenceMoments {
+  last_seen_at?: number;
+  last_poll_at?: number;
+  forward_ok_at?: number;
+  forward_failed_at?: number;
+  error_at?: number;
+}
+
+/** What went wrong at `forward_failed_at` and at `error_at`. */
+export interface PresenceTexts {
+  forward_error?: string | null;
+  error?: string | null;
+}
+
+/** Where a timeline row comes from: the trace (`d`), a pending message (`m`), the activity table (`a`). */
+export type TimelineSource = 'a' | 'd' | 'm';
+
+/** A place in a timeline: rows are ordered by time, then source, then id. */
+export interface TimelineCursor {
+  at: number;
+  source: TimelineSource;
+  id: number;
+}
+
+/** One row of a timeline, whichever table it comes from. */
+export interface TimelineRow {
+  source: TimelineSource;
+  id: number;
+  address: string;
+  /** The trace's event (`stored`, `forwarded`, …) or the activity's kind (`event.error`, …). */
+  kind: string;
+  at: number;
+  peer: string | null;
+  session: string | null;
+  uuid: string | null;
+  size: number | null;
+  status_code: number | null;
+  latency_ms: number | null;
+  category: string | null;
+  message: string | null;
+  detail: string | null;
+  data: string | null;
+}
+
+/** Whose timeline: one agent from a moment on, or every agent of a user from its registration. */
+export type TimelineScope = { address: string; since: number } | { userId: string };
+
+export interface TimelineFilter {
+  /** Only rows at or after this moment (ms). */
+  since?: number;
+  /** Only rows at or before this moment (ms). */
+  until?: number;
+  /** Only these trace events (`forwarded` with `failedForwards` alone: only failures). */
+  traceEvents?: string[];
+  /** Only failed forwards among `forwarded` rows. */
+  failedForwards?: boolean;
+  /** Only these activity kinds. */
+  activityKinds?: string[];
+  /** Pending messages too (they stand for `stored` rows). */
+  pending: boolean;
+  peer?: string;
+  session?: string;
+  /** Newest first, strictly before this place; or oldest first, strictly after it. */
+  before?: TimelineCursor;
+  after?: TimelineCursor;
+  limit: number;
+}
+
+/**
+ * `(time, source, id)` beyond a cursor, in SQL, for the rows of one source: the same source
+ * compares (time, id); a source ordered before or after the cursor's compares time alone.
+ * Written on the table's own time column, so that its index range does the work.
+ */
+function beyond(
+  cursor: TimelineCursor,
+  source: TimelineSource,
+  time: string,
+  direction: '<' | '>',
+): RawBuilder<unknown> {
+  const at = sql.ref(time);
+  const op = sql.raw(direction);
+  if (source === cursor.source) {
+    return sql`(${at} ${op} ${cursor.at} or (${at} = ${cursor.at} and id ${op} ${cursor.id}))`;
+  }
+  const sourceBeyond = direction === '<' ? source < cursor.source : source > cursor.source;
+  return sourceBeyond
+    ? sql`${at} ${sql.raw(`${direction}=`)} ${cursor.at}`
+    : sql`${at} ${op} ${cursor.at}`;
+}
+
+/**
+ * What agents did and reported beside their delivery trace, their presence, and the
+ * timeline that joins both (docs/activity.md).
+ */
+export class ActivityRepository {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  /**
+   * Stores activity rows; a reported event whose id the agent already sent is left out.
+   * Answers the rows stored, with their ids.
+   */
+  async record(rows: NewActivity[]): Promise<Selectable<AgentActivityTable>[]> {
+    const stored: Selectable<AgentActivityTable>[] = [];
+    for (const slice of slices(rows)) {
+      const written = await this.db
+        .insertInto('agent_activity')
+        .values(slice)
+        .onConflict((oc) => oc.columns(['address', 'event_id']).doNothing())
+        .returningAll()
+        .execute();
+      stored.push(...written);
+    }
+    return stored;
+  }
+
+  /** A timeline page: rows of the scope, filtered, in the cursor's direction. */
+  async timeline(scope: TimelineScope, filter: TimelineFilter): Promise<TimelineRow[]> {
+    const newestFirst = filter.after === undefined;
+    const order = sql.raw(newestFirst ? 'desc' : 'asc');
+    const parts: RawBuilder<TimelineRow>[] = [];
+    const common = (
+      source: TimelineSource,
+      time: string,
+      peer: string | null,
+      session: string | null,
+    ) => {
+      const conditions: RawBuilder<unknown>[] = [];
+      const at = sql.ref(time);
+      if ('address' in scope) {
+        conditions.push(sql`address = ${scope.address}`, sql`${at} >= ${scope.since}`);
+      } else {
+        conditions.push(
+          sql`address in (select address from agents where user_id = ${scope.userId})`,
+          sql`${at} >= (select registered_at from agents g where g.address = t.address)`,
+        );
+      }
+      if (filter.since !== undefined) conditions.push(sql`${at} >= ${filter.since}`);
+      if (filter.until !== undefined) conditions.push(sql`${at} <= ${filter.until}`);
+      if (filter.peer !== undefined) {
+        conditions.push(peer === null ? sql`1 = 0` : sql`${sql.ref(peer)} = ${filter.peer}`);
+      }
+      if (filter.session !== undefined) {
+        conditions.push(
+          session === null ? sql`1 = 0` : sql`${sql.ref(session)} = ${filter.session}`,
+        );
+      }
+      const cursor = filter.before ?? filter.after;
+      if (cursor) conditions.push(beyond(cursor, source, time, filter.before ? '<' : '>'));
+      return conditions;
+    };
+    const where = (conditions: RawBuilder<unknown>[]) => sql.join(conditions, sql` and `);
+
+    if (filter.activityKinds === undefined || filter.activityKinds.length > 0) {
+      const conditions = common('a', 'at', 'peer', 'session');
+      if (filter.activityKinds) {
+        conditions.push(sql`kind in (${sql.join(filter.activityKinds.map((k) => sql`${k}`))})`);
+      }
+      parts.push(sql<TimelineRow>`select * from (
+        select 'a' as source, id, address, kind, at, peer, session, cast(null as text) as uuid,
+          cast(null as bigint) as size, cast(null as integer) as status_code,
+          cast(null as integer) as latency_ms, category, message, cast(null as text) as detail, data
+        from agent_activity t where ${where(conditions)}
+        order by at ${order}, id ${order} limit ${filter.limit}) as a`);
+    }
+    if (filter.traceEvents === undefined || filter.traceEvents.length > 0) {
+      const conditions = common('d', 'at', 'sender', null);
+      if (filter.traceEvents) {
+        conditions.push(sql`event in (${sql.join(filter.traceEvents.map((e) => sql`${e}`))})`);
+      }
+      if (filter.failedForwards) {
+        conditions.push(
+          sql`(event <> 'forwarded' or status_code is null or status_code < 200 or status_code >= 300)`,
+        );
+      }
+      parts.push(sql<TimelineRow>`select * from (
+        select 'd' as source, id, address, event as kind, at, sender as peer,
+          cast(null as text) as session, uuid, size, status_code, latency_ms,
+          cast(null as text) as category, cast(null as text) as message, detail,
+          cast(null as text) as data
+        from delivery_events t where ${where(conditions)}
+        order by at ${order}, id ${order} limit ${filter.limit}) as d`);
+    }
+    if (
+      filter.pending &&
+      (filter.traceEvents === undefined || filter.traceEvents.includes('stored'))
+    ) {
+      const conditions = common('m', 'received_at', 'sender', null);
+      parts.push(sql<TimelineRow>`select * from (
+        select 'm' as source, id, address, 'stored' as kind, received_at as at, sender as peer,
+          cast(null as text) as session, uuid, size, cast(null as integer) as status_code,
+          cast(null as integer) as latency_ms, cast(null as text) as category,
+          cast(null as text) as message, cast(null as text) as detail, cast(null as text) as data
+        from messages t where ${where(conditions)}
+        order by received_at ${order}, id ${order} limit ${filter.limit}) as m`);
+    }
+    if (parts.length === 0) return [];
+    const result = await sql<TimelineRow>`
+      select * from (${sql.join(parts, sql` union all `)}) as timeline
+      order by at ${order}, source ${order}, id ${order} limit ${filter.limit}`.execute(this.db);
+    return result.rows.map((row) => ({
+      ...row,
+      id: Number(row.id),
+      at: Number(row.at),
+      size: row.size === null ? null : Number(row.size),
+    }));
+  }
+
+  /** The presence of each of `addresses` that has one. */
+  async presence(addresses: string[]): Promise<Map<string, PresenceRow>> {
+    const found = new Map<string, PresenceRow>();
+    for (const slice of slices(addresses)) {
+      const rows = await this.db
+        .selectFrom('agent_presence')
+        .selectAll()
+        .where('address', 'in', slice)
+        .execute();
+      for (const row of rows) found.set(row.address, row);
+    }
+    return found;
+  }
+
+  /**
+   * Moves an agent's presence forward: each moment given replaces the stored one only if it is
+   * later (several processes report the same agent, not always in order); the text beside a
+   * moment (`forward_error`, `error`) goes with it.
+   */
+  async touch(address: string, moments: PresenceMoments, texts: PresenceTexts = {}): Promise<void> {
+    const later = (column: keyof PresenceMoments) => {
+      const stored = sql.ref(`agent_presence.${column}`);
+      const given = sql.ref(`excluded.${column}`);
+      return sql`case when ${stored} is null or ${stored} < ${given} then ${given} else ${stored} end`;
+    };
+    const set: Record<string, unknown> = {};
+    for (const column of Object.keys(moments) as (keyof PresenceMoments)[]) {
+      if (moments[column] !== undefined) set[column] = later(column);
+    }
+    if (moments.forward_failed_at !== undefined) {
+      set.forward_error = sql`case when agent_presence.forward_failed_at is null or agent_presence.forward_failed_at < excluded.forward_failed_at then excluded.forward_error else agent_presence.forward_error end`;
+    }
+    if (moments.error_at !== undefined) {
+      set.error = sql`case when agent_presence.error_at is null or agent_presence.error_at < excluded.error_at then excluded.error else agent_presence.error end`;
+    }
+    await this.db
+      .insertInto('agent_presence')
+      .values({ address, ...moments, ...texts })
+      .onConflict((oc) => oc.column('address').doUpdateSet(set))
+      .execute();
+  }
+
+  /**
+   * Records the agent's status as `to` if it is still `from` (null: none recorded); whether it
+   * took. Of two processes that notice the same change, one records it.
+   */
+  async changeStatus(
+    address: string,
+    from: string | null,
+    to: string,
+    at: number,
+  ): Promise<boolean> {
+    const updated = await this.db
+      .updateTable('agent_presence')
+      .set({ status: to, status_at: at })
+      .where('address', '=', address)
+      .where((eb) => (from === null ? eb('status', 'is', null) : eb('status', '=', from)))
+      .returning('address')
+      .executeTakeFirst();
+    if (updated) return true;
+    const inserted = await this.db
+      .insertInto('agent_presence')
+      .values({ address, status: to, status_at: at })
+      .onConflict((oc) => oc.column('address').doNothing())
+      .returning('address')
+      .executeTakeFirst();
+    return inserted !== undefined;
+  }
+
+  /** Sets the columns given as they are (a status recorded, an inactive mark cleared). */
+  async setPresence(
+    address: string,
+    columns: Partial<Omit<PresenceRow, 'address'>>,
+  ): Promise<void> {
+    await this.db
+      .insertInto('agent_presence')
+      .values({ address, ...columns })
+      .onConflict((oc) => oc.column('address').doUpdateSet(columns))
+      .execute();
+  }
+
+  /** Registered agents with their presence (null columns: never seen), a page at a time by address. */
+  async registeredWithPresence(
+    afterAddress: string,
+    limit: number,
+  ): Promise<(PresenceRow & { user_id: string; redirect_url: string | null })[]> {
+    const rows = await this.db
+      .selectFrom('agents as a')
+      .leftJoin('agent_presence as p', 'p.address', 'a.address')
+      .select([
+        'a.address',
+        'a.user_id',
+        'a.redirect_url',
+        'p.last_seen_at',
+        'p.last_poll_at',
+        'p.forward_ok_at',
+        'p.forward_failed_at',
+        'p.forward_error',
+        'p.error_at',
+        'p.error',
+        'p.inactive_at',
+        'p.status',
+        'p.status_at',
+      ])
+      .where('a.address', '>', afterAddress)
+      .orderBy('a.address')
+      .limit(limit)
+      .execute();
+    return rows as (PresenceRow & { user_id: string; redirect_url: string | null })[];
+  }
+
+  /** Deletes up to `limit` of an agent's activity rows recorded up to `until`; how many went. */
+  async forget(address: string, until: number, limit: number): Promise<number> {
+    const removed = await this.db
+      .deleteFrom('agent_activity')
+      .where('id', 'in', (eb) =>
+        eb
+          .selectFrom('agent_activity')
+          .select('id')
+          .where('address', '=', address)
+          .where('at', '<=', until)
+          .limit(limit),
+      )
+      .executeTakeFirst();
+    return Number(removed.numDeletedRows);
+  }
+
+  async removePresence(address: string): Promise<void> {
+    await this.db.deleteFrom('agent_presence').where('address', '=', address).execute();
+  }
+
+  /** Deletes up to `limit` rows older than `before`, oldest first; how many went. */
+  async prune(before: number, limit: number): Promise<number> {
+    const removed = await this.db
+      .deleteFrom('agent_activity')
+      .where('id', 'in', (eb) =>
+        eb
+          .selectFrom('agent_activity')
+          .select('id')
+          .where('at', '<', before)
+          .orderBy('id')
+          .limit(limit),
+      )
+      .executeTakeFirst();
+    return Number(removed.numDeletedRows);
+  }
+}

@@ -1,0 +1,196 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { AgentAddress, Nullable, StringEnum, Timestamp, WireString } from './common.js';
+
+/** Most events one `POST /v1/events` carries (uAgents sends batches of at most 50). */
+export const MAX_EVENTS_PER_BATCH = 100;
+/** The largest body `POST /v1/events` takes. */
+export const EVENTS_BODY_LIMIT_BYTES = 1024 * 1024;
+
+const Text = (maxLength: number, description?: string) =>
+  Nullable(Type.String({ maxLength, ...(description ? { description } : {}) }));
+
+/**
+ * The process an agent runs in, as uagents-core reports it. Kept as sent, for the owner's
+ * eyes; the fields vary between clients (`operating_system` or `os`), so none is required.
+ */
+export const EventPlatform = Type.Object(
+  {
+    operating_system: Type.Optional(
+      Type.Object(
+        {
+          name: Type.Optional(Type.String({ maxLength: 200 })),
+          version: Type.Optional(Type.String({ maxLength: 500 })),
+          release: Type.Optional(Type.String({ maxLength: 200 })),
+        },
+        { additionalProperties: true },
+      ),
+    ),
+    python_version: Type.Optional(Type.String({ maxLength: 100 })),
+    processor: Type.Optional(Type.String({ maxLength: 200 })),
+    nodename: Type.Optional(Type.String({ maxLength: 255 })),
+    sdk_version: Type.Optional(Type.String({ maxLength: 100 })),
+  },
+  { additionalProperties: true },
+);
+
+export const EVENT_CATEGORIES = ['system', 'user'] as const;
+export const EVENT_KINDS = ['error', 'info', 'message'] as const;
+
+/** One event as uagents-core's `BatchEvent` sends it. */
+export const BatchEvent = Type.Object({
+  id: Type.Optional(
+    WireString('uuid', {
+      description: 'the agent’s own id of the event; sent again, it is kept once',
+    }),
+  ),
+  category: StringEnum(EVENT_CATEGORIES),
+  kind: StringEnum(EVENT_KINDS),
+  timestamp: WireString('moment', {
+    description: 'when it happened (ISO-8601; no offset means UTC)',
+  }),
+  message: Type.Optional(Text(4000, 'one line a person reads')),
+  exception: Type.Optional(Text(500, 'the exception’s class (error events)')),
+  traceback: Type.Optional(Text(65_536, 'the traceback (error events)')),
+  metadata: Type.Optional(
+    Nullable(
+      Type.Object(
+        {},
+        {
+          additionalProperties: true,
+          description: 'for message events: direction (received or sent), peer, msg_id, session_id',
+        },
+      ),
+    ),
+  ),
+});
+export type BatchEvent = Static<typeof BatchEvent>;
+
+/** The body of `POST /v1/events` (uagents-core `AgentBatchEvents`). */
+export const AgentBatchEvents = Type.Object({
+  platform: Type.Optional(EventPlatform),
+  events: Type.Array(BatchEvent, { maxItems: MAX_EVENTS_PER_BATCH }),
+});
+export type AgentBatchEvents = Static<typeof AgentBatchEvents>;
+
+export const EventsAccepted = Type.Object({
+  accepted: Type.Integer({ description: 'events stored' }),
+  duplicates: Type.Integer({ description: 'events whose id was stored before' }),
+});
+
+/** Every kind of timeline entry (docs/activity.md). */
+export const TIMELINE_KINDS = [
+  'message.submitted',
+  'message.stored',
+  'message.refused',
+  'message.polled',
+  'message.deleted',
+  'message.expired',
+  'message.quarantined',
+  'message.forwarded',
+  'message.forward_failed',
+  'message.kept',
+  'interaction',
+  'event.error',
+  'event.info',
+  'event.message',
+  'agent.registered',
+  'almanac.registered',
+  'almanac.status',
+  'status.changed',
+  'polling.started',
+] as const;
+export type TimelineKind = (typeof TIMELINE_KINDS)[number];
+
+/** Groups a filter may name instead of kinds: a kind's first word, and `failure`. */
+export const TIMELINE_GROUPS = [
+  'message',
+  'event',
+  'agent',
+  'almanac',
+  'status',
+  'polling',
+  'failure',
+] as const;
+
+export const AGENT_STATUSES = ['active', 'idle', 'failing', 'offline'] as const;
+export type AgentStatusName = (typeof AGENT_STATUSES)[number];
+
+export const ActivityQuery = Type.Object({
+  kind: Type.Optional(
+    Type.String({
+      maxLength: 500,
+      description: `kinds or groups, comma-separated: ${TIMELINE_KINDS.join(', ')}; or ${TIMELINE_GROUPS.join(', ')} (failure: refused, failed forwards, errors)`,
+    }),
+  ),
+  since: Type.Optional(
+    WireString('moment', { description: 'only entries at or after this moment' }),
+  ),
+  until: Type.Optional(
+    WireString('moment', { description: 'only entries at or before this moment' }),
+  ),
+  peer: Type.Optional(AgentAddress),
+  session: Type.Optional(WireString('uuid', { description: 'only entries of this session' })),
+  before: Type.Optional(
+    Type.String({ maxLength: 40, description: 'the `next` of the page before: older entries' }),
+  ),
+  limit: Type.Integer({ minimum: 1, maximum: 500, default: 100 }),
+});
+export type ActivityQuery = Static<typeof ActivityQuery>;
+
+export const StreamQuery = Type.Object({
+  kind: ActivityQuery.properties.kind,
+  after: Type.Optional(
+    Type.String({
+      maxLength: 40,
+      description: 'resume after this entry id (as the Last-Event-ID header does)',
+    }),
+  ),
+});
+export type StreamQuery = Static<typeof StreamQuery>;
+
+export const TimelineEntry = Type.Object({
+  id: Type.String({ description: 'its place in the timeline; pass as `after` or Last-Event-ID' }),
+  address: Type.String({ description: 'the agent' }),
+  at: Timestamp,
+  kind: StringEnum(TIMELINE_KINDS),
+  summary: Type.String({ description: 'one line a person reads' }),
+  peer: Nullable(
+    Type.String({ description: 'the other agent: a message’s sender, an event’s peer' }),
+  ),
+  uuid: Nullable(Type.String({ description: 'the message’s uuid' })),
+  session: Nullable(Type.String()),
+  category: Nullable(Type.String({ description: 'a reported event’s category: system or user' })),
+  status_code: Nullable(Type.Integer({ description: 'what the agent answered a forward' })),
+  latency_ms: Nullable(Type.Integer({ description: 'how long a forward took' })),
+  size: Nullable(Type.Integer({ description: 'bytes of the envelope' })),
+  detail: Nullable(Type.String({ description: 'why: a refusal, a failed forward, who polled' })),
+  data: Nullable(
+    Type.Object(
+      {},
+      {
+        additionalProperties: true,
+        description:
+          'what else the entry carries: exception, traceback, metadata, platform, from, to',
+      },
+    ),
+  ),
+});
+export type TimelineEntry = Static<typeof TimelineEntry>;
+
+export const TimelinePage = Type.Object({
+  entries: Type.Array(TimelineEntry, { description: 'newest first' }),
+  next: Nullable(
+    Type.String({ description: 'pass as `before` for the older entries; null at the end' }),
+  ),
+});
+export type TimelinePage = Static<typeof TimelinePage>;
+
+export const AgentStatus = Type.Object({
+  status: StringEnum(AGENT_STATUSES, {
+    description:
+      'active: seen lately; idle: registered, not seen for a while; failing: forwards fail or it reports errors; offline: not seen for long, or it said it stopped',
+  }),
+  last_seen: Nullable(Timestamp),
+  reason: Nullable(Type.String({ description: 'why it is failing, idle or offline' })),
+});
+export type AgentStatus = Static<typeof AgentStatus>;

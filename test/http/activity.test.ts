@@ -1,0 +1,581 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { createServer, type Server as HttpServer } from 'node:http';
+import { messageUuid } from '../../src/services/mailbox.js';
+import type { TimelineEntry } from '../../src/wire/activity.js';
+import { hostOf, newRegisteredAgent } from '../kit/agents.js';
+import { describeOnEachDialect } from '../kit/dialects.js';
+import { call } from '../kit/http.js';
+import { closeNow, listenOnLoopback } from '../kit/loopback.js';
+import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
+import { openStream } from '../kit/sse.js';
+import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
+
+/** A batch exactly as uagents-core's `AgentBatchEvents.model_dump_json()` writes it. */
+function batch(events: Record<string, unknown>[]): Record<string, unknown> {
+  return {
+    platform: {
+      operating_system: {
+        name: 'Linux',
+        version: '#1 SMP PREEMPT_DYNAMIC',
+        release: '6.1.0-13-amd64',
+      },
+      python_version: '3.11.7',
+      processor: 'x86_64',
+      nodename: 'worker-1',
+      sdk_version: '0.4.2',
+    },
+    events,
+  };
+}
+
+function errorEvent(at: Date, overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    id: randomUUID(),
+    category: 'user',
+    kind: 'error',
+    // pydantic writes microseconds and Z.
+    timestamp: at.toISOString().replace('Z', '123Z'),
+    exception: 'ZeroDivisionError',
+    traceback:
+      'Traceback (most recent call last):\n  File "agent.py", line 12, in handler\n    1 / 0\nZeroDivisionError: division by zero\n',
+    metadata: null,
+    message: 'division by zero',
+    ...overrides,
+  };
+}
+
+/** An agent's own endpoint on loopback: /ok answers 200, /fail 503. */
+async function startEndpoint(): Promise<{ url: string; close(): Promise<void> }> {
+  const server: HttpServer = createServer((request, response) => {
+    request.resume();
+    request.on('end', () => {
+      if (request.url === '/fail') response.writeHead(503).end('down');
+      else response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  return { url: await listenOnLoopback(server), close: () => closeNow(server) };
+}
+
+describeOnEachDialect('agent activity', (dialect) => {
+  const clock = new ManualClock();
+  let t: TestServer;
+  let endpoint: Awaited<ReturnType<typeof startEndpoint>>;
+  let otherKey: string;
+
+  before(async () => {
+    endpoint = await startEndpoint();
+    t = await startTestServer({
+      dialect,
+      clock,
+      config: { allowPrivateTargets: true, eventsPerMinute: 120, streamsPerUser: 3 },
+    });
+    otherKey = await t.addUser('other');
+  });
+  after(async () => {
+    await t.close();
+    await endpoint.close();
+  });
+
+  const activity = () => t.server.ctx.services.activity;
+  const postEvents = (agent: TestIdentity, body: unknown) =>
+    call(t.url, 'POST', '/v1/events', { authorization: agent.authorization(clock.now()), body });
+  async function timeline(address: string | undefined, query = '', key = t.userKey) {
+    const path = address ? `/v2/agents/${address}/activity${query}` : `/v2/activity${query}`;
+    const res = await call(t.url, 'GET', path, { key });
+    assert.equal(res.status, 200, res.text);
+    return res.body as { entries: TimelineEntry[]; next: string | null };
+  }
+  async function status(address: string, key = t.userKey) {
+    const res = await call(t.url, 'GET', `/v2/agents/${address}`, { key });
+    assert.equal(res.status, 200, res.text);
+    return res.body.status as { status: string; last_seen: string | null; reason: string | null };
+  }
+  function envelopeFor(sender: TestIdentity, target: string) {
+    return sender.signEnvelope(
+      makeEnvelope({
+        sender: sender.address,
+        target,
+        payloadJson: '{"text":"hi"}',
+        nonce: Math.floor(Math.random() * 1e9),
+      }),
+    );
+  }
+
+  describe('events from agents (POST /v1/events)', () => {
+    it('lets an agent learn that it is registered with its own attestation, as uagents-core asks', async () => {
+      const agent = await newRegisteredAgent(hostOf(t), t.userKey);
+      const own = await call(t.url, 'GET', `/v2/agents/${agent.address}`, {
+        authorization: agent.authorization(clock.now()),
+      });
+      assert.equal(own.status, 200, own.text);
+      assert.equal(own.body.address, agent.address);
+      const stranger = TestIdentity.random();
+      const notItself = await call(t.url, 'GET', `/v2/agents/${agent.address}`, {
+        authorization: stranger.authorization(clock.now()),
+      });
+      assert.equal(notItself.status, 403, notItself.text);
+      const unregistered = await call(t.url, 'GET', `/v2/agents/${stranger.address}`, {
+        authorization: stranger.authorization(clock.now()),
+      });
+      assert.equal(unregistered.status, 404, unregistered.text);
+    });
+
+    it('stores a batch once, shows the error with its traceback on the timeline, and the agent as failing', async () => {
+      const agent = await newRegisteredAgent(hostOf(t), t.userKey);
+      // Events from before the owner registered the agent are not theirs to see.
+      clock.advance(5000);
+      const session = randomUUID();
+      const peer = TestIdentity.random().address;
+      const events = [
+        errorEvent(new Date(clock.now() - 2000)),
+        {
+          id: randomUUID(),
+          category: 'user',
+          kind: 'message',
+          timestamp: new Date(clock.now() - 1000).toISOString().replace('Z', '+00:00'),
+          metadata: { direction: 'received', peer, msg_id: randomUUID(), session_id: session },
+          message: `Message received from ${peer}`,
+        },
+        {
+          id: randomUUID(),
+          category: 'system',
+          kind: 'info',
+          timestamp: new Date(clock.now()).toISOString().slice(0, 19),
+          message: 'agent started',
+        },
+      ];
+      const first = await postEvents(agent, batch(events));
+      assert.equal(first.status, 200, first.text);
+      assert.deepEqual(first.body, { accepted: 3, duplicates: 0 });
+      // Sent again (a retry after a lost answer): nothing stored twice.
+      const again = await postEvents(agent, batch(events));
+      assert.deepEqual(again.body, { accepted: 0, duplicates: 3 });
+
+      const { entries } = await timeline(agent.address, '?kind=event');
+      assert.deepEqual(
+        entries.map((entry) => entry.kind),
+        ['event.info', 'event.message', 'event.error'],
+      );
+      const error = entries[2]!;
+      assert.equal(error.summary, 'division by zero');
+      assert.equal(error.category, 'user');
+      assert.equal(error.at, new Date(clock.now() - 2000).toISOString().replace('Z', '000+00:00'));
+      const data = error.data as {
+        exception: string;
+        traceback: string;
+        platform: { nodename: string };
+      };
+      assert.equal(data.exception, 'ZeroDivisionError');
+      assert.match(data.traceback, /ZeroDivisionError: division by zero/);
+      assert.equal(data.platform.nodename, 'worker-1');
+      const message = entries[1]!;
+      assert.equal(message.peer, peer);
+      assert.equal(message.session, session);
+      // Filters by peer and by session find it alone.
+      assert.deepEqual(
+        (await timeline(agent.address, `?peer=${peer}`)).entries.map((e) => e.kind),
+        ['event.message'],
+      );
+      assert.deepEqual(
+        (await timeline(agent.address, `?session=${session}`)).entries.map((e) => e.kind),
+        ['event.message'],
+      );
+
+      const now = await status(agent.address);
+      assert.equal(now.status, 'failing');
+      assert.match(String(now.reason), /division by zero/);
+      const changes = (await timeline(agent.address, '?kind=status.changed')).entries;
+      assert.equal(changes.length, 1);
+      assert.match(changes[0]!.summary, /→ failing/);
+    });
+
+    it('refuses what it cannot take with a clear 4xx and stores nothing of it', async () => {
+      const agent = await newRegisteredAgent(hostOf(t), t.userKey);
+      const good = errorEvent(new Date(clock.now()));
+      const cases: [
+        string,
+        () => Promise<{ status: number; text: string; body: any }>,
+        number,
+        RegExp,
+      ][] = [
+        [
+          'a user key',
+          () => call(t.url, 'POST', '/v1/events', { key: t.userKey, body: batch([good]) }),
+          401,
+          /attestation/,
+        ],
+        [
+          'no credentials',
+          () => call(t.url, 'POST', '/v1/events', { body: batch([good]) }),
+          401,
+          /Not authenticated/,
+        ],
+        [
+          'an agent not registered here',
+          () => postEvents(TestIdentity.random(), batch([good])),
+          404,
+          /not registered/,
+        ],
+        [
+          'a malformed timestamp',
+          () =>
+            postEvents(agent, batch([good, errorEvent(new Date(), { timestamp: 'yesterday' })])),
+          422,
+          /datetime/,
+        ],
+        [
+          'an impossible date',
+          () =>
+            postEvents(
+              agent,
+              batch([errorEvent(new Date(), { timestamp: '2026-02-31T10:00:00Z' })]),
+            ),
+          422,
+          /datetime/,
+        ],
+        [
+          'an unknown kind',
+          () => postEvents(agent, batch([errorEvent(new Date(), { kind: 'panic' })])),
+          422,
+          /kind/,
+        ],
+        [
+          'more events than a batch takes',
+          () =>
+            postEvents(
+              agent,
+              batch(Array.from({ length: 101 }, () => errorEvent(new Date(clock.now())))),
+            ),
+          422,
+          /events/,
+        ],
+        [
+          'a body over the limit',
+          () =>
+            postEvents(
+              agent,
+              batch([errorEvent(new Date(), { traceback: 'x'.repeat(1100 * 1024) })]),
+            ),
+          413,
+          /./,
+        ],
+      ];
+      for (const [what, send, expected, detail] of cases) {
+        const res = await send();
+        assert.equal(res.status, expected, `${what}: ${res.text}`);
+        assert.match(JSON.stringify(res.body.detail), detail, what);
+      }
+      assert.deepEqual((await timeline(agent.address, '?kind=event')).entries, []);
+    });
+
+    it('answers 429 to a flood, after its budget for the minute', async () => {
+      const agent = await newRegisteredAgent(hostOf(t), t.userKey);
+      const fifty = () =>
+        batch(
+          Array.from({ length: 50 }, () => errorEvent(new Date(clock.now()), { kind: 'info' })),
+        );
+      assert.equal((await postEvents(agent, fifty())).status, 200);
+      assert.equal((await postEvents(agent, fifty())).status, 200);
+      const flood = await postEvents(agent, fifty());
+      assert.equal(flood.status, 429, flood.text);
+      assert.ok(Number(flood.headers.get('retry-after')) > 0);
+      clock.advance(60_000);
+      assert.equal((await postEvents(agent, fifty())).status, 200);
+    });
+  });
+
+  describe('the timeline', () => {
+    it('joins the delivery trace, registrations, polls and events, newest first, in pages', async () => {
+      const agent = await newRegisteredAgent(hostOf(t), t.userKey);
+      const sender = TestIdentity.random();
+      const delivered = envelopeFor(sender, agent.address);
+      clock.advance(10);
+      assert.equal(
+        (await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: delivered })).status,
+        200,
+      );
+      clock.advance(10);
+      const auth = { authorization: agent.authorization(clock.now()) };
+      assert.equal(
+        (await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, auth)).status,
+        200,
+      );
+      await activity().flush();
+      clock.advance(10);
+      const uuid = messageUuid(delivered);
+      assert.equal(
+        (await call(t.url, 'DELETE', `/v2/agents/${agent.address}/mailbox/${uuid}`, auth)).status,
+        200,
+      );
+      clock.advance(10);
+      const forged = {
+        ...envelopeFor(sender, agent.address),
+        signature: envelopeFor(TestIdentity.random(), agent.address).signature,
+      };
+      assert.equal(
+        (await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: forged })).status,
+        400,
+      );
+
+      const all = (await timeline(agent.address)).entries;
+      assert.deepEqual(
+        all.map((entry) => entry.kind),
+        [
+          'message.refused',
+          'message.deleted',
+          // Written at the same moment: the trace's row first, newest first.
+          'message.polled',
+          'status.changed',
+          'polling.started',
+          'message.stored',
+          'agent.registered',
+        ],
+      );
+      assert.match(all[0]!.summary, /refused/);
+      assert.equal(all[5]!.uuid, uuid);
+      assert.equal(all[5]!.peer, sender.address);
+      assert.match(all[4]!.summary, /first time/);
+      assert.match(all[3]!.summary, /new → active/);
+
+      // Pages: two at a time, following `next`, give the same entries.
+      const paged: TimelineEntry[] = [];
+      let before: string | null = null;
+      do {
+        const page = await timeline(agent.address, `?limit=2${before ? `&before=${before}` : ''}`);
+        paged.push(...page.entries);
+        before = page.next;
+      } while (before);
+      assert.deepEqual(
+        paged.map((e) => e.id),
+        all.map((e) => e.id),
+      );
+
+      const failures = (await timeline(agent.address, '?kind=failure')).entries;
+      assert.deepEqual(
+        failures.map((e) => e.kind),
+        ['message.refused'],
+      );
+      const since = new Date(clock.now() - 5).toISOString();
+      assert.deepEqual(
+        (await timeline(agent.address, `?since=${since}`)).entries.map((e) => e.kind),
+        ['message.refused'],
+      );
+      const bad = await call(t.url, 'GET', `/v2/agents/${agent.address}/activity?kind=nonsense`, {
+        key: t.userKey,
+      });
+      assert.equal(bad.status, 400);
+      assert.match(bad.body.detail, /Unknown kind "nonsense"/);
+      const badCursor = await call(
+        t.url,
+        'GET',
+        `/v2/agents/${agent.address}/activity?before=xyz`,
+        {
+          key: t.userKey,
+        },
+      );
+      assert.equal(badCursor.status, 400);
+    });
+
+    it("shows the owner all their agents' timelines in one, and nobody else any", async () => {
+      const [a, b] = [
+        await newRegisteredAgent(hostOf(t), otherKey),
+        await newRegisteredAgent(hostOf(t), otherKey),
+      ];
+      const combined = await timeline(undefined, '?kind=agent.registered', otherKey);
+      assert.deepEqual(
+        new Set(combined.entries.map((e) => e.address)),
+        new Set([a.address, b.address]),
+      );
+      const mine = await timeline(undefined, '', t.userKey);
+      assert.ok(mine.entries.every((e) => e.address !== a.address && e.address !== b.address));
+      const theirs = await call(t.url, 'GET', `/v2/agents/${a.address}/activity`, {
+        key: t.userKey,
+      });
+      assert.equal(theirs.status, 404);
+    });
+  });
+
+  describe('status', () => {
+    it('goes from active to idle to offline as an agent falls silent, and back when it polls', async () => {
+      const agent = await newRegisteredAgent(hostOf(t), t.userKey);
+      assert.deepEqual(await status(agent.address), {
+        status: 'offline',
+        last_seen: null,
+        reason: 'never seen',
+      });
+      await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
+        authorization: agent.authorization(clock.now()),
+      });
+      await activity().flush();
+      const seen = await status(agent.address);
+      assert.equal(seen.status, 'active');
+      assert.ok(seen.last_seen);
+      clock.advance(121_000);
+      await activity().sweep();
+      assert.equal((await status(agent.address)).status, 'idle');
+      clock.advance(3_900_000);
+      await activity().sweep();
+      assert.equal((await status(agent.address)).status, 'offline');
+      await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
+        authorization: agent.authorization(clock.now()),
+      });
+      await activity().flush();
+      assert.equal((await status(agent.address)).status, 'active');
+      const changes = (await timeline(agent.address, '?kind=status,polling')).entries.map(
+        (e) => e.summary,
+      );
+      assert.equal(changes.length, 6, changes.join('\n'));
+      assert.match(changes[0]!, /offline → active/);
+      assert.match(changes[1]!, /polling again after 67 min/);
+      assert.match(changes[2]!, /idle → offline: not seen for long/);
+      assert.match(changes[3]!, /active → idle: not seen lately/);
+      assert.match(changes[4]!, /new → active/);
+      assert.match(changes[5]!, /polled its mailbox for the first time/);
+    });
+
+    it('shows a proxy agent whose forwards fail as failing, and why, until one goes through', async () => {
+      const agent = await newRegisteredAgent(hostOf(t), t.userKey, {
+        redirectUrl: `${endpoint.url}/fail`,
+      });
+      const sender = TestIdentity.random();
+      await call(t.url, 'POST', '/v2/agents/proxy/submit', {
+        body: envelopeFor(sender, agent.address),
+      });
+      // The presence is written after the answer.
+      await waitFor(async () => (await status(agent.address)).status === 'failing');
+      assert.match(
+        String((await status(agent.address)).reason),
+        /forward failed: Target agent answered with status 503/,
+      );
+      const failed = (await timeline(agent.address, '?kind=failure')).entries;
+      assert.ok(failed.some((e) => e.kind === 'message.forward_failed'));
+
+      const fixed = await call(t.url, 'PUT', `/v2/agents/${agent.address}`, {
+        key: t.userKey,
+        body: { address: agent.address, redirect_url: `${endpoint.url}/ok` },
+      });
+      assert.equal(fixed.status, 200, fixed.text);
+      clock.advance(10);
+      const ok = await call(t.url, 'POST', '/v2/agents/proxy/submit', {
+        body: envelopeFor(sender, agent.address),
+      });
+      assert.equal(ok.status, 200, ok.text);
+      await waitFor(async () => (await status(agent.address)).status === 'active');
+    });
+  });
+
+  describe('live streams', () => {
+    it('sends what happens to an agent as it happens, and resumes after Last-Event-ID', async () => {
+      const agent = await newRegisteredAgent(hostOf(t), t.userKey);
+      const url = `${t.url}/v2/agents/${agent.address}/activity/stream`;
+      const stream = await openStream(url, { key: t.userKey });
+      assert.equal(stream.status, 200);
+      assert.match(stream.headers.get('content-type') ?? '', /^text\/event-stream/);
+      const sender = TestIdentity.random();
+      const envelope = envelopeFor(sender, agent.address);
+      const started = performance.now();
+      assert.equal(
+        (await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: envelope })).status,
+        200,
+      );
+      const stored = await stream.next(2000);
+      const elapsed = performance.now() - started;
+      const entry = JSON.parse(stored.data) as TimelineEntry;
+      assert.equal(entry.kind, 'message.stored');
+      assert.equal(entry.uuid, messageUuid(envelope));
+      assert.equal(stored.id, entry.id);
+      assert.ok(elapsed < 1000, `${elapsed} ms`);
+
+      // An error the agent reports arrives too; then the client goes away.
+      assert.equal(
+        (await postEvents(agent, batch([errorEvent(new Date(clock.now()))]))).status,
+        200,
+      );
+      const kinds = new Set<string>();
+      for (let i = 0; i < 2; i++)
+        kinds.add((JSON.parse((await stream.next(2000)).data) as TimelineEntry).kind);
+      assert.ok(kinds.has('event.error'), [...kinds].join());
+      stream.close();
+
+      // Missed while away: a resumed stream sends it, and nothing before its Last-Event-ID.
+      clock.advance(10);
+      const missed = envelopeFor(sender, agent.address);
+      await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: missed });
+      const resumed = await openStream(url, { key: t.userKey, lastEventId: stored.id! });
+      const replay = (await resumed.drain(700)).map((e) => JSON.parse(e.data) as TimelineEntry);
+      assert.ok(replay.every((e) => e.id !== stored.id));
+      assert.ok(replay.some((e) => e.uuid === messageUuid(missed)));
+      resumed.close();
+    });
+
+    it("streams all of a user's agents together, to that user alone", async () => {
+      const key = await t.addUser(`streamer-${dialect}`);
+      const [a, b] = [
+        await newRegisteredAgent(hostOf(t), key),
+        await newRegisteredAgent(hostOf(t), key),
+      ];
+      const stream = await openStream(`${t.url}/v2/activity/stream?kind=message`, { key });
+      const others = await openStream(`${t.url}/v2/activity/stream?kind=message`, {
+        key: otherKey,
+      });
+      const sender = TestIdentity.random();
+      await call(t.url, 'POST', '/v2/agents/mailbox/submit', {
+        body: envelopeFor(sender, a.address),
+      });
+      await call(t.url, 'POST', '/v2/agents/mailbox/submit', {
+        body: envelopeFor(sender, b.address),
+      });
+      const got = [await stream.next(2000), await stream.next(2000)].map(
+        (e) => (JSON.parse(e.data) as TimelineEntry).address,
+      );
+      assert.deepEqual(new Set(got), new Set([a.address, b.address]));
+      assert.deepEqual(await others.drain(500), []);
+      stream.close();
+      others.close();
+    });
+
+    it('limits the streams one user holds, and refuses anyone but the owner', async () => {
+      const key = await t.addUser(`limited-${dialect}`);
+      const agent = await newRegisteredAgent(hostOf(t), key);
+      const url = `${t.url}/v2/agents/${agent.address}/activity/stream`;
+      const open = await Promise.all([1, 2, 3].map(() => openStream(url, { key })));
+      const fourth = await call(t.url, 'GET', `/v2/agents/${agent.address}/activity/stream`, {
+        key,
+      });
+      assert.equal(fourth.status, 429, fourth.text);
+      for (const stream of open) stream.close();
+      await waitFor(async () => (await call(t.url, 'GET', '/v2/activity', { key })).status === 200);
+      const notOwner = await call(t.url, 'GET', `/v2/agents/${agent.address}/activity/stream`, {
+        key: otherKey,
+      });
+      assert.equal(notOwner.status, 404);
+      const anonymous = await call(t.url, 'GET', `/v2/agents/${agent.address}/activity/stream`);
+      assert.equal(anonymous.status, 401);
+      // HEAD answers at once and holds nothing open.
+      const head = await call(t.url, 'HEAD', `/v2/agents/${agent.address}/activity/stream`, {
+        key,
+      });
+      assert.equal(head.status, 200);
+    });
+  });
+});
+
+describeOnEachDialect('activity streams at shutdown', (dialect) => {
+  it('end cleanly when the server stops', async () => {
+    const t = await startTestServer({ dialect });
+    const stream = await openStream(`${t.url}/v2/activity/stream`, { key: t.userKey });
+    const closed = t.close();
+    await stream.ended;
+    await closed;
+  });
+});
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
