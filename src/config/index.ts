@@ -50,6 +50,13 @@ export interface Config {
   proxyTimeoutMs: number;
   proxySyncTimeoutMs: number;
   /**
+   * A message the proxy could not forward and kept is forwarded again after this long, then
+   * after twice as long at each failure, up to {@link proxyRetryMaxMs}.
+   */
+  proxyRetryBaseMs: number;
+  /** The longest wait between two forwards of a kept message. */
+  proxyRetryMaxMs: number;
+  /**
    * Worker threads that check signatures (envelopes, identity proofs, Almanac attestations);
    * 0 checks them on the event loop.
    */
@@ -118,6 +125,8 @@ export const defaults: Config = {
   deliveryTrace: true,
   proxyTimeoutMs: 10_000,
   proxySyncTimeoutMs: 30_000,
+  proxyRetryBaseMs: 2_000,
+  proxyRetryMaxMs: 300_000,
   // One core stays with the event loop; a thread where there is no second core only adds
   // the cost of passing messages.
   verifierThreads: Math.min(availableParallelism() - 1, 2),
@@ -234,6 +243,8 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   int('AGENTRY_MAILBOX_HOLD_SECONDS', 0, (n) => (config.mailboxHoldSeconds = n));
   int('AGENTRY_PROXY_TIMEOUT_MS', 1, (n) => (config.proxyTimeoutMs = n));
   int('AGENTRY_PROXY_SYNC_TIMEOUT_MS', 1, (n) => (config.proxySyncTimeoutMs = n));
+  int('AGENTRY_PROXY_RETRY_BASE_MS', 1, (n) => (config.proxyRetryBaseMs = n));
+  int('AGENTRY_PROXY_RETRY_MAX_MS', 1, (n) => (config.proxyRetryMaxMs = n));
   int('AGENTRY_VERIFIER_THREADS', 0, (n) => (config.verifierThreads = n));
   int('AGENTRY_QUOTA_AGENTS', 0, (n) => (config.quotas.agents = n));
   int('AGENTRY_QUOTA_MESSAGES_PER_MONTH', 0, (n) => (config.quotas.messagesPerMonth = n));
@@ -299,6 +310,11 @@ function validate(config: Config): void {
   // The uAgents client gives up on a request after five minutes.
   if (config.mailboxHoldSeconds > 240) {
     throw new ConfigError('AGENTRY_MAILBOX_HOLD_SECONDS must be at most 240 (4 min).');
+  }
+  if (config.proxyRetryMaxMs < config.proxyRetryBaseMs) {
+    throw new ConfigError(
+      `AGENTRY_PROXY_RETRY_MAX_MS (${config.proxyRetryMaxMs}) must not be less than AGENTRY_PROXY_RETRY_BASE_MS (${config.proxyRetryBaseMs}).`,
+    );
   }
   if (config.redisUrl !== undefined && !/^rediss?:\/\//.test(config.redisUrl)) {
     throw new ConfigError(

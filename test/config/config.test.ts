@@ -108,6 +108,30 @@ describe('mailbox hold setting', () => {
   });
 });
 
+describe('proxy retry settings', () => {
+  it('retries kept messages after 2 s, doubling up to 5 min, unless told otherwise', () => {
+    const defaults = loadConfig({}, {});
+    assert.deepEqual([defaults.proxyRetryBaseMs, defaults.proxyRetryMaxMs], [2_000, 300_000]);
+    const set = loadConfig(
+      {},
+      { AGENTRY_PROXY_RETRY_BASE_MS: '500', AGENTRY_PROXY_RETRY_MAX_MS: '60000' },
+    );
+    assert.deepEqual([set.proxyRetryBaseMs, set.proxyRetryMaxMs], [500, 60_000]);
+  });
+
+  it('refuses a longest wait shorter than the first', () => {
+    assert.throws(
+      () =>
+        loadConfig({}, { AGENTRY_PROXY_RETRY_BASE_MS: '5000', AGENTRY_PROXY_RETRY_MAX_MS: '1000' }),
+      (error) => error instanceof ConfigError && /AGENTRY_PROXY_RETRY_MAX_MS/.test(error.message),
+    );
+    assert.throws(
+      () => loadConfig({}, { AGENTRY_PROXY_RETRY_BASE_MS: '0' }),
+      (error) => error instanceof ConfigError && /AGENTRY_PROXY_RETRY_BASE_MS/.test(error.message),
+    );
+  });
+});
+
 describe('drain setting', () => {
   it('drains for 5 s by default and takes AGENTRY_DRAIN_SECONDS, 0 meaning no grace period', () => {
     assert.equal(loadConfig({}, {}).drainSeconds, 5);
