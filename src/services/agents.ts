@@ -150,6 +150,9 @@ export class AgentsService {
     if (updates.handle !== undefined) changes.handle = updates.handle;
     if (updates.redirect_url !== undefined) changes.redirect_url = updates.redirect_url;
     if (updates.profile !== undefined) changes.profile = completeProfile(updates.profile);
+    if (updates.keep_failed_forwards !== undefined) {
+      changes.keep_failed_forwards = updates.keep_failed_forwards;
+    }
 
     return this.store.transaction(async (tx) => {
       await tx.users.lock(userId);
@@ -228,6 +231,7 @@ export class AgentsService {
       metadata: registration.metadata ?? null,
       registered_at: now,
       updated_at: now,
+      keep_failed_forwards: registration.keep_failed_forwards,
     };
     const outcome = await tx.agents.save(listing);
     if (outcome === 'handle-taken') throw handleTaken(registration.handle);

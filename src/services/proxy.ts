@@ -52,7 +52,7 @@ export class ProxyService {
       envelope: admitted,
       digest,
     } = await this.admission.admit(envelope, principal);
-    const url = await this.store.repos.agents.findRedirectUrl(address);
+    const url = (await this.store.repos.agents.findForwarding(address))?.url;
     if (!url) {
       // A registered agent without a URL still has an owner to tell.
       await this.trace.refused(envelope, UNKNOWN_TARGET);
@@ -118,7 +118,7 @@ export class ProxyService {
 
   /** Whether the agent has a URL to forward to (the readiness probe). */
   async isReady(address: string): Promise<boolean> {
-    return Boolean(await this.store.repos.agents.findRedirectUrl(address));
+    return Boolean((await this.store.repos.agents.findForwarding(address))?.url);
   }
 
   private async readReply(response: Dispatcher.ResponseData): Promise<Buffer> {

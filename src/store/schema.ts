@@ -78,6 +78,8 @@ export interface AgentsTable {
   metadata: string | null;
   registered_at: number;
   updated_at: number;
+  /** 1: the proxy keeps a message it could not forward (and forwards it again); 0: refuses it. */
+  keep_failed_forwards: ColumnType<number, number | undefined, number>;
 }
 
 export interface MailboxesTable {
@@ -164,6 +166,13 @@ export interface MessagesTable {
   digest: ColumnType<string | null, string | null | undefined, string | null>;
   /** When the trace last recorded the message as handed to its agent; null: never. */
   polled_at: ColumnType<number | null, number | null | undefined, number | null>;
+  /**
+   * When the proxy next forwards the message (kept after a failed forward); null: never. A
+   * process forwarding it has moved it to the end of its lease.
+   */
+  next_forward_at: ColumnType<number | null, number | null | undefined, number | null>;
+  /** Failed forwards of a kept message (for the backoff); 0 for a message never forwarded. */
+  forward_attempts: ColumnType<number, number | undefined, number>;
 }
 
 /**

@@ -46,6 +46,11 @@ const ProfileInput = Type.Object({
 });
 export type ProfileInput = Static<typeof ProfileInput>;
 
+const KeepFailedForwards = Type.Boolean({
+  description:
+    'Whether the proxy keeps a message it cannot forward (the agent down, slow or failing) in the agent’s mailbox and forwards it again; off: the sender hears the failure',
+});
+
 const Metadata = Nullable(
   Type.Object({}, { additionalProperties: true, description: 'Free-form JSON object' }),
 );
@@ -64,6 +69,11 @@ export const RegistrationRequest = Type.Object({
   endpoints: Type.Optional(Type.Array(Endpoint, { default: [] })),
   protocols: Type.Optional(Type.Array(Type.String(), { default: [], description: 'Digests' })),
   metadata: Type.Optional(Metadata),
+  keep_failed_forwards: Type.Optional(
+    Type.Boolean({
+      description: `${KeepFailedForwards.description}. Left out: on for a new agent, unchanged for one registered already`,
+    }),
+  ),
 });
 export type RegistrationRequest = Static<typeof RegistrationRequest>;
 
@@ -83,6 +93,7 @@ export const AgentUpdates = Type.Object({
   name: Type.Optional(Name),
   handle: Type.Optional(Handle),
   redirect_url: Type.Optional(Nullable(Type.String({ maxLength: URL_MAX_LENGTH }))),
+  keep_failed_forwards: Type.Optional(KeepFailedForwards),
   profile: Type.Optional(
     Type.Object(ProfileInput.properties, {
       description: 'Replaces the whole profile; members left out become empty',
@@ -101,6 +112,7 @@ export const AgentRecord = Type.Object({
   endpoints: Type.Array(Endpoint),
   protocols: Type.Array(Type.String()),
   metadata: Metadata,
+  keep_failed_forwards: KeepFailedForwards,
   mailbox: Type.Object({ pending_messages: Type.Integer(), bytes_stored: Type.Integer() }),
   registered_at: Timestamp,
   updated_at: Timestamp,

@@ -90,6 +90,7 @@ describeOnEachDialect('agent registry', (dialect) => {
         endpoints: [],
         protocols: [],
         metadata: null,
+        keep_failed_forwards: true,
         mailbox: { pending_messages: 0, bytes_stored: 0 },
         registered_at: '2026-11-21T10:00:00.123000+00:00',
         updated_at: '2026-11-21T10:00:00.123000+00:00',
@@ -117,6 +118,7 @@ describeOnEachDialect('agent registry', (dialect) => {
         ],
         protocols: [PROTOCOL_DIGEST],
         metadata: { geolocation: { latitude: 59.9, longitude: 10.7 }, tags: ['a', 'b'] },
+        keep_failed_forwards: false,
       };
       const agent = await registered(fields);
       const { body } = await get(agent.address);
@@ -172,6 +174,18 @@ describeOnEachDialect('agent registry', (dialect) => {
       assert.deepEqual(body.protocols, []);
       assert.deepEqual(body.mailbox, { pending_messages: 3, bytes_stored: 1500 });
       assert.equal(Date.parse(body.updated_at) - Date.parse(body.registered_at), 60_000);
+    });
+
+    it("keeps the owner's choice of keeping failed forwards when a registration leaves it out", async () => {
+      const agent = await registered({ keep_failed_forwards: false });
+      assert.equal((await get(agent.address)).body.keep_failed_forwards, false);
+      // The uAgents client registers again at every start, without the field.
+      assert.equal((await register(agent, { name: 'restarted' })).status, 200);
+      const again = (await get(agent.address)).body;
+      assert.equal(again.name, 'restarted');
+      assert.equal(again.keep_failed_forwards, false);
+      assert.equal((await register(agent, { keep_failed_forwards: true })).status, 200);
+      assert.equal((await get(agent.address)).body.keep_failed_forwards, true);
     });
 
     it('lets an agent re-register with the handle it holds', async () => {
@@ -424,6 +438,22 @@ describeOnEachDialect('agent registry', (dialect) => {
       assert.equal(res.body.registered_at, registeredAt);
       assert.equal(Date.parse(res.body.updated_at) - Date.parse(registeredAt), 5000);
       assert.deepEqual((await get(agent.address)).body, res.body);
+    });
+
+    it('turns keeping failed forwards off and on, changing nothing else', async () => {
+      const agent = await registered({ url: 'https://x.example' });
+      const before = (await get(agent.address)).body;
+      const off = await put(agent.address, { address: agent.address, keep_failed_forwards: false });
+      assert.equal(off.status, 200, off.text);
+      assert.deepEqual(off.body, { ...before, keep_failed_forwards: false });
+      assert.deepEqual((await get(agent.address)).body, off.body);
+      const on = await put(agent.address, { address: agent.address, keep_failed_forwards: true });
+      assert.equal(on.body.keep_failed_forwards, true);
+      const other = await put(agent.address, { address: agent.address, name: 'renamed' });
+      assert.equal(other.body.keep_failed_forwards, true, 'left out, it stays as it is');
+      const refused = await put(agent.address, { address: agent.address, keep_failed_forwards: 1 });
+      assert.equal(refused.status, 422, refused.text);
+      assert.deepEqual(refused.body.detail[0].loc, ['body', 'keep_failed_forwards']);
     });
 
     it('clears the handle and redirect URL when given null, and frees the handle', async () => {

@@ -43,6 +43,7 @@ describeOnEachDialect('agents store', (dialect) => {
     assert.equal(await t.store.repos.agents.save(agent), undefined);
     assert.deepEqual(await t.store.repos.agents.find(agent.address), {
       ...agent,
+      keep_failed_forwards: true,
       mailbox: { pending_messages: 0, bytes_stored: 0 },
     });
     await t.store.repos.mailbox.open({
@@ -85,6 +86,28 @@ describeOnEachDialect('agents store', (dialect) => {
     assert.equal(stored?.user_id, userId);
     assert.equal(stored?.registered_at, agent.registered_at);
     assert.equal(stored?.updated_at, agent.updated_at + 5);
+  });
+
+  it('keeps failed forwards unless told not to, and keeps the choice through a save without it', async () => {
+    const userId = await insertUser(t.store);
+    const agent = listing(userId);
+    await t.store.repos.agents.save(agent);
+    assert.deepEqual(await t.store.repos.agents.findForwarding(agent.address), {
+      url: null,
+      keep: true,
+    });
+    await t.store.repos.agents.update(agent.address, {
+      keep_failed_forwards: false,
+      updated_at: 1,
+    });
+    await t.store.repos.agents.save({ ...agent, redirect_url: 'https://x.example' });
+    assert.deepEqual(await t.store.repos.agents.findForwarding(agent.address), {
+      url: 'https://x.example',
+      keep: false,
+    });
+    await t.store.repos.agents.save({ ...agent, keep_failed_forwards: true });
+    assert.equal((await t.store.repos.agents.find(agent.address))?.keep_failed_forwards, true);
+    assert.equal(await t.store.repos.agents.findForwarding('agent1nobody'), undefined);
   });
 
   it('answers handle-taken when another agent holds the handle', async () => {

@@ -25,6 +25,7 @@ export function agentRecord(agent: StoredAgent, now: StatusNow): AgentRecord {
     endpoints: agent.endpoints,
     protocols: agent.protocols,
     metadata: agent.metadata,
+    keep_failed_forwards: agent.keep_failed_forwards,
     mailbox: agent.mailbox,
     registered_at: isoTimestamp(agent.registered_at),
     updated_at: isoTimestamp(agent.updated_at),

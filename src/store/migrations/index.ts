@@ -12,6 +12,7 @@ import * as replays from './0010_replays.js';
 import * as quarantine from './0011_quarantine.js';
 import * as pollTrace from './0012_poll_trace.js';
 import * as activity from './0013_activity.js';
+import * as keptForwards from './0014_kept_forwards.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -31,4 +32,5 @@ export const migrations: Record<string, Migration> = {
   '0011_quarantine': quarantine,
   '0012_poll_trace': pollTrace,
   '0013_activity': activity,
+  '0014_kept_forwards': keptForwards,
 };

@@ -18,6 +18,12 @@ export interface AgentListing {
   metadata: Record<string, unknown> | null;
   registered_at: number;
   updated_at: number;
+  /**
+   * Whether the proxy keeps a message it could not forward. Left out of a save, a new listing
+   * keeps them and an existing one keeps its owner's choice: the uAgents client registers
+   * again at every start and never sends it.
+   */
+  keep_failed_forwards?: boolean;
 }
 
 export interface MailboxCounters {
@@ -25,10 +31,19 @@ export interface MailboxCounters {
   bytes_stored: number;
 }
 
-export type StoredAgent = AgentListing & { mailbox: MailboxCounters };
+export type StoredAgent = AgentListing & {
+  keep_failed_forwards: boolean;
+  mailbox: MailboxCounters;
+};
+
+/** Where the proxy forwards an agent's messages, and whether it keeps those it cannot. */
+export interface Forwarding {
+  url: string | null;
+  keep: boolean;
+}
 
 export type ListingChanges = Partial<
-  Pick<AgentListing, 'name' | 'handle' | 'redirect_url' | 'profile'>
+  Pick<AgentListing, 'name' | 'handle' | 'redirect_url' | 'profile' | 'keep_failed_forwards'>
 > &
   Pick<AgentListing, 'updated_at'>;
 
@@ -54,8 +69,14 @@ function toStoredAgent(row: AgentRow): StoredAgent {
     metadata: row.metadata === null ? null : (JSON.parse(row.metadata) as Record<string, unknown>),
     registered_at: row.registered_at,
     updated_at: row.updated_at,
+    keep_failed_forwards: row.keep_failed_forwards !== 0,
     mailbox: { pending_messages: row.pending_messages, bytes_stored: row.bytes_stored },
   };
+}
+
+/** A boolean as the column keeps it (0/1); undefined stays undefined (the column is left alone). */
+function flag(value: boolean | undefined): number | undefined {
+  return value === undefined ? undefined : Number(value);
 }
 
 /** The registry: one row per registered agent, read together with its mailbox counters. */
@@ -102,8 +123,8 @@ export class AgentsRepository {
   }
 
   /**
-   * Creates the listing, or replaces every field of an existing one except its owner and
-   * first registration time.
+   * Creates the listing, or replaces every field of an existing one except its owner, first
+   * registration time and, when `listing` leaves it out, whether failed forwards are kept.
    */
   async save(listing: AgentListing): Promise<HandleTaken | undefined> {
     const values = {
@@ -112,6 +133,9 @@ export class AgentsRepository {
       endpoints: JSON.stringify(listing.endpoints),
       protocols: JSON.stringify(listing.protocols),
       metadata: listing.metadata === null ? null : JSON.stringify(listing.metadata),
+      // Left out (undefined), the column's default applies to a new row and an existing one
+      // keeps its value.
+      keep_failed_forwards: flag(listing.keep_failed_forwards),
     };
     const { address: _address, user_id: _owner, registered_at: _registered, ...replaced } = values;
     return this.refusingTakenHandle(
@@ -124,11 +148,15 @@ export class AgentsRepository {
   }
 
   async update(address: string, changes: ListingChanges): Promise<HandleTaken | undefined> {
-    const { profile, ...plain } = changes;
+    const { profile, keep_failed_forwards: keep, ...plain } = changes;
     return this.refusingTakenHandle(
       this.db
         .updateTable('agents')
-        .set({ ...plain, ...(profile && { profile: JSON.stringify(profile) }) })
+        .set({
+          ...plain,
+          ...(profile && { profile: JSON.stringify(profile) }),
+          keep_failed_forwards: flag(keep),
+        })
         .where('address', '=', address)
         .execute(),
     );
@@ -138,18 +166,18 @@ export class AgentsRepository {
     await this.db.deleteFrom('agents').where('address', '=', address).execute();
   }
 
-  /** The agent's registered URL: undefined when not registered, null when it has none. */
-  async findRedirectUrl(address: string): Promise<string | null | undefined> {
+  /** Where the proxy forwards the agent's messages; undefined when it is not registered. */
+  async findForwarding(address: string): Promise<Forwarding | undefined> {
     const row = await this.db
       .selectFrom('agents')
-      .select('redirect_url')
+      .select(['redirect_url', 'keep_failed_forwards'])
       .where('address', '=', address)
       .executeTakeFirst();
-    return row?.redirect_url;
+    return row && { url: row.redirect_url, keep: row.keep_failed_forwards !== 0 };
   }
 
   async isRegistered(address: string): Promise<boolean> {
-    return (await this.findRedirectUrl(address)) !== undefined;
+    return (await this.findForwarding(address)) !== undefined;
   }
 
   // The unique index decides who holds a handle, so two agents racing for one cannot both win.
