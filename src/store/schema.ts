@@ -199,7 +199,10 @@ export interface DeliveryEventsTable {
   id: Generated<number>;
   /** The agent whose owner may read the row: the message's target, an interaction's source. */
   address: string;
-  /** submitted, stored, refused, polled, deleted, expired, quarantined, forwarded, interaction. */
+  /**
+   * submitted, stored, refused, polled, deleted, expired, quarantined, forwarded, delivered,
+   * interaction.
+   */
   event: string;
   at: number;
   uuid: string | null;

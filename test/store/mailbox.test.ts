@@ -143,6 +143,81 @@ describeOnEachDialect('mailbox store', (dialect) => {
     );
   });
 
+  it('claims due kept messages, oldest due first, and not again before the lease ends', async () => {
+    const g = 'agent1messagesg';
+    await insertAgentWithMailbox(t.store, {
+      address: g,
+      user_id: owner,
+      redirect_url: 'https://g.example/submit',
+    });
+    const { mailbox } = t.store.repos;
+    const kept = (due: number, expires = Number.MAX_SAFE_INTEGER) => ({
+      ...message(g, randomUUID(), expires),
+      next_forward_at: due,
+      forward_attempts: 1,
+    });
+    const [later, sooner, notYet, expired] = [kept(100), kept(50), kept(10_000), kept(50, 150)];
+    const plain = { ...message(g), next_forward_at: null, forward_attempts: 0 };
+    await mailbox.deliver([later, plain, sooner, notYet, expired], '2031-01');
+
+    const [first, ...none] = await mailbox.claimForwards(200, 1200, 1);
+    assert.equal(none.length, 0, 'one, as asked');
+    assert.equal(first?.uuid, sooner.uuid, 'the oldest due first');
+    const claimed = await mailbox.claimForwards(200, 1200, 10);
+    assert.deepEqual(
+      claimed.map(({ uuid, envelope, url, lease, forward_attempts }) => [
+        uuid,
+        envelope,
+        url,
+        lease,
+        Number(forward_attempts),
+      ]),
+      [[later.uuid, later.envelope, 'https://g.example/submit', 1200, 1]],
+      'neither one claimed already, nor one not due, expired or never kept',
+    );
+    assert.deepEqual(await mailbox.claimForwards(300, 1300, 10), [], 'both are claimed');
+    const again = await mailbox.claimForwards(1200, 2200, 10);
+    assert.deepEqual(
+      again.map((row) => row.uuid).sort(),
+      [sooner.uuid, later.uuid].sort(),
+      'once the lease ended',
+    );
+
+    // Only the claim that holds the message settles it.
+    await mailbox.forwardAgainAt(sooner.uuid, 1200, 2000);
+    assert.deepEqual(await mailbox.claimForwards(2100, 3100, 10), [], 'a lost claim did nothing');
+    await mailbox.forwardAgainAt(sooner.uuid, 2200, 5000);
+    await mailbox.stopForwarding([later.uuid], 2200);
+    assert.deepEqual(
+      (await mailbox.claimForwards(5000, 6000, 10)).map((row) => [
+        row.uuid,
+        Number(row.forward_attempts),
+      ]),
+      [[sooner.uuid, 2]],
+      'the failure counted; the one stopped is not due',
+    );
+    await mailbox.stopForwarding([later.uuid, sooner.uuid, plain.uuid]);
+    assert.deepEqual(
+      (await mailbox.claimForwards(10_000, 11_000, 10)).map((row) => row.uuid),
+      [notYet.uuid],
+      'the expired one never; those stopped no more',
+    );
+    const left = await mailbox.listPending(g, 200, { limit: 10, offset: 0 });
+    assert.deepEqual(
+      left.map((row) => [
+        row.uuid,
+        row.next_forward_at === null ? null : Number(row.next_forward_at),
+      ]),
+      [
+        [later.uuid, null],
+        [plain.uuid, null],
+        [sooner.uuid, null],
+        [notYet.uuid, 11_000],
+      ],
+      'every unexpired one is still in the mailbox',
+    );
+  });
+
   it("closes a mailbox with its messages and takes its bytes off the owner's total", async () => {
     const owned = await insertUser(t.store);
     const [e, f] = ['agent1messagese', 'agent1messagesf'];

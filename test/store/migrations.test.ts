@@ -138,6 +138,48 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
     assert.equal(owner?.ownerBytesStored, Number(mailbox.bytes_stored));
   });
 
+  it('0014 keeps failed forwards for the agents listed before, and forwards none of their messages', async () => {
+    await migrateTo('0012_poll_trace');
+    const agent = TestIdentity.random();
+    await store.db.insertInto('users').values({ id: 'u-k', name: 'u-k', created_at: 0 }).execute();
+    await store.repos.agents.save(
+      agentListing({ address: agent.address, user_id: 'u-k', redirect_url: 'https://k.example' }),
+    );
+    await store.repos.mailbox.open({ address: agent.address, user_id: 'u-k', created_at: 0 });
+    const uuid = '00000000-0000-4000-8000-000000000014';
+    await store.repos.mailbox.deliver(
+      [
+        {
+          uuid,
+          address: agent.address,
+          envelope: '{}',
+          size: 2,
+          received_at: 1,
+          expires_at: Number.MAX_SAFE_INTEGER,
+        },
+      ],
+      '2031-01',
+    );
+
+    await store.migrate();
+    assert.deepEqual(await store.repos.agents.findForwarding(agent.address), {
+      url: 'https://k.example',
+      keep: true,
+    });
+    const [pending] = await store.repos.mailbox.listPending(agent.address, 2, {
+      limit: 10,
+      offset: 0,
+    });
+    assert.equal(pending?.next_forward_at, null);
+    assert.deepEqual(await store.repos.mailbox.claimForwards(Date.now(), Date.now() + 1, 10), []);
+    const [, stored] = await store.repos.deliveries.list(agent.address, {
+      uuid,
+      limit: 10,
+      offset: 0,
+    });
+    assert.deepEqual([stored?.event, stored?.detail], ['stored', null], 'not kept');
+  });
+
   it('0006 indexes the listings and the protocols of the registrations already stored', async () => {
     const scratch = await createTestDatabase(dialect);
     const old = Store.open(scratch.url);

@@ -5,6 +5,9 @@ import { slices } from '../statements.js';
 export type DeliveryEventRow = Selectable<DeliveryEventsTable>;
 export type NewDeliveryEvent = Insertable<DeliveryEventsTable>;
 
+/** The detail of the `stored` row of a message the proxy kept after a failed forward. */
+export const KEPT_DETAIL = 'kept after a failed forward';
+
 /**
  * Who owns an agent, and since when (the listing's first registration): the history an owner
  * reads starts there, so that what an agent went through under an earlier owner stays theirs.
@@ -83,7 +86,9 @@ export class DeliveriesRepository {
   /**
    * The agent's trace, ordered by time: its rows, and each message still pending as the
    * `submitted` and `stored` rows it stands for (as is the `stored` row a message leaves
-   * behind).
+   * behind); the `stored` row of a message the proxy kept says so. Within one millisecond a
+   * message is submitted before it is stored and stored before anything else happens to it,
+   * except the failed forward that made the proxy keep it.
    */
   async list(address: string, filter: DeliveryFilter): Promise<DeliveryEventRow[]> {
     const ofMessage = filter.uuid === undefined ? sql`` : sql` and uuid = ${filter.uuid}`;
@@ -100,17 +105,20 @@ export class DeliveriesRepository {
         from delivery_events where address = ${address}${ofMessage}
         union all
         select id, address, 'stored', received_at, uuid, digest, sender, size,
-          cast(null as integer), cast(null as integer), cast(null as text)
+          cast(null as integer), cast(null as integer),
+          case when forward_attempts > 0 then cast(${KEPT_DETAIL} as text) end
         from messages where address = ${address}${ofMessage}
       ), expanded as (
         select * from trail
         union all
         select id, address, 'submitted', at, uuid, digest, sender, size, status_code, latency_ms,
-          detail
+          cast(null as text)
         from trail where event = 'stored'
       )
       select * from expanded ${where}
-      order by at, case event when 'submitted' then 0 when 'stored' then 1 else 2 end, id
+      order by at,
+        case event when 'forwarded' then 0 when 'submitted' then 1 when 'stored' then 2 else 3 end,
+        id
       limit ${filter.limit} offset ${filter.offset}`.execute(this.db);
     return result.rows;
   }

@@ -7,7 +7,7 @@ import type {
   QuarantinedMessagesTable,
 } from '../schema.js';
 import { atomically, MAX_ROWS_PER_INSERT, slices } from '../statements.js';
-import { insertDeliveryEvents, type NewDeliveryEvent } from './deliveries.js';
+import { insertDeliveryEvents, KEPT_DETAIL, type NewDeliveryEvent } from './deliveries.js';
 import { addUsage, type PeriodCounters, type QuotaOverrides } from './usage.js';
 
 export type MailboxRow = Selectable<MailboxesTable>;
@@ -19,8 +19,29 @@ export type QuarantinedMessage = Omit<Selectable<QuarantinedMessagesTable>, 'id'
 /** What a reader of a mailbox gets back for one message. */
 export type PendingMessage = Pick<
   MessageRow,
-  'uuid' | 'envelope' | 'size' | 'received_at' | 'expires_at' | 'polled_at'
+  'uuid' | 'envelope' | 'size' | 'received_at' | 'expires_at' | 'polled_at' | 'next_forward_at'
 >;
+
+/** The columns a {@link PendingMessage} holds. */
+const PENDING = [
+  'uuid',
+  'envelope',
+  'size',
+  'received_at',
+  'expires_at',
+  'polled_at',
+  'next_forward_at',
+] as const;
+
+/** A kept message a process claimed to forward, until `lease` (its `next_forward_at` now). */
+export interface ClaimedForward extends Pick<
+  MessageRow,
+  'uuid' | 'address' | 'envelope' | 'size' | 'sender' | 'digest' | 'forward_attempts'
+> {
+  lease: number;
+  /** The agent's registered URL now; null when it has none. */
+  url: string | null;
+}
 
 /** A mailbox with what its owner's quotas are measured against, read in one statement. */
 export interface MailboxWithOwnerUsage {
@@ -33,15 +54,20 @@ export interface MailboxWithOwnerUsage {
   ownerBytesStored: number;
 }
 
-/** What a message leaving its mailbox takes into the delivery trace. */
+/**
+ * What a message leaving its mailbox takes into the delivery trace; `forward_attempts` says
+ * whether the proxy kept it (read wherever it may have).
+ */
 type LeavingMessage = Pick<
   MessageRow,
   'uuid' | 'address' | 'size' | 'received_at' | 'sender' | 'digest'
->;
+> &
+  Partial<Pick<MessageRow, 'forward_attempts'>>;
 
 /**
  * The trace rows of messages leaving their mailbox: the `stored` row that the pending
- * message stood for (when, sender, size, digest), then `event` at `at`.
+ * message stood for (when, sender, size, digest; whether the proxy kept it), then `event` at
+ * `at`.
  */
 function leavingRows(
   messages: LeavingMessage[],
@@ -58,13 +84,18 @@ function leavingRows(
       digest: m.digest,
       sender: m.sender,
       size: m.size,
+      detail: Number(m.forward_attempts ?? 0) > 0 ? KEPT_DETAIL : null,
     },
     { address: m.address, event, at, uuid: m.uuid, size: m.size, detail: detail(m) },
   ]);
 }
 
-/** The columns {@link leavingRows} reads. */
+/**
+ * The columns {@link leavingRows} reads. Quarantine reads them without `forward_attempts`: it
+ * runs in migration 0011, before the column exists, and no message it moves was kept.
+ */
 const LEAVING = ['uuid', 'address', 'size', 'received_at', 'sender', 'digest'] as const;
+const LEAVING_KEPT = [...LEAVING, 'forward_attempts'] as const;
 
 /** The statement messages are stored with: a uuid stored already is skipped. */
 export function insertMessagesQuery(db: Kysely<Database>, messages: NewMessage[]) {
@@ -278,16 +309,23 @@ const postgresWrites: MailboxWrites = {
     if (messages.length > MAX_ROWS_PER_INSERT) {
       throw new RangeError(`at most ${MAX_ROWS_PER_INSERT} messages per statement`);
     }
-    // A message's sender and digest are stored for the delivery trace, when it is on.
+    // A message's sender and digest are stored for the delivery trace, when it is on; the
+    // forward columns only for a group that holds a message the proxy kept.
     const traced = messages.some((m) => m.sender != null || m.digest != null);
+    const kept = messages.some((m) => m.next_forward_at != null);
     const rows = sql.join(
-      messages.map((m) =>
-        traced
-          ? sql`(${m.uuid}, ${m.address}, ${m.envelope}, ${m.size}, ${m.received_at}, ${m.expires_at}, ${m.sender ?? null}, ${m.digest ?? null})`
-          : sql`(${m.uuid}, ${m.address}, ${m.envelope}, ${m.size}, ${m.received_at}, ${m.expires_at})`,
-      ),
+      messages.map((m) => {
+        const values = [
+          sql`${m.uuid}, ${m.address}, ${m.envelope}, ${m.size}, ${m.received_at}, ${m.expires_at}`,
+          ...(traced ? [sql`${m.sender ?? null}, ${m.digest ?? null}`] : []),
+          ...(kept ? [sql`${m.next_forward_at ?? null}, ${m.forward_attempts ?? 0}`] : []),
+        ];
+        return sql`(${sql.join(values)})`;
+      }),
     );
-    const columns = traced ? sql`, sender, digest` : sql``;
+    const columns = sql.raw(
+      (traced ? ', sender, digest' : '') + (kept ? ', next_forward_at, forward_attempts' : ''),
+    );
     const result = await sql<{ uuid: string }>`
       with stored as (
         insert into messages (uuid, address, envelope, size, received_at, expires_at${columns})
@@ -360,7 +398,7 @@ export class MailboxRepository {
 
   constructor(
     private readonly db: Kysely<Database>,
-    dialect: DialectName,
+    private readonly dialect: DialectName,
   ) {
     this.writes = dialect === 'sqlite' ? sqliteWrites : postgresWrites;
   }
@@ -502,7 +540,7 @@ export class MailboxRepository {
   ): Promise<PendingMessage[]> {
     return this.db
       .selectFrom('messages')
-      .select(['uuid', 'envelope', 'size', 'received_at', 'expires_at', 'polled_at'])
+      .select(PENDING)
       .where('address', '=', address)
       .where('expires_at', '>', now)
       .orderBy('id')
@@ -514,7 +552,7 @@ export class MailboxRepository {
   findPending(address: string, uuid: string, now: number): Promise<PendingMessage | undefined> {
     return this.db
       .selectFrom('messages')
-      .select(['uuid', 'envelope', 'size', 'received_at', 'expires_at', 'polled_at'])
+      .select(PENDING)
       .where('uuid', '=', uuid)
       .where('address', '=', address)
       .where('expires_at', '>', now)
@@ -547,18 +585,24 @@ export class MailboxRepository {
   }
 
   /**
-   * Deletes one message of a mailbox, as its agent acknowledges it, with its counters, and
-   * keeps its uuid until the message would have expired, so that the same envelope is not
-   * delivered again; false when there was none (or another request deleted it first). With
-   * `tracedAt`, a `deleted` trace row is written in the same transaction.
+   * Deletes one message of a mailbox, as its agent acknowledges it (or the proxy delivered
+   * it), with its counters, and keeps its uuid until the message would have expired, so that
+   * the same envelope is not delivered again; false when there was none (or another request
+   * deleted it first). With `tracedAt`, an `event` trace row (`deleted`, or `delivered` for
+   * the proxy) is written in the same transaction.
    */
-  acknowledge(address: string, uuid: string, tracedAt?: number): Promise<boolean> {
+  acknowledge(
+    address: string,
+    uuid: string,
+    tracedAt?: number,
+    event: 'deleted' | 'delivered' = 'deleted',
+  ): Promise<boolean> {
     return atomically(this.db, async (db) => {
       const removed = await db
         .deleteFrom('messages')
         .where('uuid', '=', uuid)
         .where('address', '=', address)
-        .returning([...LEAVING, 'expires_at'])
+        .returning([...LEAVING_KEPT, 'expires_at'])
         .executeTakeFirst();
       if (!removed) return false;
       await moveCounters(db, [removed], -1);
@@ -568,7 +612,7 @@ export class MailboxRepository {
         .onConflict((oc) => oc.column('uuid').doNothing())
         .execute();
       if (tracedAt !== undefined) {
-        await insertDeliveryEvents(db, leavingRows([removed], 'deleted', tracedAt));
+        await insertDeliveryEvents(db, leavingRows([removed], event, tracedAt));
       }
       return true;
     });
@@ -598,12 +642,79 @@ export class MailboxRepository {
         .where('id', 'in', (eb) =>
           eb.selectFrom('messages').select('id').where('expires_at', '<=', now).limit(limit),
         )
-        .returning([...LEAVING])
+        .returning([...LEAVING_KEPT])
         .execute();
       await moveCounters(db, removed, -1);
       if (trace) await insertDeliveryEvents(db, leavingRows(removed, 'expired', now));
       return removed.length;
     });
+  }
+
+  /**
+   * Claims up to `limit` kept messages whose forward is due at `now` (unexpired), oldest due
+   * first, by moving their `next_forward_at` to `lease` in the claiming statement: no other
+   * process claims them again before the lease ends (when an attempt that never reported, its
+   * process gone, is due again). On PostgreSQL a message another transaction is claiming is
+   * skipped rather than waited for, and one claimed meanwhile fails the condition again.
+   */
+  async claimForwards(now: number, lease: number, limit: number): Promise<ClaimedForward[]> {
+    const rows = await this.db
+      .updateTable('messages')
+      .set({ next_forward_at: lease })
+      .where('id', 'in', (eb) =>
+        eb
+          .selectFrom('messages')
+          .select('id')
+          .where('next_forward_at', '<=', now)
+          .where('expires_at', '>', now)
+          .orderBy('next_forward_at')
+          .limit(limit)
+          .$if(this.dialect === 'postgres', (select) => select.forUpdate().skipLocked()),
+      )
+      .where('next_forward_at', '<=', now)
+      .returning((eb) => [
+        'messages.uuid',
+        'messages.address',
+        'messages.envelope',
+        'messages.size',
+        'messages.sender',
+        'messages.digest',
+        'messages.forward_attempts',
+        eb
+          .selectFrom('agents')
+          .select('agents.redirect_url')
+          .whereRef('agents.address', '=', 'messages.address')
+          .as('url'),
+      ])
+      .execute();
+    return rows.map((row) => ({ ...row, url: row.url ?? null, lease }));
+  }
+
+  /**
+   * After a failed forward of a message claimed until `lease`: counts the failure and makes
+   * it due at `next`. A claim lost meanwhile (its agent was handed the message or deleted it,
+   * or the lease ran out and another process claimed it) changes nothing.
+   */
+  async forwardAgainAt(uuid: string, lease: number, next: number): Promise<void> {
+    await this.db
+      .updateTable('messages')
+      .set((eb) => ({ next_forward_at: next, forward_attempts: eb('forward_attempts', '+', 1) }))
+      .where('uuid', '=', uuid)
+      .where('next_forward_at', '=', lease)
+      .execute();
+  }
+
+  /**
+   * No forward of these messages is due any more; they stay in their mailbox for their agent.
+   * With `lease`, only while the claim that ends then holds.
+   */
+  async stopForwarding(uuids: string[], lease?: number): Promise<void> {
+    await this.db
+      .updateTable('messages')
+      .set({ next_forward_at: null })
+      .where('uuid', 'in', uuids)
+      .where('next_forward_at', lease === undefined ? 'is not' : '=', lease ?? null)
+      .execute();
   }
 
   /** The mailbox's quarantined messages, oldest first. */
