@@ -57,6 +57,18 @@ export interface HousekeepingTask {
   run(): Promise<unknown>;
 }
 
+/**
+ * Work the server goes on doing while it serves, one run at a time: the next run starts at
+ * once when a run says more is waiting, `idleMs` after it otherwise (or after a failure). A
+ * stopping server starts no further run and waits for the one under way.
+ */
+export interface BackgroundLoop {
+  name: string;
+  idleMs: number;
+  /** Resolves to true when more work may be waiting. */
+  run(): Promise<boolean>;
+}
+
 export interface AppContext {
   config: Config;
   logger: Logger;
@@ -67,6 +79,7 @@ export interface AppContext {
   services: Services;
   metrics: Metrics;
   housekeeping: HousekeepingTask[];
+  loops: BackgroundLoop[];
   /**
    * Ends every held mailbox poll (each answers an empty list) and answers later polls at
    * once. The app calls it when it starts closing; a drain may call it earlier.
@@ -207,11 +220,16 @@ export function createContext(
   const proxy = new ProxyService(
     store,
     admission,
+    mailbox,
     dispatcher,
+    clock,
     {
       timeoutMs: config.proxyTimeoutMs,
       syncTimeoutMs: config.proxySyncTimeoutMs,
       replyLimitBytes: config.envelopeBodyLimitBytes,
+      retryBaseMs: config.proxyRetryBaseMs,
+      retryMaxMs: config.proxyRetryMaxMs,
+      forwardBatchSize: 32,
     },
     deliveries,
   );
@@ -260,6 +278,16 @@ export function createContext(
     },
   ];
 
+  const loops: BackgroundLoop[] = [
+    {
+      // Kept messages fall due at least a base interval apart; a second is often enough to
+      // look for them (and for those kept by other processes, or whose claim ran out).
+      name: 'kept proxy messages',
+      idleMs: Math.min(config.proxyRetryBaseMs, 1000),
+      run: () => proxy.forwardDue(),
+    },
+  ];
+
   return {
     config,
     logger,
@@ -285,6 +313,7 @@ export function createContext(
     },
     metrics,
     housekeeping,
+    loops,
     endHeldPolls: () => mailbox.endHeldPolls(),
     rateLimits,
     lifecycle: new Lifecycle(),

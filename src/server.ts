@@ -1,20 +1,68 @@
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import { redactUrl, type Config } from './config/index.js';
-import { createContext, type AppContext, type ContextOverrides } from './context.js';
+import {
+  createContext,
+  type AppContext,
+  type BackgroundLoop,
+  type ContextOverrides,
+} from './context.js';
 import { limitConnectionsPerAddress } from './infra/connection-limit.js';
+import type { Logger } from './logger.js';
 import type { NewUser } from './services/users.js';
 
 export interface ServerOptions {
   overrides?: ContextOverrides;
 }
 
+/** A {@link BackgroundLoop} under way: one run at a time, each scheduled as the last ends. */
+class RunningLoop {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly loop: BackgroundLoop,
+    private readonly logger: Logger,
+  ) {
+    this.after(0);
+  }
+
+  /** Starts no further run; resolves once the run under way, if any, has ended. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running;
+  }
+
+  private after(ms: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.running = this.loop
+        .run()
+        .then(
+          (more) => (more ? 0 : this.loop.idleMs),
+          (err: unknown) => {
+            this.logger.error({ err, loop: this.loop.name }, 'background work failed');
+            return this.loop.idleMs;
+          },
+        )
+        .then((wait) => {
+          this.running = undefined;
+          this.after(wait);
+        });
+    }, ms);
+    this.timer.unref();
+  }
+}
+
 /**
  * Owns the process-level concerns the app must not have: the listening socket, timers for
- * housekeeping, first-start bootstrap, and an orderly shutdown.
+ * housekeeping and background loops, first-start bootstrap, and an orderly shutdown.
  */
 export class Server {
   private timers: NodeJS.Timeout[] = [];
+  private loops: RunningLoop[] = [];
   private closing: Promise<void> | undefined;
   private draining: Promise<void> | undefined;
   private endGrace: (() => void) | undefined;
@@ -43,7 +91,7 @@ export class Server {
     }
   }
 
-  /** Listens and starts housekeeping; resolves to the URL it listens on. */
+  /** Listens and starts housekeeping and the background loops; resolves to the URL it listens on. */
   async start(): Promise<string> {
     const { config, logger } = this.ctx;
     limitConnectionsPerAddress(this.app.server, config.maxConnectionsPerAddress, (client) =>
@@ -60,6 +108,7 @@ export class Server {
       timer.unref();
       this.timers.push(timer);
     }
+    this.loops = this.ctx.loops.map((loop) => new RunningLoop(loop, logger));
     logger.info(
       {
         address,
@@ -76,11 +125,14 @@ export class Server {
    * A graceful stop. At once `/ready` answers 503 (a load balancer takes this replica out of
    * rotation) and every answer closes its connection; requests are still served for
    * `graceMs` so that clients and the balancer notice, then the server closes (see
-   * {@link close}). Resolves once it has.
+   * {@link close}). Background loops start no further run: what falls due goes to the other
+   * replicas, and a run under way ends within the grace period or is waited for by `close`.
+   * Resolves once it has closed.
    */
   drain(graceMs: number): Promise<void> {
     this.draining ??= (async () => {
       this.ctx.lifecycle.startDraining();
+      void this.stopLoops();
       this.ctx.logger.info({ graceMs }, 'draining: not ready; closing after the grace period');
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, graceMs);
@@ -102,15 +154,20 @@ export class Server {
   /**
    * Stops accepting connections, lets every request in flight finish and be answered (a
    * submit waiting for its commit gets it; held polls end), answers requests that still
-   * arrive on open connections with 503, then closes the store.
+   * arrive on open connections with 503, lets the run of each background loop under way end
+   * (a forward in flight is recorded, or its message stays kept), then closes the store.
    */
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.ctx.lifecycle.startDraining();
       for (const timer of this.timers) clearInterval(timer);
-      await this.app.close();
+      await Promise.all([this.app.close(), this.stopLoops()]);
       await this.ctx.close();
     })();
     return this.closing;
+  }
+
+  private stopLoops(): Promise<void> {
+    return Promise.all(this.loops.map((loop) => loop.stop())).then(() => undefined);
   }
 }

@@ -22,9 +22,13 @@ const DIGEST_MESSAGES = 20;
 
 /** One forwarding attempt of the proxy, as the trace keeps it. */
 export interface ForwardAttempt {
-  envelope: EnvelopeFields;
+  /** The message's target. */
+  address: string;
+  /** Null for a kept message stored while the trace was off. */
+  sender: string | null;
   uuid: string;
-  digest: Uint8Array;
+  /** The envelope digest, hex; null as for `sender`. */
+  digest: string | null;
   size: number;
   statusCode: number | null;
   latencyMs: number;
@@ -131,12 +135,12 @@ export class DeliveryTrace {
     if (!this.enabled) return;
     await this.store.repos.deliveries.record([
       {
-        address: attempt.envelope.target,
+        address: attempt.address,
         event: 'forwarded',
         at: this.clock.now(),
         uuid: attempt.uuid,
-        digest: hex(attempt.digest),
-        sender: attempt.envelope.sender,
+        digest: attempt.digest,
+        sender: attempt.sender,
         size: attempt.size,
         status_code: attempt.statusCode,
         latency_ms: Math.round(attempt.latencyMs),

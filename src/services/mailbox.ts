@@ -23,7 +23,7 @@ import type {
   QuarantinedMessage,
 } from '../store/repositories/mailbox.js';
 import type { Envelope, MailboxPage } from '../wire/mailbox.js';
-import { UNKNOWN_TARGET, type EnvelopeAdmission } from './envelopes.js';
+import { UNKNOWN_TARGET, type AdmittedEnvelope, type EnvelopeAdmission } from './envelopes.js';
 import { usagePeriod, type UsageService } from './usage.js';
 
 export interface MailboxPolicy {
@@ -67,6 +67,8 @@ interface Submission {
   sender: string;
   /** The envelope digest, when the trace is on (hex). */
   digest: string | null;
+  /** When the proxy, which kept the message after a failed forward, forwards it again. */
+  forwardAt: number | undefined;
 }
 
 /** Where an owner's quotas stand while a group of submissions is written. */
@@ -126,7 +128,22 @@ export class MailboxService {
 
   /** Resolves once the message is committed (or was already stored). */
   async submit(envelope: Envelope, principal: Principal): Promise<void> {
-    const admitted = await this.admission.admit(envelope, principal);
+    await this.storeAdmitted(await this.admission.admit(envelope, principal), undefined);
+  }
+
+  /**
+   * Keeps an envelope the proxy could not forward: stored and counted as a submission, and
+   * due to be forwarded again at `forwardAt`. Resolves once it is committed (or was stored or
+   * delivered already); refused as a submission would be (a quota).
+   */
+  keep(admitted: AdmittedEnvelope, forwardAt: number): Promise<void> {
+    return this.storeAdmitted(admitted, forwardAt);
+  }
+
+  private async storeAdmitted(
+    admitted: AdmittedEnvelope,
+    forwardAt: number | undefined,
+  ): Promise<void> {
     const text = JSON.stringify(admitted.envelope);
     const uuid = messageUuid(admitted.envelope, admitted.digest);
     try {
@@ -135,13 +152,16 @@ export class MailboxService {
         uuid,
         text,
         size: Buffer.byteLength(text),
-        expires: envelope.expires ?? null,
+        expires: admitted.envelope.expires ?? null,
         sender: admitted.envelope.sender,
         digest: this.trace.digestOf(admitted.digest),
+        forwardAt,
       });
     } catch (err) {
       // A target without a mailbox may still be a registered agent (a proxy one).
-      if (err instanceof NotFoundError) await this.trace.refused(envelope, err.message, uuid);
+      if (err instanceof NotFoundError) {
+        await this.trace.refused(admitted.envelope, err.message, uuid);
+      }
       throw err;
     }
   }
@@ -167,6 +187,8 @@ export class MailboxService {
       mailbox.findManyWithOwnerUsage(addresses, period),
       mailbox.existing(group.map((submission) => submission.uuid)),
     ]);
+    // A group that holds a kept message writes the forward columns of every message in it.
+    const keeping = group.some((submission) => submission.forwardAt !== undefined);
     const owners = new Map<string, OwnerTally>();
     const accepted: NewMessage[] = [];
     const traced: NewDeliveryEvent[] = [];
@@ -215,6 +237,11 @@ export class MailboxService {
           submission.expires == null ? retained : Math.min(retained, submission.expires * 1000),
         // The pending message is the trace of its submission: who sent it, which envelope.
         ...(this.trace.enabled ? { sender: submission.sender, digest: submission.digest } : {}),
+        // Kept by the proxy: its failed forward is the first attempt.
+        ...(keeping && {
+          next_forward_at: submission.forwardAt ?? null,
+          forward_attempts: submission.forwardAt === undefined ? 0 : 1,
+        }),
       });
       return { ok: true, value: undefined };
     });
@@ -424,7 +451,13 @@ export class MailboxService {
     if (charge && bytes > 0) await mailbox.countTransfer(owner, period, bytes);
     const served = messages.slice(0, fitting);
     // Handed to the agent; its owner looking (the console) is not a delivery.
-    if (charge && principal.kind === 'agent') await this.trace.polled(address, served, 'agent');
+    if (charge && principal.kind === 'agent') {
+      await this.trace.polled(address, served, 'agent');
+      // A kept message the agent has been handed is its to delete: the proxy would deliver
+      // it a second time.
+      const kept = served.filter((message) => message.next_forward_at !== null);
+      if (kept.length > 0) await mailbox.stopForwarding(kept.map((message) => message.uuid));
+    }
     return served;
   }
 }

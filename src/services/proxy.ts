@@ -1,12 +1,14 @@
 import { request, type Dispatcher } from 'undici';
 import type { Principal } from '../auth/principal.js';
 import { BadGatewayError, BadRequestError, GatewayTimeoutError, NotFoundError } from '../errors.js';
+import type { Clock } from '../infra/clock.js';
 import { PrivateTargetError } from '../infra/outbound.js';
 import type { Store } from '../store/index.js';
+import type { ClaimedForward } from '../store/repositories/mailbox.js';
 import type { Envelope } from '../wire/mailbox.js';
 import type { DeliveryTrace } from './deliveries.js';
 import { UNKNOWN_TARGET, type EnvelopeAdmission } from './envelopes.js';
-import { messageUuid } from './mailbox.js';
+import { messageUuid, type MailboxService } from './mailbox.js';
 
 export interface ProxyPolicy {
   timeoutMs: number;
@@ -14,6 +16,14 @@ export interface ProxyPolicy {
   syncTimeoutMs: number;
   /** The largest reply relayed back to a synchronous sender. */
   replyLimitBytes: number;
+  /**
+   * A kept message is forwarded again this long after the failure that kept it, then twice as
+   * long after each further failure, up to `retryMaxMs`.
+   */
+  retryBaseMs: number;
+  retryMaxMs: number;
+  /** Most kept messages one process forwards at once. */
+  forwardBatchSize: number;
 }
 
 /** What the target answered to a synchronous exchange, relayed as is. */
@@ -22,49 +32,77 @@ export interface RelayedReply {
   body: Buffer;
 }
 
+/**
+ * Why a delivery failed: `error` is what the sender hears, `detail` what the owner's trace
+ * keeps, and `transient` whether a later attempt may succeed (the target down, slow, failing
+ * or refused as private, which its owner or the operator may change), so that the message is
+ * worth keeping.
+ */
+interface DeliveryFailure {
+  error: Error;
+  detail: string;
+  transient: boolean;
+}
+
+/** How one POST to an agent's URL went: its answer (2xx), or why not. */
+type Delivery =
+  | { ok: true; response: Dispatcher.ResponseData }
+  | { ok: false; statusCode: number | null; failure: DeliveryFailure };
+
 const PRIVATE_TARGET_HINT =
   'set AGENTRY_ALLOW_PRIVATE_TARGETS=true (or start with --allow-private-targets) to allow local networks';
 
 /**
+ * How long past an attempt's timeout a claim on a kept message lasts: time to record the
+ * outcome. A process that dies during an attempt leaves the message due again after it.
+ */
+const LEASE_MARGIN_MS = 30_000;
+
+/**
  * Forwards signed envelopes to the URL their target registered, after the same admission
- * checks as the mailbox. Nothing is stored: the target's answer decides the sender's.
+ * checks as the mailbox; the target's answer decides the sender's. An asynchronous envelope
+ * that could not be forwarded for a reason that may pass (the target down, slow, failing, or
+ * its address refused as private) is kept in the target's mailbox, unless its owner turned
+ * that off, and forwarded again in the background ({@link forwardDue}) until it is delivered,
+ * polled by its agent, or expires (docs/mailbox.md, "Kept forwards").
  */
 export class ProxyService {
   constructor(
     private readonly store: Store,
     private readonly admission: EnvelopeAdmission,
+    private readonly mailbox: MailboxService,
     private readonly dispatcher: Dispatcher,
+    private readonly clock: Clock,
     private readonly policy: ProxyPolicy,
     private readonly trace: DeliveryTrace,
   ) {}
 
   /**
    * Delivers the envelope; resolves to the target's reply for a synchronous exchange
-   * (`connection` is the sender's `x-uagents-connection` header) and undefined otherwise.
+   * (`connection` is the sender's `x-uagents-connection` header) and undefined otherwise,
+   * also when the envelope was kept for a later forward.
    */
   async forward(
     envelope: Envelope,
     principal: Principal,
     connection: string | undefined,
   ): Promise<RelayedReply | undefined> {
-    const {
-      target: address,
-      envelope: admitted,
-      digest,
-    } = await this.admission.admit(envelope, principal);
-    const url = (await this.store.repos.agents.findForwarding(address))?.url;
-    if (!url) {
+    const admitted = await this.admission.admit(envelope, principal);
+    const { target: address, envelope: fields, digest } = admitted;
+    const forwarding = await this.store.repos.agents.findForwarding(address);
+    if (!forwarding?.url) {
       // A registered agent without a URL still has an owner to tell.
       await this.trace.refused(envelope, UNKNOWN_TARGET);
       throw new NotFoundError(UNKNOWN_TARGET);
     }
-    const body = JSON.stringify(admitted);
+    const body = JSON.stringify(fields);
     const started = performance.now();
     const attempt = (statusCode: number | null, error: string | null): Promise<void> =>
       this.trace.forwarded({
-        envelope: admitted,
-        uuid: messageUuid(admitted, digest),
-        digest,
+        address,
+        sender: fields.sender,
+        uuid: messageUuid(fields, digest),
+        digest: this.trace.digestOf(digest),
         size: Buffer.byteLength(body),
         statusCode,
         latencyMs: performance.now() - started,
@@ -74,28 +112,23 @@ export class ProxyService {
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (connection !== undefined) headers['x-uagents-connection'] = connection;
 
-    let response: Dispatcher.ResponseData;
-    try {
-      response = await request(url, {
-        method: 'POST',
-        headers,
-        body,
-        dispatcher: this.dispatcher,
-        signal: AbortSignal.timeout(sync ? this.policy.syncTimeoutMs : this.policy.timeoutMs),
-      });
-    } catch (err) {
-      const failure = deliveryFailure(err);
-      await attempt(null, failure.detail);
+    const delivery = await this.post(
+      forwarding.url,
+      body,
+      headers,
+      sync ? this.policy.syncTimeoutMs : this.policy.timeoutMs,
+    );
+    if (!delivery.ok) {
+      const { failure } = delivery;
+      await attempt(delivery.statusCode, failure.detail);
+      // A synchronous sender waits for a reply that a later forward could not bring it.
+      if (!sync && failure.transient && forwarding.keep) {
+        await this.mailbox.keep(admitted, this.clock.now() + this.backoff(1));
+        return undefined;
+      }
       throw failure.error;
     }
-    if (response.statusCode < 200 || response.statusCode >= 300) {
-      await response.body.dump();
-      const refused = new BadGatewayError(
-        `Target agent answered with status ${response.statusCode}`,
-      );
-      await attempt(response.statusCode, refused.message);
-      throw refused;
-    }
+    const { response } = delivery;
     if (!sync) {
       await response.body.dump();
       await attempt(response.statusCode, null);
@@ -116,9 +149,101 @@ export class ProxyService {
     };
   }
 
+  /**
+   * One round of the background forwarder: claims the kept messages due now (no other
+   * process forwards them meanwhile) and forwards each again, all at once. A delivered one
+   * leaves the mailbox as if its agent had deleted it; one that fails again is due after a
+   * wait twice as long; one its agent refuses (a 4xx), or whose agent no longer has a URL,
+   * is not forwarded again and waits for its agent to poll it or expires. Resolves once every
+   * attempt is recorded, to true when it claimed as many as it may at once (more may be due).
+   */
+  async forwardDue(): Promise<boolean> {
+    const now = this.clock.now();
+    const claimed = await this.store.repos.mailbox.claimForwards(
+      now,
+      now + this.policy.timeoutMs + LEASE_MARGIN_MS,
+      this.policy.forwardBatchSize,
+    );
+    const outcomes = await Promise.allSettled(claimed.map((message) => this.forwardKept(message)));
+    const failed = outcomes.find((outcome) => outcome.status === 'rejected');
+    if (failed) throw failed.reason;
+    return claimed.length === this.policy.forwardBatchSize;
+  }
+
   /** Whether the agent has a URL to forward to (the readiness probe). */
   async isReady(address: string): Promise<boolean> {
     return Boolean((await this.store.repos.agents.findForwarding(address))?.url);
+  }
+
+  private async forwardKept(message: ClaimedForward): Promise<void> {
+    const { mailbox } = this.store.repos;
+    if (message.url === null) {
+      await mailbox.stopForwarding([message.uuid], message.lease);
+      return;
+    }
+    const started = performance.now();
+    const delivery = await this.post(
+      message.url,
+      message.envelope,
+      { 'content-type': 'application/json' },
+      this.policy.timeoutMs,
+    );
+    if (delivery.ok) await delivery.response.body.dump();
+    await this.trace.forwarded({
+      address: message.address,
+      sender: message.sender,
+      uuid: message.uuid,
+      digest: message.digest,
+      size: Number(message.size),
+      statusCode: delivery.ok ? delivery.response.statusCode : delivery.statusCode,
+      latencyMs: performance.now() - started,
+      error: delivery.ok ? null : delivery.failure.detail,
+    });
+    const now = this.clock.now();
+    if (delivery.ok) {
+      const tracedAt = this.trace.enabled ? now : undefined;
+      await mailbox.acknowledge(message.address, message.uuid, tracedAt, 'delivered');
+    } else if (delivery.failure.transient) {
+      const failures = Number(message.forward_attempts) + 1;
+      await mailbox.forwardAgainAt(message.uuid, message.lease, now + this.backoff(failures));
+    } else {
+      await mailbox.stopForwarding([message.uuid], message.lease);
+    }
+  }
+
+  /** The wait before the next forward of a message after its `failures`-th failed one. */
+  private backoff(failures: number): number {
+    const { retryBaseMs, retryMaxMs } = this.policy;
+    return Math.min(retryMaxMs, retryBaseMs * 2 ** (failures - 1));
+  }
+
+  /** POSTs `body` to the agent's URL, following no redirect; a 2xx answer is its caller's. */
+  private async post(
+    url: string,
+    body: string,
+    headers: Record<string, string>,
+    timeoutMs: number,
+  ): Promise<Delivery> {
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await request(url, {
+        method: 'POST',
+        headers,
+        body,
+        dispatcher: this.dispatcher,
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+    } catch (err) {
+      return { ok: false, statusCode: null, failure: deliveryFailure(err) };
+    }
+    const { statusCode } = response;
+    if (statusCode >= 200 && statusCode < 300) return { ok: true, response };
+    await response.body.dump();
+    const error = new BadGatewayError(`Target agent answered with status ${statusCode}`);
+    // A 4xx other than 429 is the agent refusing this message, and a redirect is not followed:
+    // neither changes by trying again.
+    const transient = statusCode >= 500 || statusCode === 429;
+    return { ok: false, statusCode, failure: { error, detail: error.message, transient } };
   }
 
   private async readReply(response: Dispatcher.ResponseData): Promise<Buffer> {
@@ -143,13 +268,12 @@ export class ProxyService {
 }
 
 /**
- * Why a delivery failed: `error` is what the sender hears, `detail` what the owner's trace
- * keeps. The sender may be anyone, so the target's internals stay out of `error`: where the
- * owner's URL resolved to is theirs alone.
+ * Why a delivery failed (see {@link DeliveryFailure}). The sender may be anyone, so the
+ * target's internals stay out of `error`: where the owner's URL resolved to is theirs alone.
  */
-function deliveryFailure(err: unknown): { error: Error; detail: string } {
-  const told = (error: Error) => ({ error, detail: error.message });
-  if (err instanceof BadGatewayError) return told(err);
+function deliveryFailure(err: unknown): DeliveryFailure {
+  if (err instanceof BadGatewayError) return { error: err, detail: err.message, transient: false };
+  const told = (error: Error) => ({ error, detail: error.message, transient: true });
   const causes: unknown[] = [];
   for (let e: unknown = err; e instanceof Error && causes.length < 5; e = e.cause) causes.push(e);
   const refused = causes.find((e) => e instanceof PrivateTargetError);
@@ -160,6 +284,7 @@ function deliveryFailure(err: unknown): { error: Error; detail: string } {
     return {
       error,
       detail: `private address refused: ${refused.host} resolves to ${refused.address}; ${PRIVATE_TARGET_HINT}`,
+      transient: true,
     };
   }
   if (causes.some((e) => e instanceof Error && e.name === 'TimeoutError')) {

@@ -18,6 +18,7 @@ export const DELIVERY_EVENTS = [
   'expired',
   'quarantined',
   'forwarded',
+  'delivered',
   'interaction',
 ] as const;
 
@@ -65,7 +66,7 @@ export const DeliveryEventView = Type.Object({
   detail: Nullable(
     Type.String({
       description:
-        'why (refusal, quarantine, failed forward), who polled (agent, user), or an interaction’s target and session',
+        'why (refusal, quarantine, failed forward), that the proxy kept a message (stored), who polled (agent, user), or an interaction’s target and session',
     }),
   ),
 });

@@ -508,6 +508,7 @@ describeOnEachDialect('an agent that changes owner', (dialect) => {
       try {
         const agent = await newRegisteredAgent(hostOf(guarded), guarded.userKey, {
           redirectUrl: 'http://10.1.2.3:8001/submit',
+          listing: { keep_failed_forwards: false },
         });
         const sender = TestIdentity.random();
         const res = await call(guarded.url, 'POST', '/v2/agents/proxy/submit', {

@@ -272,7 +272,11 @@ describeOnEachDialect('delivery trace', (dialect) => {
   it('shows each forwarding attempt of a proxy agent, answered or failed', async () => {
     const sender = TestIdentity.random();
     const ok = await newAgent(t.userKey, `${endpoint.url}/ok`);
-    const failing = await newAgent(t.userKey, `${endpoint.url}/fail`);
+    // Keeping off: the failure is the sender's answer (kept messages: proxy-keep.test.ts).
+    const failing = await newRegisteredAgent(hostOf(t), t.userKey, {
+      redirectUrl: `${endpoint.url}/fail`,
+      listing: { keep_failed_forwards: false },
+    });
     const forward = (body: unknown) => call(t.url, 'POST', '/v2/agents/proxy/submit', { body });
     const good = envelopeFrom(sender, ok.address);
     assert.equal((await forward(good)).status, 200);

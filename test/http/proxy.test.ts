@@ -67,10 +67,15 @@ describeOnEachDialect('proxy', (dialect) => {
     await endpoint.close();
   });
 
-  async function agentAt(path: string | undefined): Promise<TestIdentity> {
+  /**
+   * An agent whose URL is `path` on the endpoint. `keep: false` turns keeping off: its sender
+   * hears of a failed forward (kept messages are test/http/proxy-keep.test.ts's).
+   */
+  async function agentAt(path: string | undefined, keep = true): Promise<TestIdentity> {
     const agent = TestIdentity.random();
     await registerAgent(hostOf(t), t.userKey, agent, {
       ...(path === undefined ? {} : { redirectUrl: `${endpoint.url}${path}` }),
+      listing: { keep_failed_forwards: keep },
     });
     return agent;
   }
@@ -110,8 +115,8 @@ describeOnEachDialect('proxy', (dialect) => {
     assert.equal(deliveriesTo('/sync').at(-1)!.headers['x-uagents-connection'], 'sync');
   });
 
-  it('answers 502 with the status of an agent that fails', async () => {
-    const agent = await agentAt('/fail');
+  it('answers 502 with the status of an agent that fails, when keeping is off', async () => {
+    const agent = await agentAt('/fail', false);
     const res = await forward(signedFor(agent.address));
     assert.equal(res.status, 502);
     assert.match(res.body.detail, /503/);
@@ -127,8 +132,8 @@ describeOnEachDialect('proxy', (dialect) => {
     assert.equal(deliveriesTo('/ok').length, before, 'the redirect target was not called');
   });
 
-  it('answers 504 when the agent does not answer in time', async () => {
-    const agent = await agentAt('/slow');
+  it('answers 504 when the agent does not answer in time, when keeping is off', async () => {
+    const agent = await agentAt('/slow', false);
     const started = Date.now();
     const res = await forward(signedFor(agent.address));
     assert.equal(res.status, 504);
@@ -137,11 +142,14 @@ describeOnEachDialect('proxy', (dialect) => {
     assert.equal(sync.status, 504);
   });
 
-  it('answers 502 when the agent cannot be reached', async () => {
+  it('answers 502 when the agent cannot be reached, when keeping is off', async () => {
     const closed = await startAgentEndpoint();
     await closed.close();
     const agent = TestIdentity.random();
-    await registerAgent(hostOf(t), t.userKey, agent, { redirectUrl: `${closed.url}/gone` });
+    await registerAgent(hostOf(t), t.userKey, agent, {
+      redirectUrl: `${closed.url}/gone`,
+      listing: { keep_failed_forwards: false },
+    });
     const res = await forward(signedFor(agent.address));
     assert.equal(res.status, 502);
     assert.match(res.body.detail, /unreachable/);
@@ -223,9 +231,12 @@ describeOnEachDialect('proxy private-network guard', (dialect) => {
     ['an IPv4-compatible IPv6 loopback address', () => `http://[::127.0.0.1]:${port()}/ok`],
     ['a private address', () => 'http://10.0.0.1/'],
   ] as const) {
-    it(`refuses by default to forward to ${what}`, async () => {
+    it(`refuses by default to forward to ${what} (keeping off: the sender hears why)`, async () => {
       const agent = TestIdentity.random();
-      await registerAgent(hostOf(t), t.userKey, agent, { redirectUrl: url() });
+      await registerAgent(hostOf(t), t.userKey, agent, {
+        redirectUrl: url(),
+        listing: { keep_failed_forwards: false },
+      });
       const before = endpoint.received.length;
       const res = await call(t.url, 'POST', '/v2/agents/proxy/submit', {
         body: signedFor(agent.address),

@@ -35,12 +35,23 @@ export interface TestServerOptions {
   clock?: Clock;
   /** Config fields to change (after defaults and before validation). */
   config?: Partial<Config>;
+  /**
+   * Another server over the database of this one, as a replica: its user key is this one's,
+   * and the database goes when this one closes (`dialect` is this one's).
+   */
+  replicaOf?: TestServer;
 }
 
-/** Starts a real server on a free loopback port over a fresh database. */
+/**
+ * Starts a real server on a free loopback port over a fresh database (or the database of
+ * `options.replicaOf`).
+ */
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
-  const dialect = options.dialect ?? 'sqlite';
-  const database = await createTestDatabase(dialect);
+  const { replicaOf } = options;
+  const dialect = replicaOf?.dialect ?? options.dialect ?? 'sqlite';
+  const database = replicaOf
+    ? { url: replicaOf.config.databaseUrl, drop: async () => {} }
+    : await createTestDatabase(dialect);
   const config: Config = {
     ...loadConfig(
       { databaseUrl: database.url, port: await freePort(), host: '127.0.0.1', logLevel: 'silent' },
@@ -58,13 +69,14 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     },
   });
   const url = await server.start();
-  if (!server.bootstrapped) throw new Error('a fresh database should bootstrap a user');
+  const userKey = replicaOf?.userKey ?? server.bootstrapped?.token;
+  if (!userKey) throw new Error('a fresh database should bootstrap a user');
   return {
     url,
     server,
     config,
     dialect,
-    userKey: server.bootstrapped.token,
+    userKey,
     addUser: async (name) => (await server.ctx.services.users.createUser(name)).token,
     close: async () => {
       await server.close();

@@ -27,7 +27,7 @@ export function deliveriesRoutes(app: FastifyInstance, ctx: AppContext): void {
         tags: ['mailbox'],
         summary: 'List Delivery Trace',
         description:
-          'What happened to the agent’s messages (submitted, stored, refused, polled, deleted, expired, quarantined, forwarded) and the interactions it reported, oldest first. Owner only.',
+          'What happened to the agent’s messages (submitted, stored, refused, polled, deleted, expired, quarantined, forwarded, delivered) and the interactions it reported, oldest first. Owner only.',
         params: AddressParams,
         querystring: DeliveryQuery,
         response: {

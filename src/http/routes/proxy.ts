@@ -18,11 +18,11 @@ export function proxyRoutes(app: FastifyInstance, ctx: AppContext): void {
         tags: ['proxy'],
         summary: 'Proxy Message Envelope',
         description:
-          'Forwards a signed envelope to the URL its target registered. With `x-uagents-connection: sync` the target’s reply is relayed unchanged; otherwise the answer is `{}`.',
+          'Forwards a signed envelope to the URL its target registered. With `x-uagents-connection: sync` the target’s reply is relayed unchanged; otherwise the answer is `{}`, also when the target could not be reached, timed out or failed (5xx, 429) and the envelope was kept in its mailbox to be forwarded again (unless its owner turned `keep_failed_forwards` off). Keeping is refused as a mailbox submit would be (406 for a quota).',
         body: Envelope,
         response: {
           200: EmptyObject,
-          ...errorResponses(400, 401, 404, 413, 422, 502, 504),
+          ...errorResponses(400, 401, 404, 406, 413, 422, 502, 504),
         },
       },
     },
