@@ -74,7 +74,7 @@ const TRACE_KINDS: Record<string, string> = {
   'message.quarantined': 'quarantined',
   'message.forwarded': 'forwarded',
   'message.forward_failed': 'forwarded',
-  'message.kept': 'kept',
+  'message.delivered': 'delivered',
   interaction: 'interaction',
 };
 

@@ -131,7 +131,7 @@ export class DeliveryTrace {
   async forwarded(attempt: ForwardAttempt): Promise<void> {
     const ok = attempt.statusCode !== null && attempt.statusCode >= 200 && attempt.statusCode < 300;
     // Presence follows forwards whether or not the trace is on.
-    this.watcher?.forwarded(attempt.envelope.target, ok && attempt.error === null, attempt.error);
+    this.watcher?.forwarded(attempt.address, ok && attempt.error === null, attempt.error);
     if (!this.enabled) return;
     await this.store.repos.deliveries.record([
       {
@@ -147,7 +147,7 @@ export class DeliveryTrace {
         detail: attempt.error,
       },
     ]);
-    this.watcher?.changed(attempt.envelope.target);
+    this.watcher?.changed(attempt.address);
   }
 
   /** Records an interaction the agent `source` reported with `target`. */

@@ -88,7 +88,7 @@ export const TIMELINE_KINDS = [
   'message.quarantined',
   'message.forwarded',
   'message.forward_failed',
-  'message.kept',
+  'message.delivered',
   'interaction',
   'event.error',
   'event.info',

@@ -10,6 +10,7 @@ import { call } from '../kit/http.js';
 import { runAgentry, spawnServer, type ServerProcess } from '../kit/process.js';
 import { redisAnswers, testRedisUrl, uniqueRedisPrefix } from '../kit/redis.js';
 import { mailboxSignatures } from '../kit/submit-load.js';
+import { openStream } from '../kit/sse.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
 /**
@@ -132,6 +133,47 @@ describe('two replicas on one PostgreSQL database', { skip }, () => {
       [envelope.signature],
     );
     assert.ok(waited < 5000, `the held poll answered ${Math.round(waited)} ms after the submit`);
+  });
+
+  it("what happens on B reaches an activity stream open on A: a message, and an agent's error", async () => {
+    const recipient = TestIdentity.random();
+    await registerAgent(a, key, recipient);
+    const stream = await openStream(`${a.url}/v2/agents/${recipient.address}/activity/stream`, {
+      key,
+    });
+    try {
+      assert.equal(stream.status, 200);
+      const sender = TestIdentity.random();
+      const envelope = sender.signEnvelope(
+        makeEnvelope({ sender: sender.address, target: recipient.address, payloadJson: '{}' }),
+      );
+      const submitted = await call(b.url, 'POST', '/v2/agents/mailbox/submit', { body: envelope });
+      assert.equal(submitted.status, 200, submitted.text);
+      const stored = JSON.parse((await stream.next(3000)).data) as { kind: string; peer: string };
+      assert.deepEqual([stored.kind, stored.peer], ['message.stored', sender.address]);
+      // Not a message: announced to the other replica's streams all the same.
+      const now = unixSeconds(Date.now());
+      const reported = await call(b.url, 'POST', '/v1/events', {
+        authorization: `Agent ${recipient.attestation({ validFrom: now - 10, validTo: now + 100 })}`,
+        body: {
+          events: [
+            {
+              category: 'user',
+              kind: 'error',
+              timestamp: new Date().toISOString(),
+              message: 'handler failed on B',
+            },
+          ],
+        },
+      });
+      assert.equal(reported.status, 200, reported.text);
+      const kinds: string[] = [];
+      while (!kinds.includes('event.error')) {
+        kinds.push((JSON.parse((await stream.next(3000)).data) as { kind: string }).kind);
+      }
+    } finally {
+      stream.close();
+    }
   });
 
   it('an Almanac registration on A resolves on B', async () => {

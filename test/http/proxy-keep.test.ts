@@ -164,7 +164,12 @@ describeOnEachDialect('proxy: keeping what it could not forward', (dialect) => {
   before(async () => {
     t = await startTestServer({
       dialect,
-      config: { allowPrivateTargets: true, proxyTimeoutMs: 300, ...RETRIES },
+      config: {
+        allowPrivateTargets: true,
+        proxyTimeoutMs: 300,
+        proxySyncTimeoutMs: 500,
+        ...RETRIES,
+      },
     });
     api = client(t);
   });

@@ -16,7 +16,9 @@ function summaryOf(kind: TimelineKind, row: TimelineRow): string {
         ? `message from ${from} not stored: ${row.detail}`
         : `message from ${from} submitted`;
     case 'message.stored':
-      return `message from ${from} stored (${row.size ?? 0} bytes)`;
+      return row.detail
+        ? `message from ${from} ${row.detail} (${row.size ?? 0} bytes)`
+        : `message from ${from} stored (${row.size ?? 0} bytes)`;
     case 'message.refused':
       return `message from ${from} refused: ${row.detail ?? 'no reason given'}`;
     case 'message.polled':
@@ -33,8 +35,8 @@ function summaryOf(kind: TimelineKind, row: TimelineRow): string {
       return `message forwarded (${row.status_code}, ${row.latency_ms ?? 0} ms)`;
     case 'message.forward_failed':
       return `forward failed: ${row.detail ?? `status ${row.status_code}`}`;
-    case 'message.kept':
-      return `message kept after a failed forward${row.detail ? `: ${row.detail}` : ''}`;
+    case 'message.delivered':
+      return 'kept message forwarded to the agent and removed from its mailbox';
     case 'interaction':
       return `reported an interaction (${row.detail ?? ''})`;
     default:

@@ -1,6 +1,7 @@
 import { sql, type Insertable, type Kysely, type RawBuilder, type Selectable } from 'kysely';
 import type { AgentActivityTable, AgentPresenceTable, Database } from '../schema.js';
 import { slices } from '../statements.js';
+import { KEPT_DETAIL } from './deliveries.js';
 
 export type NewActivity = Insertable<AgentActivityTable>;
 export type PresenceRow = Selectable<AgentPresenceTable>;
@@ -197,7 +198,9 @@ export class ActivityRepository {
         select 'm' as source, id, address, 'stored' as kind, received_at as at, sender as peer,
           cast(null as text) as session, uuid, size, cast(null as integer) as status_code,
           cast(null as integer) as latency_ms, cast(null as text) as category,
-          cast(null as text) as message, cast(null as text) as detail, cast(null as text) as data
+          cast(null as text) as message,
+          case when forward_attempts > 0 then cast(${KEPT_DETAIL} as text) end as detail,
+          cast(null as text) as data
         from messages t where ${where(conditions)}
         order by received_at ${order}, id ${order} limit ${filter.limit}) as m`);
     }
