@@ -75,8 +75,11 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
         .send({ detail: 'Service Unavailable: the server is shutting down' });
     }
   });
+  // Every request at debug, or at info when asked for (AGENTRY_LOG_REQUESTS): the lines about
+  // what happens to agents are the info level's own.
+  const logRequest = config.logRequests ? 'info' : 'debug';
   app.addHook('onResponse', async (request, reply) => {
-    request.log.debug(
+    request.log[logRequest](
       { method: request.method, url: request.url, status: reply.statusCode, ms: reply.elapsedTime },
       'request',
     );

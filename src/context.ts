@@ -240,6 +240,8 @@ export function createContext(
 
   const metrics = new Metrics();
   metrics.countHeldPolls(() => mailbox.heldPolls);
+  metrics.countEvents(() => activity.counters.eventsIngested);
+  metrics.countStreams(() => activity.counters.streams);
   const rateLimits =
     options.serving && config.redisUrl && config.rateLimit.max > 0
       ? new SharedRateLimits({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, logger })

@@ -1,4 +1,4 @@
-import { Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** The process's Prometheus registry and the instruments the code records into. */
 export class Metrics {
@@ -19,6 +19,39 @@ export class Metrics {
     registers: [this.registry],
     collect: (): void => this.heldPolls.set(this.heldPollsNow()),
   });
+
+  /** Read when scraped: the events stored so far, from the function given to {@link countEvents}. */
+  private eventsNow: () => number = () => 0;
+  private eventsCounted = 0;
+  readonly eventsIngested: Counter = new Counter({
+    name: 'agentry_events_ingested_total',
+    help: 'Events agents reported (POST /v1/events) and were stored, duplicates left out',
+    registers: [this.registry],
+    collect: (): void => {
+      const now = this.eventsNow();
+      this.eventsIngested.inc(now - this.eventsCounted);
+      this.eventsCounted = now;
+    },
+  });
+
+  /** Where the events counter reads how many events were stored since the process started. */
+  countEvents(count: () => number): void {
+    this.eventsNow = count;
+  }
+
+  /** Read when scraped from the function given to {@link countStreams}. */
+  private streamsNow: () => number = () => 0;
+  readonly streams: Gauge = new Gauge({
+    name: 'agentry_activity_streams',
+    help: 'Activity streams (Server-Sent Events) open in this process',
+    registers: [this.registry],
+    collect: (): void => this.streams.set(this.streamsNow()),
+  });
+
+  /** Where the streams gauge reads its value. */
+  countStreams(count: () => number): void {
+    this.streamsNow = count;
+  }
 
   /** Where the held-polls gauge reads its value. */
   countHeldPolls(count: () => number): void {

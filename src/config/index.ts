@@ -30,6 +30,8 @@ export interface Config {
   logLevel: LogLevel;
   /** Human-readable lines on a terminal, JSON otherwise, unless set. */
   logFormat: LogFormat;
+  /** One info line per request answered (method, path, status, time); otherwise at debug. */
+  logRequests: boolean;
   /** Create one user and print its key when the store has no users (first start). */
   bootstrapUser: boolean;
   challengeTtlSeconds: number;
@@ -113,6 +115,7 @@ export const defaults: Config = {
   migrateOnStart: true,
   logLevel: 'info',
   logFormat: 'json',
+  logRequests: false,
   bootstrapUser: true,
   challengeTtlSeconds: 300,
   attestationSkewSeconds: 60,
@@ -195,6 +198,7 @@ export type ConfigOverrides = Partial<
     | 'migrateOnStart'
     | 'logLevel'
     | 'logFormat'
+    | 'logRequests'
   >
 >;
 
@@ -228,6 +232,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   bool('AGENTRY_MIGRATE_ON_START', (b) => (config.migrateOnStart = b));
   bool('AGENTRY_BOOTSTRAP_USER', (b) => (config.bootstrapUser = b));
   bool('AGENTRY_DELIVERY_TRACE', (b) => (config.deliveryTrace = b));
+  bool('AGENTRY_LOG_REQUESTS', (b) => (config.logRequests = b));
   const logLevel = read('AGENTRY_LOG_LEVEL');
   if (logLevel) config.logLevel = logLevel as LogLevel;
   config.logFormat =

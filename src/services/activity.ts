@@ -181,7 +181,7 @@ export class ActivityService implements TraceWatcher, AgentHistory {
   private budgetMinute = 0;
   private timer: NodeJS.Timeout | undefined;
   private readonly streamEnders = new Set<() => void>();
-  /** Called with every event ingested and stream opened or closed (for the metrics). */
+  /** Events stored since the process started, and streams open now (read by the metrics). */
   counters = { eventsIngested: 0, streams: 0 };
 
   constructor(

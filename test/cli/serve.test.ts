@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { stripVTControlCharacters } from 'node:util';
 import { call } from '../kit/http.js';
 import { agentryArgs, repositoryRoot, runAgentry, spawnServer } from '../kit/process.js';
+import { registerAgent } from '../kit/agents.js';
 import { TestIdentity } from '../kit/uagent.js';
 
 describe('command line: serve and migrate', () => {
@@ -42,6 +43,48 @@ describe('command line: serve and migrate', () => {
     } finally {
       server.child.kill('SIGKILL');
       rmSync(fresh, { recursive: true, force: true });
+    }
+  });
+
+  it('says at the info level what happens to agents, and logs every request only when asked', async () => {
+    for (const logRequests of [false, true]) {
+      const fresh = mkdtempSync(join(tmpdir(), 'agentry-log-'));
+      const server = await spawnServer([
+        '--data-dir',
+        fresh,
+        ...(logRequests ? ['--log-requests'] : []),
+      ]);
+      try {
+        const agent = TestIdentity.random();
+        await registerAgent({ url: server.url }, server.bootstrapKey!, agent);
+        const deleted = await call(server.url, 'DELETE', `/v2/agents/${agent.address}`, {
+          key: server.bootstrapKey,
+        });
+        assert.equal(deleted.status, 200);
+        const lines = () =>
+          server.child
+            .stdout()
+            .split('\n')
+            .filter((line) => line.startsWith('{'))
+            .map((line) => JSON.parse(line) as { level: number; msg: string; agent?: string });
+        await waitUntil(() => lines().some((line) => line.msg === 'agent deleted'));
+        const about = lines().filter((line) => line.agent === agent.address);
+        assert.deepEqual(
+          about.map((line) => [line.level, line.msg]),
+          [
+            [30, 'agent registered'],
+            [30, 'agent deleted'],
+          ],
+        );
+        const requests = lines().filter((line) => line.msg === 'request');
+        if (logRequests) {
+          assert.ok(requests.length >= 4, JSON.stringify(requests));
+          assert.ok(requests.every((r) => r.level === 30));
+        } else assert.deepEqual(requests, []);
+      } finally {
+        server.child.kill('SIGKILL');
+        rmSync(fresh, { recursive: true, force: true });
+      }
     }
   });
 
@@ -81,3 +124,11 @@ describe('command line: serve and migrate', () => {
     }
   });
 });
+
+async function waitUntil(check: () => boolean, timeoutMs = 5000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > until) throw new Error('not logged in time');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

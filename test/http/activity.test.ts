@@ -270,6 +270,26 @@ describeOnEachDialect('agent activity', (dialect) => {
       assert.deepEqual((await timeline(agent.address, '?kind=event')).entries, []);
     });
 
+    it('counts the events stored and the streams open in /metrics', async () => {
+      const count = async (name: string) => {
+        const metrics = await call(t.url, 'GET', '/metrics');
+        return Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(metrics.text)?.[1]);
+      };
+      const agent = await newRegisteredAgent(hostOf(t), t.userKey);
+      const before = await count('agentry_events_ingested_total');
+      const events = [errorEvent(new Date(clock.now())), errorEvent(new Date(clock.now()))];
+      await postEvents(agent, batch(events));
+      await postEvents(agent, batch(events));
+      assert.equal(await count('agentry_events_ingested_total'), before + 2);
+      const open = await count('agentry_activity_streams');
+      const stream = await openStream(`${t.url}/v2/agents/${agent.address}/activity/stream`, {
+        key: t.userKey,
+      });
+      assert.equal(await count('agentry_activity_streams'), open + 1);
+      stream.close();
+      await waitFor(async () => (await count('agentry_activity_streams')) === open);
+    });
+
     it('answers 429 to a flood, after its budget for the minute', async () => {
       const agent = await newRegisteredAgent(hostOf(t), t.userKey);
       const fifty = () =>

@@ -22,6 +22,7 @@ export function addServeCommand(program: Command): void {
         'json, or pretty for people (AGENTRY_LOG_FORMAT; default pretty on a terminal)',
       ).choices(logFormats),
     )
+    .option('--log-requests', 'log every request at info level (AGENTRY_LOG_REQUESTS)')
     .action(async (flags) => {
       const config = loadConfig({
         ...storeOverrides(flags),
@@ -32,6 +33,7 @@ export function addServeCommand(program: Command): void {
         migrateOnStart: flags.migrate === false ? false : undefined,
         logLevel: flags.logLevel,
         logFormat: flags.logFormat,
+        logRequests: flags.logRequests,
       });
       // Loaded here: the HTTP stack is for serving; admin commands start faster without it.
       const { Server } = await import('../../server.js');
