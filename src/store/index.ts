@@ -16,6 +16,7 @@ import { MailboxRepository } from './repositories/mailbox.js';
 import { SessionsRepository } from './repositories/sessions.js';
 import { UsageRepository } from './repositories/usage.js';
 import { UsersRepository } from './repositories/users.js';
+import { WebhooksRepository } from './repositories/webhooks.js';
 
 /** Every repository, bound to one executor (the pool, or one transaction). */
 export interface Repositories {
@@ -33,6 +34,7 @@ export interface Repositories {
   sessions: SessionsRepository;
   deliveries: DeliveriesRepository;
   activity: ActivityRepository;
+  webhooks: WebhooksRepository;
 }
 
 function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories {
@@ -51,6 +53,7 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     sessions: new SessionsRepository(db),
     deliveries: new DeliveriesRepository(db),
     activity: new ActivityRepository(db),
+    webhooks: new WebhooksRepository(db, dialect.name),
   };
 }
 

@@ -28,6 +28,8 @@ export interface Database {
   sessions: SessionsTable;
   agent_activity: AgentActivityTable;
   agent_presence: AgentPresenceTable;
+  webhooks: WebhooksTable;
+  webhook_deliveries: WebhookDeliveriesTable;
 }
 
 export interface UsersTable {
@@ -295,4 +297,47 @@ export interface AgentPresenceTable {
   /** The status last recorded on the timeline, and when. */
   status: string | null;
   status_at: number | null;
+}
+
+/** Where a user wants to be told of what happens to their agents (docs/webhooks.md). */
+export interface WebhooksTable {
+  /** `wh_` and 16 base32 characters. */
+  id: string;
+  user_id: string;
+  url: string;
+  /** JSON array text of the kinds chosen. */
+  kinds: string;
+  /** JSON array text of agent addresses; null: all the user's agents. */
+  agents: string | null;
+  description: string | null;
+  /** Signs every delivery (HMAC-SHA256); kept as it is, since the service signs with it. */
+  secret: string;
+  created_at: number;
+  updated_at: number;
+}
+
+/** One event to tell one hook of: the queue of deliveries and their record. */
+export interface WebhookDeliveriesTable {
+  /** Ascending: a hook's list shows the newest first by it. */
+  seq: Generated<number>;
+  /** The `agentry-delivery-id` header and the payload's `id`. */
+  id: string;
+  webhook_id: string;
+  /** A webhook kind, or `webhook.test`. */
+  kind: string;
+  /** The agent it is about (its deletion deletes the row); null for a test. */
+  address: string | null;
+  /** The JSON body, exactly as every attempt sends it. */
+  payload: string;
+  /** `pending`, `delivered` or `failed`. */
+  status: string;
+  attempts: number;
+  status_code: number | null;
+  error: string | null;
+  created_at: number;
+  last_attempt_at: number | null;
+  /** When a pending delivery is due; null once it is delivered or failed. */
+  next_attempt_at: number | null;
+  /** While an attempt is under way, until when the process making it holds it. */
+  claimed_until: number | null;
 }

@@ -13,6 +13,7 @@ import * as quarantine from './0011_quarantine.js';
 import * as pollTrace from './0012_poll_trace.js';
 import * as activity from './0013_activity.js';
 import * as keptForwards from './0014_kept_forwards.js';
+import * as webhooks from './0015_webhooks.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -33,4 +34,5 @@ export const migrations: Record<string, Migration> = {
   '0012_poll_trace': pollTrace,
   '0013_activity': activity,
   '0014_kept_forwards': keptForwards,
+  '0015_webhooks': webhooks,
 };
