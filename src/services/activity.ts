@@ -5,16 +5,18 @@ import { inBatches } from '../infra/batches.js';
 import type { Clock } from '../infra/clock.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
-import type {
-  NewActivity,
-  PresenceRow,
-  TimelineCursor,
-  TimelineFilter,
-  TimelineRow,
-  TimelineScope,
-  TimelineSource,
+import {
+  activityTimelineRow,
+  traceTimelineRow,
+  type NewActivity,
+  type PresenceRow,
+  type TimelineCursor,
+  type TimelineFilter,
+  type TimelineRow,
+  type TimelineScope,
+  type TimelineSource,
 } from '../store/repositories/activity.js';
-import type { Ownership } from '../store/repositories/deliveries.js';
+import type { DeliveryEventRow, Ownership } from '../store/repositories/deliveries.js';
 import {
   TIMELINE_GROUPS,
   TIMELINE_KINDS,
@@ -50,6 +52,16 @@ export interface TimelineRows {
 
 /** A change announced to streams: which agent, and the user who owns it, if known. */
 type Listener = () => void;
+
+/**
+ * Hears of the timeline entries recorded in this process, once they are committed: the
+ * activity rows (reported events, status changes, registrations) and the trace's rows of
+ * refusals, forwards, interactions and expiries (webhooks, docs/webhooks.md). Each entry is
+ * told once, by the process that recorded it.
+ */
+export interface TimelineListener {
+  recorded(rows: TimelineRow[]): void;
+}
 
 /** Kinds stored in the activity table, by the kind the timeline shows. */
 const ACTIVITY_KINDS = new Set<string>([
@@ -181,6 +193,7 @@ export class ActivityService implements TraceWatcher, AgentHistory {
   private budgetMinute = 0;
   private timer: NodeJS.Timeout | undefined;
   private readonly streamEnders = new Set<() => void>();
+  private listener: TimelineListener | undefined;
   /** Events stored since the process started, and streams open now (read by the metrics). */
   counters = { eventsIngested: 0, streams: 0 };
 
@@ -194,6 +207,11 @@ export class ActivityService implements TraceWatcher, AgentHistory {
     private readonly announce: (address: string) => void,
   ) {
     trace.watch(this);
+  }
+
+  /** Tells `listener` of the entries recorded from now on. */
+  listen(listener: TimelineListener): void {
+    this.listener = listener;
   }
 
   /** Starts writing presence once a second. */
@@ -257,6 +275,7 @@ export class ActivityService implements TraceWatcher, AgentHistory {
     });
     const stored = await this.store.repos.activity.record(rows);
     this.counters.eventsIngested += stored.length;
+    this.tell(stored.map(activityTimelineRow));
     this.seen(address, 'call', now);
     const errors = stored.filter((row) => row.kind === 'event.error');
     if (errors.length > 0) {
@@ -290,8 +309,14 @@ export class ActivityService implements TraceWatcher, AgentHistory {
   /** Records rows of what happened to agents (registrations, Almanac changes) and tells streams. */
   async record(rows: NewActivity[]): Promise<void> {
     if (rows.length === 0) return;
-    await this.store.repos.activity.record(rows);
+    const stored = await this.store.repos.activity.record(rows);
     for (const address of new Set(rows.map((row) => row.address))) this.announce(address);
+    this.tell(stored.map(activityTimelineRow));
+  }
+
+  /** Tells the listener of entries just committed. */
+  private tell(rows: TimelineRow[]): void {
+    if (rows.length > 0) this.listener?.recorded(rows);
   }
 
   /** Agents registered (or registered again) by their owner. */
@@ -361,6 +386,11 @@ export class ActivityService implements TraceWatcher, AgentHistory {
 
   changed(address: string): void {
     this.announce(address);
+  }
+
+  recorded(rows: DeliveryEventRow[]): void {
+    for (const address of new Set(rows.map((row) => row.address))) this.announce(address);
+    this.tell(rows.map(traceTimelineRow));
   }
 
   seen(address: string, by: SeenBy, at: number): void {
@@ -606,13 +636,15 @@ export class ActivityService implements TraceWatcher, AgentHistory {
 
   /**
    * Deletes what is kept of an agent whose listing was deleted at `until`: its trace, its
-   * activity and its presence (docs/mailbox.md, "Whose history").
+   * activity, the webhook deliveries about it and its presence (docs/mailbox.md, "Whose
+   * history").
    */
   async forget(address: string, until: number): Promise<void> {
     this.owners.delete(address);
     this.seenSince.delete(address);
     await this.trace.forget(address, until);
     await inBatches(1000, 1000, () => this.store.repos.activity.forget(address, until, 1000));
+    await inBatches(1000, 1000, () => this.store.repos.webhooks.forgetAgent(address, until, 1000));
     await this.store.repos.activity.removePresence(address);
     this.logger.info({ agent: address }, 'agent deleted');
   }

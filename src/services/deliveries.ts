@@ -39,6 +39,8 @@ export interface ForwardAttempt {
 export interface TraceWatcher {
   /** Something was recorded for the agent. */
   changed(address: string): void;
+  /** These rows were recorded (refusals, forwards, interactions, expiries): what they say. */
+  recorded(rows: DeliveryEventRow[]): void;
   /** The agent showed it is running (`poll`: it read its mailbox). */
   seen(address: string, by: 'poll' | 'call', at: number): void;
   /** A forward to the agent's URL went well or not. */
@@ -75,13 +77,18 @@ export class DeliveryTrace {
     this.watcher?.changed(address);
   }
 
+  /** Rows were written outside this class, and their watcher may want to know what they say. */
+  recorded(rows: DeliveryEventRow[]): void {
+    if (rows.length > 0) this.watcher?.recorded(rows);
+  }
+
   /**
    * Records a refused envelope against its target, when the target is a registered agent
    * (otherwise no owner could read it); by its digest when its fields can be packed.
    */
   async refused(envelope: EnvelopeFields, reason: string, uuid?: string): Promise<void> {
     if (!this.enabled || !(await this.store.repos.agents.isRegistered(envelope.target))) return;
-    await this.store.repos.deliveries.record([
+    const rows = await this.store.repos.deliveries.record([
       {
         address: envelope.target,
         event: 'refused',
@@ -93,7 +100,7 @@ export class DeliveryTrace {
         detail: reason,
       },
     ]);
-    this.watcher?.changed(envelope.target);
+    this.watcher?.recorded(rows);
   }
 
   /** How the trace keeps an envelope digest (hex); null while the trace is off. */
@@ -133,7 +140,7 @@ export class DeliveryTrace {
     // Presence follows forwards whether or not the trace is on.
     this.watcher?.forwarded(attempt.address, ok && attempt.error === null, attempt.error);
     if (!this.enabled) return;
-    await this.store.repos.deliveries.record([
+    const rows = await this.store.repos.deliveries.record([
       {
         address: attempt.address,
         event: 'forwarded',
@@ -147,13 +154,13 @@ export class DeliveryTrace {
         detail: attempt.error,
       },
     ]);
-    this.watcher?.changed(attempt.address);
+    this.watcher?.recorded(rows);
   }
 
   /** Records an interaction the agent `source` reported with `target`. */
   async interaction(source: string, target: string, sessionId: string): Promise<void> {
     if (!this.enabled) return;
-    await this.store.repos.deliveries.record([
+    const rows = await this.store.repos.deliveries.record([
       {
         address: source,
         event: 'interaction',
@@ -162,7 +169,7 @@ export class DeliveryTrace {
         detail: `target ${target}, session ${sessionId}`,
       },
     ]);
-    this.watcher?.changed(source);
+    this.watcher?.recorded(rows);
   }
 
   /**

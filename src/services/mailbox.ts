@@ -399,9 +399,11 @@ export class MailboxService {
   async sweepExpired(): Promise<number> {
     const { mailbox } = this.store.repos;
     const { sweepBatchSize: size, sweepMaxBatches: maxBatches } = this.policy;
-    let swept = await inBatches(size, maxBatches, () =>
-      mailbox.sweep(this.clock.now(), size, this.trace.enabled),
-    );
+    let swept = await inBatches(size, maxBatches, async () => {
+      const { removed, traced } = await mailbox.sweep(this.clock.now(), size, this.trace.enabled);
+      this.trace.recorded(traced);
+      return removed;
+    });
     // The uuids of acknowledged messages go when the messages would have expired.
     await inBatches(size, maxBatches, () => mailbox.sweepReplays(this.clock.now(), size));
     // Quarantined messages expire alike; there are few, one batch a run keeps up.

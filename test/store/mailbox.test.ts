@@ -133,9 +133,9 @@ describeOnEachDialect('mailbox store', (dialect) => {
     const live = message(d, randomUUID(), 50);
     await mailbox.deliver([...expired, live], '2031-01');
     assert.deepEqual(await counters([d]), [[4, 40, 40]]);
-    assert.equal(await mailbox.sweep(10, 2), 2);
-    assert.equal(await mailbox.sweep(10, 2), 1);
-    assert.equal(await mailbox.sweep(10, 2), 0);
+    assert.equal((await mailbox.sweep(10, 2)).removed, 2);
+    assert.equal((await mailbox.sweep(10, 2)).removed, 1);
+    assert.equal((await mailbox.sweep(10, 2)).removed, 0);
     assert.deepEqual(await counters([d]), [[1, 10, 10]]);
     assert.deepEqual(
       (await mailbox.listPending(d, 10, { limit: 10, offset: 0 })).map((row) => row.uuid),

@@ -2,6 +2,7 @@ import { sql, type Insertable, type Kysely, type RawBuilder, type Selectable } f
 import type { AgentActivityTable, AgentPresenceTable, Database } from '../schema.js';
 import { slices } from '../statements.js';
 import { KEPT_DETAIL } from './deliveries.js';
+import type { DeliveryEventRow } from './deliveries.js';
 
 export type NewActivity = Insertable<AgentActivityTable>;
 export type PresenceRow = Selectable<AgentPresenceTable>;
@@ -73,6 +74,48 @@ export interface TimelineFilter {
   before?: TimelineCursor;
   after?: TimelineCursor;
   limit: number;
+}
+
+/** An activity row as the timeline reads it. */
+export function activityTimelineRow(row: Selectable<AgentActivityTable>): TimelineRow {
+  return {
+    source: 'a',
+    id: Number(row.id),
+    address: row.address,
+    kind: row.kind,
+    at: Number(row.at),
+    peer: row.peer,
+    session: row.session,
+    uuid: null,
+    size: null,
+    status_code: null,
+    latency_ms: null,
+    category: row.category,
+    message: row.message,
+    detail: null,
+    data: row.data,
+  };
+}
+
+/** A trace row as the timeline reads it. */
+export function traceTimelineRow(row: DeliveryEventRow): TimelineRow {
+  return {
+    source: 'd',
+    id: Number(row.id),
+    address: row.address,
+    kind: row.event,
+    at: Number(row.at),
+    peer: row.sender,
+    session: null,
+    uuid: row.uuid,
+    size: row.size === null ? null : Number(row.size),
+    status_code: row.status_code,
+    latency_ms: row.latency_ms,
+    category: null,
+    message: null,
+    detail: row.detail,
+    data: null,
+  };
 }
 
 /**

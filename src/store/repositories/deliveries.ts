@@ -39,6 +39,20 @@ export async function insertDeliveryEvents(
   }
 }
 
+/** As {@link insertDeliveryEvents}, answering the rows written, ids and all. */
+export async function insertDeliveryEventsReturning(
+  db: Kysely<Database>,
+  events: NewDeliveryEvent[],
+): Promise<DeliveryEventRow[]> {
+  const written: DeliveryEventRow[] = [];
+  for (const slice of slices(events)) {
+    written.push(
+      ...(await db.insertInto('delivery_events').values(slice).returningAll().execute()),
+    );
+  }
+  return written;
+}
+
 /**
  * The delivery trace: what happened to the messages of each agent, oldest first. Rows are
  * written beside the changes they describe (see the mailbox repository) and read only by the
@@ -47,8 +61,9 @@ export async function insertDeliveryEvents(
 export class DeliveriesRepository {
   constructor(private readonly db: Kysely<Database>) {}
 
-  record(events: NewDeliveryEvent[]): Promise<void> {
-    return insertDeliveryEvents(this.db, events);
+  /** Stores trace rows; answers them as written, for whoever is told of them. */
+  record(events: NewDeliveryEvent[]): Promise<DeliveryEventRow[]> {
+    return insertDeliveryEventsReturning(this.db, events);
   }
 
   /** Who owns each of `addresses` that is registered, and since when. */

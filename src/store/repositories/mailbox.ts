@@ -7,7 +7,13 @@ import type {
   QuarantinedMessagesTable,
 } from '../schema.js';
 import { atomically, MAX_ROWS_PER_INSERT, slices } from '../statements.js';
-import { insertDeliveryEvents, KEPT_DETAIL, type NewDeliveryEvent } from './deliveries.js';
+import {
+  insertDeliveryEvents,
+  insertDeliveryEventsReturning,
+  KEPT_DETAIL,
+  type DeliveryEventRow,
+  type NewDeliveryEvent,
+} from './deliveries.js';
 import { addUsage, type PeriodCounters, type QuotaOverrides } from './usage.js';
 
 export type MailboxRow = Selectable<MailboxesTable>;
@@ -633,9 +639,14 @@ export class MailboxRepository {
    * Deletes up to `limit` expired messages with their counters and says how many went.
    * RETURNING reports exactly the rows this statement removed, so a message deleted
    * concurrently by its reader is never subtracted from the counters twice. With `trace`, an
-   * `expired` trace row for each is written in the same transaction.
+   * `expired` trace row for each is written in the same transaction, and answered with the
+   * `stored` row it carries on.
    */
-  sweep(now: number, limit: number, trace = false): Promise<number> {
+  sweep(
+    now: number,
+    limit: number,
+    trace = false,
+  ): Promise<{ removed: number; traced: DeliveryEventRow[] }> {
     return atomically(this.db, async (db) => {
       const removed = await db
         .deleteFrom('messages')
@@ -645,8 +656,10 @@ export class MailboxRepository {
         .returning([...LEAVING_KEPT])
         .execute();
       await moveCounters(db, removed, -1);
-      if (trace) await insertDeliveryEvents(db, leavingRows(removed, 'expired', now));
-      return removed.length;
+      const traced = trace
+        ? await insertDeliveryEventsReturning(db, leavingRows(removed, 'expired', now))
+        : [];
+      return { removed: removed.length, traced };
     });
   }
 
