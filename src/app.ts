@@ -33,6 +33,7 @@ import { proxyRoutes } from './http/routes/proxy.js';
 import { sessionsRoutes } from './http/routes/sessions.js';
 import { usageHistoryRoutes, usageRoutes } from './http/routes/usage.js';
 import { webRoutes } from './http/routes/web.js';
+import { webhooksRoutes } from './http/routes/webhooks.js';
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 export { version };
@@ -145,6 +146,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   interactionsRoutes(app, ctx);
   deliveriesRoutes(app, ctx);
   activityRoutes(app, ctx);
+  webhooksRoutes(app, ctx);
   almanacRoutes(app, ctx);
   almanacSearchRoutes(app, ctx);
   almanacDomainsRoutes(app, ctx);

@@ -1,8 +1,10 @@
+import { version } from './app.js';
 import { AttestationAuthenticator } from './auth/attestations.js';
 import type { Config } from './config/index.js';
 import { createDefaultVerifier, type SignatureVerifier } from './crypto/index.js';
 import type { Dispatcher } from 'undici';
 import { createLogger, type Logger } from './logger.js';
+import { timelineEntry } from './http/views/activity.js';
 import { Metrics } from './metrics.js';
 import { AgentsService } from './services/agents.js';
 import { AlmanacService } from './services/almanac.js';
@@ -22,6 +24,7 @@ import { ProxyService } from './services/proxy.js';
 import { SessionsService } from './services/sessions.js';
 import { UsageService } from './services/usage.js';
 import { UsersService } from './services/users.js';
+import { WebhooksService } from './services/webhooks.js';
 import { inlineEnvelopeVerifier, inlineSignatureChecker } from './infra/signature-checker.js';
 import { SharedRateLimits } from './infra/rate-limit-store.js';
 import { Lifecycle } from './infra/lifecycle.js';
@@ -48,6 +51,7 @@ export interface Services {
   domains: DomainsService;
   discovery: DiscoveryService;
   sessions: SessionsService;
+  webhooks: WebhooksService;
 }
 
 /** A job the server runs on a timer (expiry sweeps and the like). */
@@ -242,6 +246,23 @@ export function createContext(
   metrics.countHeldPolls(() => mailbox.heldPolls);
   metrics.countEvents(() => activity.counters.eventsIngested);
   metrics.countStreams(() => activity.counters.streams);
+  // Deliveries go out through the proxy's dispatcher: the same guard against private targets.
+  // Their `entry` is the timeline's own view of what happened.
+  const webhooks = new WebhooksService(
+    store,
+    clock,
+    dispatcher,
+    {
+      retryDelaysMs: config.webhookRetryDelaysMs,
+      timeoutMs: config.webhookTimeoutMs,
+      retentionMs: config.mailboxRetentionSeconds * 1000,
+      userAgent: `Agentry-Webhook/${version}`,
+    },
+    logger,
+    timelineEntry,
+    (outcome) => metrics.webhookDeliveries.inc({ outcome }),
+  );
+  activity.listen(webhooks);
   const rateLimits =
     options.serving && config.redisUrl && config.rateLimit.max > 0
       ? new SharedRateLimits({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, logger })
@@ -278,6 +299,11 @@ export function createContext(
       intervalMs: 60_000,
       run: () => activity.prune(),
     },
+    {
+      name: 'old webhook deliveries',
+      intervalMs: 600_000,
+      run: () => webhooks.prune(),
+    },
   ];
 
   const loops: BackgroundLoop[] = [
@@ -312,6 +338,7 @@ export function createContext(
       domains,
       discovery,
       sessions,
+      webhooks,
     },
     metrics,
     housekeeping,
@@ -322,6 +349,8 @@ export function createContext(
     close: async () => {
       mailbox.endHeldPolls();
       await activity.close();
+      // After the activity service, whose last flush may still enqueue deliveries.
+      await webhooks.close();
       await deliverySignals.close();
       await rateLimits?.close();
       await verifierPool?.close();

@@ -11,6 +11,17 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * Webhook delivery attempts by how they ended (delivered, retry, failed), and deliveries
+   * never made because their hook had too many waiting (dropped).
+   */
+  readonly webhookDeliveries = new Counter({
+    name: 'agentry_webhook_deliveries_total',
+    help: 'Webhook delivery attempts by outcome (delivered, retry, failed), and deliveries dropped',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
   /** Read when scraped from the function given to {@link countHeldPolls}. */
   private heldPollsNow: () => number = () => 0;
   readonly heldPolls: Gauge = new Gauge({

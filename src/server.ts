@@ -99,6 +99,7 @@ export class Server {
     );
     const address = await this.app.listen({ port: config.port, host: config.host });
     this.ctx.services.activity.start();
+    this.ctx.services.webhooks.start();
     for (const task of this.ctx.housekeeping) {
       const timer = setInterval(() => {
         task

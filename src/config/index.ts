@@ -95,6 +95,10 @@ export interface Config {
   eventsPerMinute: number;
   /** Live activity streams one user may hold open at once, per process. */
   streamsPerUser: number;
+  /** How long one webhook delivery attempt waits for the receiver (docs/webhooks.md). */
+  webhookTimeoutMs: number;
+  /** The wait before each retry of a failed webhook delivery; after the last, it is given up. */
+  webhookRetryDelaysMs: number[];
 }
 
 export class ConfigError extends Error {
@@ -154,6 +158,9 @@ export const defaults: Config = {
   agentErrorSeconds: 300,
   eventsPerMinute: 6000,
   streamsPerUser: 20,
+  webhookTimeoutMs: 10_000,
+  // 10 s, 30 s, 2 min, 10 min, 1 h: six attempts over about 73 minutes.
+  webhookRetryDelaysMs: [10_000, 30_000, 120_000, 600_000, 3_600_000],
 };
 
 type Env = Record<string, string | undefined>;
@@ -272,6 +279,14 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   int('AGENTRY_AGENT_ERROR_SECONDS', 1, (n) => (config.agentErrorSeconds = n));
   int('AGENTRY_EVENTS_PER_MINUTE', 1, (n) => (config.eventsPerMinute = n));
   int('AGENTRY_STREAMS_PER_USER', 1, (n) => (config.streamsPerUser = n));
+  int('AGENTRY_WEBHOOK_TIMEOUT_MS', 1, (n) => (config.webhookTimeoutMs = n));
+  const retryDelays = read('AGENTRY_WEBHOOK_RETRY_DELAYS_SECONDS');
+  if (retryDelays !== undefined) {
+    config.webhookRetryDelaysMs = retryDelays
+      .split(',')
+      .filter((part) => part.trim() !== '')
+      .map((part) => parseInteger('AGENTRY_WEBHOOK_RETRY_DELAYS_SECONDS', part, 1) * 1000);
+  }
 
   Object.assign(config, stripUndefined(overrides));
   // The public URL follows the port unless it was given: a newcomer running on another port
@@ -325,6 +340,9 @@ function validate(config: Config): void {
     throw new ConfigError(
       `AGENTRY_REDIS_URL must start with redis:// or rediss:// (got "${redactUrl(config.redisUrl)}").`,
     );
+  }
+  if (config.webhookRetryDelaysMs.length > 20) {
+    throw new ConfigError('AGENTRY_WEBHOOK_RETRY_DELAYS_SECONDS takes at most 20 delays.');
   }
   if (config.attestationMaxWindowSeconds > 24 * 3600) {
     throw new ConfigError('AGENTRY_ATTESTATION_MAX_WINDOW_SECONDS must be at most 86400 (24 h).');

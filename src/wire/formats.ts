@@ -151,6 +151,22 @@ export const wireFormats = {
     issue: () => ({ msg: IDENTIFIER_MESSAGE, type: 'value_error' }),
   },
   /**
+   * An absolute `http:` or `https:` URL (where a webhook is sent); canonical as the WHATWG
+   * parser writes it, so that one address has one spelling. Where it points is checked when
+   * it is connected to (src/infra/outbound.ts), not here: a name may resolve anywhere.
+   */
+  'http-url': {
+    canonical: (value) => {
+      const url = unlessThrows(() => new URL(value).href);
+      return url !== undefined && /^https?:\/\/[^/]/.test(url) ? url : undefined;
+    },
+    rewrite: true,
+    issue: () => ({
+      msg: 'Value error, url must be an absolute http:// or https:// URL',
+      type: 'value_error',
+    }),
+  },
+  /**
    * A moment as pydantic writes a `datetime`: ISO-8601 date and time with up to nine
    * fractional digits and `Z`, an offset, or none (read as UTC). Rewritten to the service's
    * own spelling (UTC, `+00:00`, six digits), which {@link momentMs} reads back.

@@ -59,6 +59,13 @@ const RULES: Record<string, Rule> = {
   'GET /v2/activity': 'user',
   'GET /v2/agents/{address}/activity/stream': 'owner',
   'GET /v2/activity/stream': 'user',
+  'POST /v2/webhooks': 'user',
+  'GET /v2/webhooks': 'user',
+  'GET /v2/webhooks/{id}': 'owner',
+  'PUT /v2/webhooks/{id}': 'owner',
+  'DELETE /v2/webhooks/{id}': 'owner',
+  'GET /v2/webhooks/{id}/deliveries': 'owner',
+  'POST /v2/webhooks/{id}/test': 'owner',
   'POST /v1/almanac/agents': 'public',
   'POST /v1/almanac/agents/batch': 'public',
   'POST /v1/almanac/agents/{address}/status': 'public',
@@ -128,6 +135,7 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     keyId: string;
     domain: string;
     redirectUrl: string;
+    webhookId: string;
   };
 
   before(async () => {
@@ -156,6 +164,12 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
       body: { domain_name: alice.domain, agent_records: [{ address: alice.agent.address }] },
     });
     assert.equal(domain.status, 201, domain.text);
+    const webhook = await call(t.url, 'POST', '/v2/webhooks', {
+      key: t.userKey,
+      body: { url: `${endpoint.url}/alice-only-path`, kinds: ['message.refused'] },
+    });
+    assert.equal(webhook.status, 201, webhook.text);
+    alice.webhookId = webhook.body.id;
   });
   after(async () => {
     await t.close();
@@ -167,10 +181,16 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     return operation.path
       .replace('{address}', alice.agent.address)
       .replace('{uuid}', alice.uuid)
-      .replace('{id}', operation.path.startsWith('/v2/api-keys') ? alice.keyId : 'alice')
+      .replace('{id}', idOf(operation.path))
       .replace('{domain_name}', alice.domain)
       .replace('{name}', alice.domain)
       .replace('{digest}', 'proto:' + '0'.repeat(64));
+  }
+
+  function idOf(path: string): string {
+    if (path.startsWith('/v2/api-keys')) return alice.keyId;
+    if (path.startsWith('/v2/webhooks')) return alice.webhookId;
+    return 'alice';
   }
 
   /** A body that passes validation, so that what answers is the authorization. */
@@ -222,6 +242,9 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     });
     assert.equal(listing.status, 200, listing.text);
     assert.notEqual(listing.body.name, 'taken over');
+    const hook = await call(t.url, 'GET', `/v2/webhooks/${alice.webhookId}`, { key: t.userKey });
+    assert.equal(hook.status, 200, hook.text);
+    assert.equal(hook.body.url, `${endpoint.url}/alice-only-path`);
     const pending = await call(t.url, 'GET', `/v2/agents/${alice.agent.address}/mailbox`, {
       key: t.userKey,
     });
