@@ -322,7 +322,8 @@ describeOnEachDialect('webhooks', (dialect) => {
       const sent = await call(t.url, 'POST', '/v2/agents/proxy/submit', {
         body: envelopeFor(TestIdentity.random(), agent.address),
       });
-      assert.equal(sent.status, 502, sent.text);
+      // The proxy keeps the message to forward it again; the failure is told all the same.
+      assert.equal(sent.status, 200, sent.text);
       const both = await waitFor('both deliveries', () => {
         const got = receiver.at('/forwards');
         return got.length >= 2 && got;
