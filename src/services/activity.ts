@@ -10,6 +10,7 @@ import {
   traceTimelineRow,
   type NewActivity,
   type PresenceRow,
+  type StatsRow,
   type TimelineCursor,
   type TimelineFilter,
   type TimelineRow,
@@ -18,10 +19,12 @@ import {
 } from '../store/repositories/activity.js';
 import type { DeliveryEventRow, Ownership } from '../store/repositories/deliveries.js';
 import {
+  DEFAULT_STATS_BUCKETS,
   TIMELINE_GROUPS,
   TIMELINE_KINDS,
   type AgentBatchEvents,
   type AgentStatusName,
+  type StatsBucket,
   type TimelineKind,
 } from '../wire/activity.js';
 import { momentMs } from '../wire/formats.js';
@@ -49,6 +52,16 @@ export interface TimelineRows {
   rows: TimelineRow[];
   next: TimelineCursor | null;
 }
+
+/** An agent's counts per bucket, every bucket from `since` to `until` (ms), oldest first. */
+export interface ActivityStatsRows {
+  since: number;
+  until: number;
+  buckets: (Omit<StatsRow, 'bucket'> & { start: number })[];
+}
+
+/** How long each bucket of the stats is. */
+const BUCKET_MS: Record<StatsBucket, number> = { hour: 3_600_000, day: 86_400_000 };
 
 /** A change announced to streams: which agent, and the user who owns it, if known. */
 type Listener = () => void;
@@ -569,14 +582,54 @@ export class ActivityService implements TraceWatcher, AgentHistory {
     return this.store.repos.activity.timeline(scope, { ...kindFilter(kind), after, limit });
   }
 
+  /**
+   * The agent's messages, failures and forward latency per hour or day (UTC), for its owner:
+   * `count` buckets ending with the current one, the empty ones included, counted from the
+   * owner's registration on as the timeline is.
+   */
+  async stats(
+    principal: Principal,
+    address: string,
+    bucket: StatsBucket,
+    count = DEFAULT_STATS_BUCKETS[bucket],
+  ): Promise<ActivityStatsRows> {
+    const scope = await this.agentScope(principal, address);
+    const size = BUCKET_MS[bucket];
+    const until = (Math.floor(this.clock.now() / size) + 1) * size;
+    const origin = until - count * size;
+    const rows = await this.store.repos.activity.stats({
+      address,
+      origin,
+      size,
+      since: Math.max(origin, scope.since),
+      until,
+    });
+    const found = new Map(rows.map(({ bucket: index, ...counts }) => [index, counts]));
+    const buckets = Array.from({ length: count }, (_, index) => ({
+      start: origin + index * size,
+      ...(found.get(index) ?? EMPTY_BUCKET),
+    }));
+    return { since: origin, until, buckets };
+  }
+
   /** Whose timeline the caller may read: their agent's, from its registration; or all of theirs. */
   async scopeFor(principal: Principal, address: string | undefined): Promise<TimelineScope> {
     if (principal.kind !== 'user') throw new NotFoundError('Agent not found');
     if (address === undefined) return { userId: principal.userId };
+    return this.agentScope(principal, address);
+  }
+
+  /** The caller's agent and when they registered it; 404 when it is not theirs. */
+  private async agentScope(
+    principal: Principal,
+    address: string,
+  ): Promise<{ address: string; since: number }> {
     const owner: Ownership | undefined = (await this.store.repos.deliveries.owners([address])).get(
       address,
     );
-    if (owner?.userId !== principal.userId) throw new NotFoundError('Agent not found');
+    if (principal.kind !== 'user' || owner?.userId !== principal.userId) {
+      throw new NotFoundError('Agent not found');
+    }
     return { address, since: owner.since };
   }
 
@@ -657,6 +710,17 @@ export class ActivityService implements TraceWatcher, AgentHistory {
     );
   }
 }
+
+/** A bucket nothing happened in. */
+const EMPTY_BUCKET: Omit<StatsRow, 'bucket'> = {
+  stored: 0,
+  refused: 0,
+  forward_failed: 0,
+  forwarded: 0,
+  errors: 0,
+  latency_p50_ms: null,
+  latency_p95_ms: null,
+};
 
 /** "3 min", "2 h": how long a silence lasted. */
 function duration(ms: number): string {

@@ -194,3 +194,51 @@ export const AgentStatus = Type.Object({
   reason: Nullable(Type.String({ description: 'why it is failing, idle or offline' })),
 });
 export type AgentStatus = Static<typeof AgentStatus>;
+
+export const STATS_BUCKETS = ['hour', 'day'] as const;
+export type StatsBucket = (typeof STATS_BUCKETS)[number];
+/** The most buckets one answer has: 30 days of hours. */
+export const MAX_STATS_BUCKETS = 720;
+/** How many buckets an answer has when the query does not say: 48 hours, or 30 days. */
+export const DEFAULT_STATS_BUCKETS: Record<StatsBucket, number> = { hour: 48, day: 30 };
+
+export const StatsQuery = Type.Object({
+  bucket: StringEnum(STATS_BUCKETS, {
+    default: 'hour',
+    description: 'hours or days (UTC), each counted apart',
+  }),
+  buckets: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      maximum: MAX_STATS_BUCKETS,
+      description: 'how many, ending with the current one: 48 hours or 30 days unless given',
+    }),
+  ),
+});
+export type StatsQuery = Static<typeof StatsQuery>;
+
+const Count = (description: string) => Type.Integer({ minimum: 0, description });
+const LatencyMs = (description: string) => Nullable(Type.Integer({ minimum: 0, description }));
+
+export const StatsBucketCounts = Type.Object({
+  start: Timestamp,
+  stored: Count('messages committed to the mailbox (pending or gone since)'),
+  refused: Count('messages turned away'),
+  forward_failed: Count('forward attempts that failed'),
+  forwarded: Count('forward attempts the agent answered with 2xx'),
+  errors: Count('error events the agent reported'),
+  latency_p50_ms: LatencyMs('median latency of the forwards the agent answered; null: none'),
+  latency_p95_ms: LatencyMs('95th percentile of the same'),
+});
+export type StatsBucketCounts = Static<typeof StatsBucketCounts>;
+
+export const ActivityStats = Type.Object({
+  bucket: StringEnum(STATS_BUCKETS),
+  since: Timestamp,
+  until: Timestamp,
+  buckets: Type.Array(StatsBucketCounts, {
+    maxItems: MAX_STATS_BUCKETS,
+    description: 'every bucket from `since` to `until`, oldest first, empty ones included',
+  }),
+});
+export type ActivityStats = Static<typeof ActivityStats>;

@@ -59,6 +59,7 @@ const RULES: Record<string, Rule> = {
   'GET /v2/activity': 'user',
   'GET /v2/agents/{address}/activity/stream': 'owner',
   'GET /v2/activity/stream': 'user',
+  'GET /v2/agents/{address}/activity/stats': 'owner',
   'POST /v2/webhooks': 'user',
   'GET /v2/webhooks': 'user',
   'GET /v2/webhooks/{id}': 'owner',

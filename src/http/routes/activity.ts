@@ -8,15 +8,17 @@ import { cursorId, parseCursor, type ActivityService } from '../../services/acti
 import type { TimelineCursor, TimelineScope } from '../../store/repositories/activity.js';
 import {
   ActivityQuery,
+  ActivityStats,
   AgentBatchEvents,
   EVENTS_BODY_LIMIT_BYTES,
   EventsAccepted,
+  StatsQuery,
   StreamQuery,
   TimelinePage,
 } from '../../wire/activity.js';
 import { AddressParams, errorResponses } from '../../wire/common.js';
 import { momentMs } from '../../wire/formats.js';
-import { timelineEntry } from '../views/activity.js';
+import { activityStats, timelineEntry } from '../views/activity.js';
 
 /** Rows one read of a stream takes; more are read at once after. */
 const STREAM_PAGE = 200;
@@ -208,6 +210,32 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
       },
     },
     (request, reply) => stream(request, request.query, reply, undefined),
+  );
+
+  r.get(
+    '/v2/agents/:address/activity/stats',
+    {
+      config: { auth: 'user' },
+      schema: {
+        tags: ['activity'],
+        summary: 'Get Agent Activity Stats',
+        description:
+          'The agent’s messages per hour or day (UTC): stored, refused, forwarded and failed forwards, the errors it reported, and the latency of its forwards (p50, p95), every bucket of the range, oldest first. Owner only.',
+        params: AddressParams,
+        querystring: StatsQuery,
+        response: { 200: ActivityStats, ...errorResponses(401, 404, 422) },
+      },
+    },
+    async (request) => {
+      const { bucket, buckets } = request.query;
+      const stats = await activity.stats(
+        request.principal,
+        request.params.address,
+        bucket,
+        buckets,
+      );
+      return activityStats(bucket, stats);
+    },
   );
 }
 

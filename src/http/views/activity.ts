@@ -1,6 +1,11 @@
-import { cursorId, kindOf } from '../../services/activity.js';
+import { cursorId, kindOf, type ActivityStatsRows } from '../../services/activity.js';
 import type { TimelineRow } from '../../store/repositories/activity.js';
-import type { TimelineEntry, TimelineKind } from '../../wire/activity.js';
+import type {
+  ActivityStats,
+  StatsBucket,
+  TimelineEntry,
+  TimelineKind,
+} from '../../wire/activity.js';
 import { isoTimestamp } from '../../wire/common.js';
 
 function short(address: string | null): string {
@@ -62,5 +67,18 @@ export function timelineEntry(row: TimelineRow): TimelineEntry {
     size: row.size,
     detail: row.detail,
     data: row.data === null ? null : (JSON.parse(row.data) as Record<string, unknown>),
+  };
+}
+
+/** An agent's stats as the API shows them. */
+export function activityStats(bucket: StatsBucket, stats: ActivityStatsRows): ActivityStats {
+  return {
+    bucket,
+    since: isoTimestamp(stats.since),
+    until: isoTimestamp(stats.until),
+    buckets: stats.buckets.map(({ start, ...counts }) => ({
+      start: isoTimestamp(start),
+      ...counts,
+    })),
   };
 }

@@ -118,6 +118,30 @@ export function traceTimelineRow(row: DeliveryEventRow): TimelineRow {
   };
 }
 
+/** What {@link ActivityRepository.stats} counts of one agent: its rows from `since` to `until`. */
+export interface StatsRange {
+  address: string;
+  /** The first bucket's start (ms); a row's bucket is `(at - origin) / size`. */
+  origin: number;
+  size: number;
+  /** Rows at or after this moment (the later of `origin` and the owner's registration)… */
+  since: number;
+  /** …and before this one. */
+  until: number;
+}
+
+/** One bucket's counts; buckets with no row are left out. */
+export interface StatsRow {
+  bucket: number;
+  stored: number;
+  refused: number;
+  forward_failed: number;
+  forwarded: number;
+  errors: number;
+  latency_p50_ms: number | null;
+  latency_p95_ms: number | null;
+}
+
 /**
  * `(time, source, id)` beyond a cursor, in SQL, for the rows of one source: the same source
  * compares (time, id); a source ordered before or after the cursor's compares time alone.
@@ -257,6 +281,76 @@ export class ActivityRepository {
       at: Number(row.at),
       size: row.size === null ? null : Number(row.size),
     }));
+  }
+
+  /**
+   * An agent's messages, failures and forward latency per bucket, read from the trace, its
+   * pending messages (each a `stored` row to come) and its error events, each through its
+   * `(agent, time)` index. Percentiles are nearest-rank, by window functions both SQLite and
+   * PostgreSQL have, over the forwards the agent answered (any status: a 503 is a round trip;
+   * an unreachable agent has no latency to speak of).
+   */
+  async stats(range: StatsRange): Promise<StatsRow[]> {
+    const { address, origin, size, since, until } = range;
+    // Bound as numbers that SQLite may take as real: the cast floors (`at` >= `origin`).
+    const bucket = (time: string) => sql`cast((${sql.ref(time)} - ${origin}) / ${size} as integer)`;
+    const within = (time: string) =>
+      sql`address = ${address} and ${sql.ref(time)} >= ${since} and ${sql.ref(time)} < ${until}`;
+    const ok = sql`status_code >= 200 and status_code < 300`;
+    const counts = await sql<Record<keyof StatsRow, number | string | null>>`
+      select bucket,
+        sum(case when kind = 'stored' then 1 else 0 end) as stored,
+        sum(case when kind = 'refused' then 1 else 0 end) as refused,
+        sum(case when kind = 'forwarded' and not (${ok}) then 1 else 0 end) as forward_failed,
+        sum(case when kind = 'forwarded' and ${ok} then 1 else 0 end) as forwarded,
+        sum(case when kind = 'error' then 1 else 0 end) as errors
+      from (
+        select ${bucket('at')} as bucket, event as kind, coalesce(status_code, 0) as status_code
+        from delivery_events
+        where ${within('at')} and event in ('stored', 'refused', 'forwarded')
+        union all
+        select ${bucket('received_at')}, 'stored', 0
+        from messages where ${within('received_at')}
+        union all
+        select ${bucket('at')}, 'error', 0
+        from agent_activity where ${within('at')} and kind = 'event.error'
+      ) as hits
+      group by bucket`.execute(this.db);
+    const latencies = await sql<{ bucket: number; p50: number | null; p95: number | null }>`
+      select bucket,
+        max(case when place = (n + 1) / 2 then latency_ms end) as p50,
+        max(case when place = (95 * n + 99) / 100 then latency_ms end) as p95
+      from (
+        select bucket, latency_ms,
+          row_number() over (partition by bucket order by latency_ms) as place,
+          count(*) over (partition by bucket) as n
+        from (
+          select ${bucket('at')} as bucket, latency_ms from delivery_events
+          where ${within('at')} and event = 'forwarded'
+            and status_code is not null and latency_ms is not null
+        ) as forwards
+      ) as ranked
+      group by bucket`.execute(this.db);
+    const byBucket = new Map<number, StatsRow>();
+    for (const row of counts.rows) {
+      byBucket.set(Number(row.bucket), {
+        bucket: Number(row.bucket),
+        stored: Number(row.stored),
+        refused: Number(row.refused),
+        forward_failed: Number(row.forward_failed),
+        forwarded: Number(row.forwarded),
+        errors: Number(row.errors),
+        latency_p50_ms: null,
+        latency_p95_ms: null,
+      });
+    }
+    for (const row of latencies.rows) {
+      const found = byBucket.get(Number(row.bucket));
+      if (!found) continue;
+      found.latency_p50_ms = row.p50 === null ? null : Number(row.p50);
+      found.latency_p95_ms = row.p95 === null ? null : Number(row.p95);
+    }
+    return [...byBucket.values()];
   }
 
   /** The presence of each of `addresses` that has one. */
