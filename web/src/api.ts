@@ -77,6 +77,15 @@ export type { DeliveryEventView } from '../../src/wire/deliveries';
 export type { Domain as DomainRecord } from '../../src/wire/domains';
 export type { StoredEnvelope } from '../../src/wire/mailbox';
 export type { UsagePeriod, UsageReport } from '../../src/wire/usage';
+export type {
+  ActivityStats,
+  AgentStatus,
+  AgentStatusName,
+  StatsBucket,
+  StatsBucketCounts,
+  TimelineEntry,
+  TimelinePage,
+} from '../../src/wire/activity';
 
 export const encode = encodeURIComponent;
 
@@ -88,6 +97,17 @@ export function connection(agent: AgentRecord): string {
 export function when(iso: string | null): string {
   if (!iso) return '—';
   return new Date(iso).toLocaleString();
+}
+
+/** How long ago, in words ("just now", "5 min ago", "3 h ago", "2 days ago"). */
+export function ago(iso: string, now = Date.now()): string {
+  const seconds = Math.round((now - Date.parse(iso)) / 1000);
+  if (seconds < 45) return 'just now';
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 60) return `${minutes} min ago`;
+  const hours = Math.round(minutes / 60);
+  if (hours < 48) return `${hours} h ago`;
+  return `${Math.round(hours / 24)} days ago`;
 }
 
 export function bytes(n: number): string {

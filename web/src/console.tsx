@@ -1,5 +1,6 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
+import { ActivityPage } from './pages/activity';
 import { AgentPage } from './pages/agent';
 import { AgentsPage } from './pages/agents';
 import { KeysPage } from './pages/keys';
@@ -29,7 +30,14 @@ function Console() {
   else if (session.state === 'signed-out') {
     page = <SignIn onSignedIn={auth.signedIn} reason={session.reason} />;
   } else if (route.startsWith('/agents/')) {
-    page = <AgentPage address={decodeURIComponent(route.slice('/agents/'.length))} />;
+    // `/agents/{address}` or `/agents/{address}/activity` (an address has no slash).
+    const [address = '', sub] = route.slice('/agents/'.length).split('/');
+    page =
+      sub === 'activity' ? (
+        <ActivityPage address={decodeURIComponent(address)} />
+      ) : (
+        <AgentPage address={decodeURIComponent(address)} />
+      );
   } else if (route === '/usage') page = <UsagePage />;
   else if (route === '/keys') page = <KeysPage />;
   else if (route === '/names') page = <NamesPage />;

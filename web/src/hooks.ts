@@ -1,7 +1,7 @@
 // The one way the pages load and the one way they act. A 401 answer to either ends the
 // session in `api`, which puts the sign-in form in place of the page.
 
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 
 /** An error's own message, the sentence a page shows for a failure unless told otherwise. */
 export function messageOf(err: unknown): string {
@@ -29,6 +29,19 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]) {
     };
   }, [...deps, tick]);
   return { value, error, reload: () => setTick((t) => t + 1) };
+}
+
+/**
+ * Calls `act` every `ms` while the component is mounted: for what goes stale by itself, such
+ * as statuses and "5 min ago".
+ */
+export function useEvery(ms: number, act: () => void): void {
+  const latest = useRef(act);
+  latest.current = act;
+  useEffect(() => {
+    const timer = setInterval(() => latest.current(), ms);
+    return () => clearInterval(timer);
+  }, [ms]);
 }
 
 export interface ActionOptions {

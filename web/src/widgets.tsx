@@ -1,6 +1,7 @@
 // Small pieces the console and the inspector pages share.
 
 import { useState } from 'preact/hooks';
+import { ago, when, type AgentStatusName } from './api';
 
 /** A button for what cannot be undone: it asks first, then acts or is kept. */
 export function ConfirmButton(props: {
@@ -41,5 +42,33 @@ export function MonoLines(props: { items: readonly string[] | undefined; empty?:
         </div>
       ))}
     </>
+  );
+}
+
+/** The mark beside each status: the word says it, the mark and colour help the eye. */
+const STATUS_MARKS: Record<AgentStatusName, string> = {
+  active: '●',
+  idle: '◐',
+  failing: '✖',
+  offline: '○',
+};
+
+/** An agent's status as a word with a mark and a colour (never the colour alone). */
+export function StatusBadge(props: { status: AgentStatusName }) {
+  return (
+    <span class={`badge badge-${props.status}`} data-status={props.status}>
+      <span aria-hidden="true">{STATUS_MARKS[props.status]} </span>
+      {props.status}
+    </span>
+  );
+}
+
+/** A moment as how long ago, with the exact time on hover; `never` when there is none. */
+export function Moment(props: { iso: string | null; never?: string }) {
+  if (!props.iso) return <>{props.never ?? 'never'}</>;
+  return (
+    <time dateTime={props.iso} title={when(props.iso)}>
+      {ago(props.iso)}
+    </time>
   );
 }

@@ -11,7 +11,7 @@ import {
 } from '../api';
 import { useAction, useLoad } from '../hooks';
 import { Markdown } from '../markdown';
-import { ConfirmButton, MonoLines } from '../widgets';
+import { ConfirmButton, Moment, MonoLines, StatusBadge } from '../widgets';
 import { Mailbox } from './mailbox';
 
 /** One agent: what it says of itself, its Almanac entry, edit and delete, and its mailbox. */
@@ -55,8 +55,20 @@ export function AgentPage(props: { address: string }) {
       <section class="card">
         <h2 data-testid="agent-name">{a.name}</h2>
         <p class="mono">{a.address}</p>
+        <p>
+          <a href={`#/agents/${encode(a.address)}/activity`}>Activity, charts and live timeline</a>
+        </p>
         {notice && <p class="status">{notice}</p>}
         <dl>
+          <dt>Status</dt>
+          <dd>
+            <StatusBadge status={a.status.status} />
+            {a.status.reason && <span class="reason"> {a.status.reason}</span>}
+          </dd>
+          <dt>Last seen</dt>
+          <dd>
+            <Moment iso={a.status.last_seen} />
+          </dd>
           <dt>Connection</dt>
           <dd>{connection(a)}</dd>
           <dt>Handle</dt>

@@ -1,29 +1,51 @@
 import { useState } from 'preact/hooks';
-import { api, connection, encode, when, type AgentRecord } from '../api';
-import { useLoad } from '../hooks';
+import { api, connection, encode, type AgentRecord } from '../api';
+import { useEvery, useLoad } from '../hooks';
+import { Moment, StatusBadge } from '../widgets';
 
-/** The user's agents, filtered by a search and by how they are connected. */
+/** Statuses change by themselves (time alone makes an agent idle): the list is read again this often. */
+const REFRESH_MS = 30_000;
+
+/**
+ * The user's agents, filtered by a search, by how they are connected and by status. Failing
+ * agents come first and are counted in the heading, so that none goes unnoticed.
+ */
 export function AgentsPage() {
-  const { value: agents, error } = useLoad(
-    () => api<AgentRecord[]>('GET', '/v2/agents?limit=1000'),
-    [],
-  );
+  const {
+    value: agents,
+    error,
+    reload,
+  } = useLoad(() => api<AgentRecord[]>('GET', '/v2/agents?limit=1000'), []);
+  useEvery(REFRESH_MS, reload);
   const [filter, setFilter] = useState('');
   const [kind, setKind] = useState('all');
+  const [status, setStatus] = useState('all');
   if (error) return <p class="error">{error}</p>;
   if (!agents) return <p>Loading agents…</p>;
   const needle = filter.trim().toLowerCase();
-  const shown = agents.filter(
-    (a) =>
-      (kind === 'all' || (kind === 'proxy') === Boolean(a.redirect_url)) &&
-      (!needle ||
-        a.name.toLowerCase().includes(needle) ||
-        a.address.includes(needle) ||
-        (a.handle ?? '').includes(needle)),
-  );
+  const failing = agents.filter((a) => a.status.status === 'failing').length;
+  const shown = agents
+    .filter(
+      (a) =>
+        (kind === 'all' || (kind === 'proxy') === Boolean(a.redirect_url)) &&
+        (status === 'all' || a.status.status === status) &&
+        (!needle ||
+          a.name.toLowerCase().includes(needle) ||
+          a.address.includes(needle) ||
+          (a.handle ?? '').includes(needle)),
+    )
+    // Stable: failing agents first, the others in the order the API gives.
+    .sort((a, b) => Number(b.status.status === 'failing') - Number(a.status.status === 'failing'));
   return (
     <section class="card">
-      <h2>Agents</h2>
+      <h2>
+        Agents{' '}
+        {failing > 0 && (
+          <span class="badge badge-failing" data-testid="failing-count">
+            {failing} failing
+          </span>
+        )}
+      </h2>
       <div class="filters">
         <input
           type="search"
@@ -41,6 +63,17 @@ export function AgentsPage() {
           <option value="mailbox">Mailbox</option>
           <option value="proxy">Proxy</option>
         </select>
+        <select
+          aria-label="Status"
+          value={status}
+          onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}
+        >
+          <option value="all">Any status</option>
+          <option value="failing">Failing</option>
+          <option value="active">Active</option>
+          <option value="idle">Idle</option>
+          <option value="offline">Offline</option>
+        </select>
       </div>
       {agents.length === 0 ? (
         <p>
@@ -48,26 +81,42 @@ export function AgentsPage() {
           prints.
         </p>
       ) : (
-        <table>
+        <table data-testid="agents">
           <thead>
             <tr>
               <th>Name</th>
+              <th>Status</th>
+              <th>Last seen</th>
               <th>Address</th>
               <th>Connection</th>
               <th>Pending</th>
-              <th>Updated</th>
+              <th>
+                <span class="visually-hidden">Activity</span>
+              </th>
             </tr>
           </thead>
           <tbody>
             {shown.map((a) => (
-              <tr key={a.address}>
+              <tr key={a.address} class={a.status.status === 'failing' ? 'failing' : undefined}>
                 <td>
                   <a href={`#/agents/${encode(a.address)}`}>{a.name}</a>
+                </td>
+                <td>
+                  <StatusBadge status={a.status.status} />
+                  {a.status.status === 'failing' && a.status.reason && (
+                    <div class="reason">{a.status.reason}</div>
+                  )}
+                </td>
+                <td>
+                  <Moment iso={a.status.last_seen} />
                 </td>
                 <td class="mono">{a.address}</td>
                 <td>{connection(a)}</td>
                 <td>{a.mailbox.pending_messages}</td>
-                <td>{when(a.updated_at)}</td>
+                <td>
+                  {/* Its purpose is clear from its row (WCAG's "link purpose in context"). */}
+                  <a href={`#/agents/${encode(a.address)}/activity`}>Activity</a>
+                </td>
               </tr>
             ))}
           </tbody>

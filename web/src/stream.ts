@@ -1,0 +1,56 @@
+// Live timelines: the server's Server-Sent Events streams, read with the browser's
+// EventSource. The session cookie goes with it (same origin), so there is nothing to sign.
+
+import { useEffect, useRef, useState } from 'preact/hooks';
+import type { TimelineEntry } from './api';
+
+/** Whether new entries arrive: `live` once the stream is open, `reconnecting` after it broke. */
+export type LiveState = 'connecting' | 'live' | 'reconnecting';
+
+/** How long to wait before opening a stream again that the server ended or refused. */
+const REOPEN_MS = 5000;
+
+/**
+ * Follows the stream at `path` (none while undefined), starting after the entry `after` (or
+ * now, when empty), and hands each entry to `onEntry` in the order they happened. The browser
+ * reconnects by itself after a broken connection, sending the last id it received; when the
+ * server ends the stream or refuses it (a restart, too many streams), it is opened again a
+ * little later from that same last id, so nothing is missed either way.
+ */
+export function useTimelineStream(
+  path: string | undefined,
+  after: string | undefined,
+  onEntry: (entry: TimelineEntry) => void,
+): LiveState {
+  const [state, setState] = useState<LiveState>('connecting');
+  const handler = useRef(onEntry);
+  handler.current = onEntry;
+  useEffect(() => {
+    if (path === undefined) return;
+    let last = after ?? '';
+    let source: EventSource | undefined;
+    let reopen: ReturnType<typeof setTimeout> | undefined;
+    const open = (): void => {
+      const separator = path.includes('?') ? '&' : '?';
+      source = new EventSource(
+        last ? `${path}${separator}after=${encodeURIComponent(last)}` : path,
+      );
+      source.onopen = () => setState('live');
+      source.onmessage = (event: MessageEvent<string>) => {
+        if (event.lastEventId) last = event.lastEventId;
+        handler.current(JSON.parse(event.data) as TimelineEntry);
+      };
+      source.onerror = () => {
+        setState('reconnecting');
+        if (source?.readyState === EventSource.CLOSED) reopen = setTimeout(open, REOPEN_MS);
+      };
+    };
+    setState('connecting');
+    open();
+    return () => {
+      clearTimeout(reopen);
+      source?.close();
+    };
+  }, [path, after]);
+  return state;
+}
