@@ -1,7 +1,7 @@
 // Small pieces the console and the inspector pages share.
 
 import { useState } from 'preact/hooks';
-import { ago, when, type AgentStatusName } from './api';
+import { ago, when, type AgentStatus, type AgentStatusName } from './api';
 
 /** A button for what cannot be undone: it asks first, then acts or is kept. */
 export function ConfirmButton(props: {
@@ -61,6 +61,13 @@ export function StatusBadge(props: { status: AgentStatusName }) {
       {props.status}
     </span>
   );
+}
+
+/** Why an agent has its status: in the colour of failure when it is failing, muted otherwise. */
+export function StatusReason(props: { status: AgentStatus }) {
+  const { status, reason } = props.status;
+  if (!reason) return null;
+  return <span class={`reason reason-${status}`}>{reason}</span>;
 }
 
 /** A moment as how long ago, with the exact time on hover; `never` when there is none. */

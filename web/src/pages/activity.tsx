@@ -1,6 +1,6 @@
 import { api, encode, type AgentRecord } from '../api';
 import { useEvery, useLoad } from '../hooks';
-import { Moment, StatusBadge } from '../widgets';
+import { Moment, StatusBadge, StatusReason } from '../widgets';
 import { StatsChart } from './stats-chart';
 import { Timeline } from './timeline';
 
@@ -24,7 +24,7 @@ export function ActivityPage(props: { address: string }) {
         <p class="mono">{a.address}</p>
         <p data-testid="agent-status">
           <StatusBadge status={a.status.status} />
-          {a.status.reason && <span class="reason"> {a.status.reason}</span>}
+          <StatusReason status={a.status} />
           {' · last seen '}
           <Moment iso={a.status.last_seen} />
         </p>

@@ -11,7 +11,7 @@ import {
 } from '../api';
 import { useAction, useLoad } from '../hooks';
 import { Markdown } from '../markdown';
-import { ConfirmButton, Moment, MonoLines, StatusBadge } from '../widgets';
+import { ConfirmButton, Moment, MonoLines, StatusBadge, StatusReason } from '../widgets';
 import { Mailbox } from './mailbox';
 
 /** One agent: what it says of itself, its Almanac entry, edit and delete, and its mailbox. */
@@ -63,7 +63,7 @@ export function AgentPage(props: { address: string }) {
           <dt>Status</dt>
           <dd>
             <StatusBadge status={a.status.status} />
-            {a.status.reason && <span class="reason"> {a.status.reason}</span>}
+            <StatusReason status={a.status} />
           </dd>
           <dt>Last seen</dt>
           <dd>

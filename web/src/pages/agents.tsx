@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, connection, encode, type AgentRecord } from '../api';
 import { useEvery, useLoad } from '../hooks';
-import { Moment, StatusBadge } from '../widgets';
+import { Moment, StatusBadge, StatusReason } from '../widgets';
 
 /** Statuses change by themselves (time alone makes an agent idle): the list is read again this often. */
 const REFRESH_MS = 30_000;
@@ -103,8 +103,10 @@ export function AgentsPage() {
                 </td>
                 <td>
                   <StatusBadge status={a.status.status} />
-                  {a.status.status === 'failing' && a.status.reason && (
-                    <div class="reason">{a.status.reason}</div>
+                  {a.status.status === 'failing' && (
+                    <div>
+                      <StatusReason status={a.status} />
+                    </div>
                   )}
                 </td>
                 <td>
