@@ -67,7 +67,14 @@ describe('command line: serve and migrate', () => {
             .split('\n')
             .filter((line) => line.startsWith('{'))
             .map((line) => JSON.parse(line) as { level: number; msg: string; agent?: string });
-        await waitUntil(() => lines().some((line) => line.msg === 'agent deleted'));
+        // The request's own line comes after its answer, so after the line about the agent.
+        await waitUntil(() =>
+          lines().some((line) =>
+            logRequests
+              ? line.msg === 'request' && (line as { method?: string }).method === 'DELETE'
+              : line.msg === 'agent deleted',
+          ),
+        );
         const about = lines().filter((line) => line.agent === agent.address);
         assert.deepEqual(
           about.map((line) => [line.level, line.msg]),

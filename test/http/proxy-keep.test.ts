@@ -419,14 +419,20 @@ describeOnEachDialect('proxy: keeping what it could not forward', (dialect) => {
         [polled],
         'the polled one waits for the agent to delete it',
       );
-      assert.deepEqual(condensed(await api.trace(agent, messageUuid(deleted))), [
+      const trail = condensed(await api.trace(agent, messageUuid(deleted)));
+      const handed = trail.indexOf('polled (agent)');
+      assert.deepEqual(trail.slice(0, 4), [
         'forwarded (Target agent is unreachable (ECONNREFUSED))',
         'submitted',
         'stored (kept after a failed forward)',
         'forwarded (Target agent is unreachable (ECONNREFUSED))',
-        'polled (agent)',
-        'deleted',
       ]);
+      assert.ok(handed >= 4, trail.join('\n'));
+      // An attempt already under way when the poll came may end (and be recorded) after it;
+      // none starts after it.
+      const after = trail.slice(handed + 1);
+      assert.equal(after.at(-1), 'deleted', trail.join('\n'));
+      assert.ok(after.filter((row) => row.startsWith('forwarded')).length <= 1, trail.join('\n'));
     } finally {
       await endpoint.stop();
     }
