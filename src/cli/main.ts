@@ -4,6 +4,8 @@ import { version } from '../app.js';
 import { ConfigError } from '../config/index.js';
 import { DomainError } from '../errors.js';
 import { BackupError } from '../store/backup.js';
+import { addActivityCommand } from './commands/activity.js';
+import { addAgentsCommand } from './commands/agents.js';
 import { addBackupCommand, addRestoreCommand } from './commands/backup.js';
 import { addConnectCommand, addDisconnectCommand, ConnectError } from './commands/connect.js';
 import { addDeliveriesCommand } from './commands/deliveries.js';
@@ -29,7 +31,9 @@ const commands: AddCommand[] = [
   addKeysCommand,
   addDomainsCommand,
   addConnectCommand,
+  addAgentsCommand,
   addDeliveriesCommand,
+  addActivityCommand,
   addDisconnectCommand,
 ];
 

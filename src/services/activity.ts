@@ -572,6 +572,21 @@ export class ActivityService implements TraceWatcher, AgentHistory {
     return { rows, next: next && { at: next.at, source: next.source, id: next.id } };
   }
 
+  /**
+   * A page of any agent's timeline for the operator (the command line), newest first: no owner
+   * check, and all of it, whoever owned the agent.
+   */
+  async timelineAsOperator(
+    address: string,
+    filter: Omit<TimelineFilter, 'pending'> & { kind?: string },
+  ): Promise<TimelineRow[]> {
+    const { kind, ...rest } = filter;
+    return this.store.repos.activity.timeline(
+      { address, since: 0 },
+      { ...rest, ...kindFilter(kind) },
+    );
+  }
+
   /** Rows after `after`, oldest first (a stream's next batch). */
   async after(
     scope: TimelineScope,

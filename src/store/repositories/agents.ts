@@ -113,6 +113,24 @@ export class AgentsRepository {
     return rows.map(toStoredAgent);
   }
 
+  /**
+   * Agents with their owner's name, by address, a page at a time after `afterAddress`: every
+   * user's, or one user's (for the operator).
+   */
+  async listWithOwners(
+    userId: string | undefined,
+    afterAddress: string,
+    limit: number,
+  ): Promise<{ address: string; name: string; owner: string }[]> {
+    let query = this.db
+      .selectFrom('agents')
+      .innerJoin('users', 'users.id', 'agents.user_id')
+      .select(['agents.address', 'agents.name', 'users.name as owner'])
+      .where('agents.address', '>', afterAddress);
+    if (userId !== undefined) query = query.where('agents.user_id', '=', userId);
+    return query.orderBy('agents.address').limit(limit).execute();
+  }
+
   async countForUser(userId: string): Promise<number> {
     const row = await this.db
       .selectFrom('agents')
