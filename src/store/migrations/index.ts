@@ -14,6 +14,7 @@ import * as pollTrace from './0012_poll_trace.js';
 import * as activity from './0013_activity.js';
 import * as keptForwards from './0014_kept_forwards.js';
 import * as webhooks from './0015_webhooks.js';
+import * as timelineKinds from './0016_timeline_kinds.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -35,4 +36,5 @@ export const migrations: Record<string, Migration> = {
   '0013_activity': activity,
   '0014_kept_forwards': keptForwards,
   '0015_webhooks': webhooks,
+  '0016_timeline_kinds': timelineKinds,
 };

@@ -226,11 +226,13 @@ export class ActivityRepository {
     };
     const where = (conditions: RawBuilder<unknown>[]) => sql.join(conditions, sql` and `);
 
-    if (filter.activityKinds === undefined || filter.activityKinds.length > 0) {
+    // A kind filter reads each kind through its own `(address, kind, at)` range, newest (or
+    // oldest) first, so that a page of a rare kind costs the same as a page of all.
+    const eachOf = (values: string[] | undefined): (string | undefined)[] =>
+      values === undefined ? [undefined] : values;
+    for (const kind of eachOf(filter.activityKinds)) {
       const conditions = common('a', 'at', 'peer', 'session');
-      if (filter.activityKinds) {
-        conditions.push(sql`kind in (${sql.join(filter.activityKinds.map((k) => sql`${k}`))})`);
-      }
+      if (kind !== undefined) conditions.push(sql`kind = ${kind}`);
       parts.push(sql<TimelineRow>`select * from (
         select 'a' as source, id, address, kind, at, peer, session, cast(null as text) as uuid,
           cast(null as bigint) as size, cast(null as integer) as status_code,
@@ -238,15 +240,11 @@ export class ActivityRepository {
         from agent_activity t where ${where(conditions)}
         order by at ${order}, id ${order} limit ${filter.limit}) as a`);
     }
-    if (filter.traceEvents === undefined || filter.traceEvents.length > 0) {
+    for (const event of eachOf(filter.traceEvents)) {
       const conditions = common('d', 'at', 'sender', null);
-      if (filter.traceEvents) {
-        conditions.push(sql`event in (${sql.join(filter.traceEvents.map((e) => sql`${e}`))})`);
-      }
-      if (filter.failedForwards) {
-        conditions.push(
-          sql`(event <> 'forwarded' or status_code is null or status_code < 200 or status_code >= 300)`,
-        );
+      if (event !== undefined) conditions.push(sql`event = ${event}`);
+      if (event === 'forwarded' && filter.failedForwards) {
+        conditions.push(sql`(status_code is null or status_code < 200 or status_code >= 300)`);
       }
       parts.push(sql<TimelineRow>`select * from (
         select 'd' as source, id, address, event as kind, at, sender as peer,
