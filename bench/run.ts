@@ -1,7 +1,7 @@
 import { rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { loadavg } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { DialectName } from '../src/store/index.js';
@@ -23,11 +23,12 @@ import type { Scenario } from './scenarios/scenario.js';
  * `npm run bench -- WORD…` runs only the scenarios whose names contain one of the words,
  * `--store sqlite|postgres` only that store, and `--cpu-prof` has Node profile each server
  * into bench/results/profiles/; each leaves latest.json alone (for comparing variants, or
- * finding costs, while working on one part). `--compare REF` runs the scenarios on REF's
+ * finding costs, while working on one part). `--out FILE` writes the results of any run
+ * to FILE instead (and a partial run's too). `--compare REF` runs the scenarios on REF's
  * build and this tree's alternately instead (bench/compare.ts, docs/performance.md).
  */
 
-const usage = `usage: npm run bench -- [--compare REF [--rounds N]] [--store sqlite|postgres]… [--cpu-prof] [WORD…]`;
+const usage = `usage: npm run bench -- [--compare REF [--rounds N]] [--store sqlite|postgres]… [--cpu-prof] [--out FILE] [WORD…]`;
 
 function parseArguments() {
   try {
@@ -39,12 +40,18 @@ function parseArguments() {
         rounds: { type: 'string' },
         store: { type: 'string', multiple: true },
         'cpu-prof': { type: 'boolean' },
+        out: { type: 'string' },
       },
     });
     const rounds = values.rounds === undefined ? 3 : Number(values.rounds);
     if (!Number.isInteger(rounds) || rounds < 1) throw new Error('--rounds takes a whole number');
     if (values.rounds !== undefined && values.compare === undefined) {
       throw new Error('--rounds goes with --compare');
+    }
+    if (values.out !== undefined && values.compare !== undefined) {
+      throw new Error(
+        '--out does not go with --compare (it writes bench/results/compare-REF.json)',
+      );
     }
     for (const store of values.store ?? []) {
       if (store !== 'sqlite' && store !== 'postgres') throw new Error(`no store named ${store}`);
@@ -54,6 +61,7 @@ function parseArguments() {
       rounds,
       stores: values.store as DialectName[] | undefined,
       profiling: values['cpu-prof'] ?? false,
+      out: values.out,
       words: positionals,
     };
   } catch (err) {
@@ -63,7 +71,10 @@ function parseArguments() {
 }
 
 const args = parseArguments();
-const resultsPath = fileURLToPath(new URL('./results/latest.json', import.meta.url));
+const resultsPath =
+  args.out !== undefined
+    ? resolve(args.out)
+    : fileURLToPath(new URL('./results/latest.json', import.meta.url));
 const profilesPath = fileURLToPath(new URL('./results/profiles/', import.meta.url));
 const started = performance.now();
 const progress = (message: string): void => {
@@ -74,7 +85,8 @@ const progress = (message: string): void => {
 // Other work on the machine slows the server under test; the results record how busy it was.
 const loadAverageAtStart = loadavg()[0]!;
 const skipped: string[] = [];
-const partial = args.profiling || args.words.length > 0 || args.stores !== undefined;
+const partial =
+  args.out === undefined && (args.profiling || args.words.length > 0 || args.stores !== undefined);
 const selected = scenarios.filter(
   (scenario) => args.words.length === 0 || args.words.some((word) => scenario.name.includes(word)),
 );
@@ -185,6 +197,7 @@ async function fullRun(selected: Scenario[]): Promise<void> {
 
   const seconds = (performance.now() - started) / 1000;
   const results = {
+    command: `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim(),
     date: new Date().toISOString(),
     seconds,
     machine: machineInfo(),

@@ -1,3 +1,8 @@
+import {
+  activityEventsScenario,
+  activityStreamsScenario,
+  activityTimelineScenario,
+} from './activity.js';
 import { almanacScenario } from './almanac.js';
 import { identityScenario } from './identity.js';
 import { mailboxDeliveryScenario } from './mailbox-delivery.js';
@@ -20,4 +25,7 @@ export const scenarios: Scenario[] = [
   mailboxHeldScenario,
   almanacScenario,
   searchScenario,
+  activityEventsScenario,
+  activityStreamsScenario,
+  activityTimelineScenario,
 ];

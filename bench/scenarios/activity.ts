@@ -1,0 +1,529 @@
+import { randomUUID } from 'node:crypto';
+import { request as httpRequest, type ClientRequest } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { messageUuid } from '../../src/services/mailbox.js';
+import type { EnvelopeFields } from '../../src/crypto/index.js';
+import { registerAgents } from '../lib/agents.js';
+import { seededIdentities } from '../lib/envelopes.js';
+import { runLoad, runPaced, type HttpRequest, type LoadResult } from '../lib/load.js';
+import { throughputMeasure, type Measure } from '../lib/report.js';
+import { openMailboxes, seedTimeline } from '../lib/seed.js';
+import type { RunningService } from '../lib/server.js';
+import { signInWorkers } from '../lib/signing.js';
+import { summarize } from '../lib/stats.js';
+import type { Scenario } from './scenario.js';
+
+/**
+ * Agent activity (docs/activity.md): events reported by agents, live streams of timelines
+ * beside the submits that feed them, and timeline pages over a large store.
+ */
+
+// ---- Events ingested -----------------------------------------------------------------------
+
+/** Events a batch carries: what uagents-core sends at most. */
+const EVENTS_PER_BATCH = 50;
+const EVENT_AGENTS = 100;
+
+/** A batch as uagents-core's `AgentBatchEvents.model_dump_json()` writes it (see the tests). */
+function eventBatch(index: number, peers: string[]): string {
+  const now = Date.now();
+  const events: Record<string, unknown>[] = [];
+  for (let i = 0; i < EVENTS_PER_BATCH; i++) {
+    const timestamp = new Date(now - (EVENTS_PER_BATCH - i)).toISOString().replace('Z', '123Z');
+    // One batch in ten opens with an error, which also moves the agent's presence and status.
+    if (i === 0 && index % 10 === 0) {
+      events.push({
+        id: randomUUID(),
+        category: 'user',
+        kind: 'error',
+        timestamp,
+        exception: 'ZeroDivisionError',
+        traceback:
+          'Traceback (most recent call last):\n  File "agent.py", line 12, in handler\n    1 / 0\nZeroDivisionError: division by zero\n',
+        metadata: null,
+        message: 'division by zero',
+      });
+      continue;
+    }
+    if (i % 10 === 5) {
+      events.push({
+        id: randomUUID(),
+        category: 'user',
+        kind: 'info',
+        timestamp,
+        metadata: null,
+        message: 'handled a request',
+      });
+      continue;
+    }
+    const peer = peers[(index + i) % peers.length]!;
+    events.push({
+      id: randomUUID(),
+      category: 'system',
+      kind: 'message',
+      timestamp,
+      metadata: {
+        direction: i % 2 === 0 ? 'received' : 'sent',
+        peer,
+        msg_id: randomUUID(),
+        session_id: randomUUID(),
+      },
+      message: `Message ${i % 2 === 0 ? 'received from' : 'sent to'} ${peer}`,
+    });
+  }
+  return JSON.stringify({
+    platform: {
+      operating_system: {
+        name: 'Linux',
+        version: '#1 SMP PREEMPT_DYNAMIC',
+        release: '6.1.0-13-amd64',
+      },
+      python_version: '3.11.7',
+      processor: 'x86_64',
+      nodename: 'worker-1',
+      sdk_version: '0.4.2',
+    },
+    events,
+  });
+}
+
+/**
+ * Events ingested: 100 agents registered through the API send batches of 50 events
+ * (`POST /v1/events`, each event new, each request with its agent's attestation, re-used as
+ * the uAgents client re-uses one), over the usual connections. Every answer must have
+ * accepted the whole batch. Reported: events and requests a second, and the server's CPU per
+ * event.
+ */
+export const activityEventsScenario: Scenario = {
+  name: 'activity events',
+  // An agent may report 6,000 events a minute by default; the run sends far more.
+  settings: { AGENTRY_EVENTS_PER_MINUTE: '1000000000' },
+  async run({ service, profile, dialect }) {
+    const agents = seededIdentities('bench events agent', EVENT_AGENTS);
+    await registerAgents(service, agents);
+    const now = Math.floor(Date.now() / 1000);
+    const authorizations = agents.map(
+      (agent) => `Agent ${agent.attestation({ validFrom: now - 60, validTo: now + 3600 })}`,
+    );
+    const peers = seededIdentities('bench events peer', 10).map((agent) => agent.address);
+    let partial: string | undefined;
+    const options = {
+      url: service.url,
+      connections: profile.connections,
+      expectStatus: 200,
+      request: (index: number): HttpRequest => ({
+        method: 'POST',
+        path: '/v1/events',
+        headers: { authorization: authorizations[index % EVENT_AGENTS]! },
+        body: eventBatch(index, peers),
+      }),
+      onResponse: (_index: number, body: string) => {
+        if (!body.includes(`"accepted":${EVENTS_PER_BATCH}`)) partial ??= body;
+      },
+    };
+    await runLoad({ ...options, until: { seconds: profile.warmupSeconds } });
+    const run = await runLoad({
+      ...options,
+      until: { seconds: profile.durationSeconds },
+      cpuOfPid: service.pid,
+    });
+    if (partial !== undefined) throw new Error(`a batch was not accepted whole: ${partial}`);
+    const eventsPerSecond = run.requestsPerSecond * EVENTS_PER_BATCH;
+    const cpuMicrosPerEvent = (run.serverCores! * 1e6) / eventsPerSecond;
+    return [
+      {
+        id: 'activity.events',
+        label: `activity: events ingested (batches of ${EVENTS_PER_BATCH})`,
+        store: dialect,
+        value: eventsPerSecond,
+        unit: 'events/s',
+        latencyMs: { p50: run.latencyMs.p50, p99: run.latencyMs.p99 },
+        serverCores: run.serverCores,
+        details: {
+          batch: EVENTS_PER_BATCH,
+          agents: EVENT_AGENTS,
+          connections: profile.connections,
+          requests: run.requests,
+          seconds: run.seconds,
+          eventsPerServerCpuSecond: eventsPerSecond / run.serverCores!,
+          loadGeneratorCores: run.loadGeneratorCores,
+        },
+      },
+      throughputMeasure(
+        {
+          id: 'activity.events.requests',
+          label: `activity: event batches (POST /v1/events, ${EVENTS_PER_BATCH} events)`,
+          store: dialect,
+        },
+        run,
+      ),
+      {
+        id: 'activity.events.cpu_per_event',
+        label: 'activity: server CPU per event ingested',
+        store: dialect,
+        value: cpuMicrosPerEvent,
+        unit: 'µs',
+        details: { derivedFrom: ['activity.events'] },
+      },
+    ];
+  },
+};
+
+// ---- Live streams --------------------------------------------------------------------------
+
+const STREAMS = 1_000;
+/** The agents streamed, each by one stream, and the targets of the submits. */
+const STREAMED_AGENTS = 1_000;
+const STREAM_SENDERS = 64;
+const WARMUP_SUBMITS = 2_000;
+const MEASURED_SUBMITS = 10_000;
+/** Submits sent at a steady rate to measure how soon their entries reach the streams. */
+const PACED_SUBMITS = 2_000;
+const PACED_RATE = 200;
+const OPEN_BATCH = 100;
+
+/** One open activity stream: counts its entries and tells the uuid of each message entry. */
+interface OpenStream {
+  request: ClientRequest;
+  entries: number;
+}
+
+/**
+ * Opens a stream of `path` on a connection of its own; resolves once the server answered 200.
+ * `onUuid` hears the message uuid of each entry that has one, as it arrives.
+ */
+function openStream(
+  service: RunningService,
+  path: string,
+  onUuid: (uuid: string) => void,
+): Promise<OpenStream> {
+  return new Promise((resolve, reject) => {
+    const stream: OpenStream = { request: undefined as unknown as ClientRequest, entries: 0 };
+    const request = httpRequest(
+      `${service.url}${path}`,
+      {
+        method: 'GET',
+        headers: { authorization: `Bearer ${service.apiKey}`, accept: 'text/event-stream' },
+        agent: false,
+      },
+      (res) => {
+        if (res.statusCode !== 200) {
+          res.resume();
+          reject(new Error(`a stream answered ${res.statusCode}`));
+          return;
+        }
+        res.setEncoding('utf8');
+        let buffer = '';
+        res.on('data', (chunk: string) => {
+          buffer += chunk;
+          let end: number;
+          while ((end = buffer.indexOf('\n\n')) >= 0) {
+            const block = buffer.slice(0, end);
+            buffer = buffer.slice(end + 2);
+            if (!block.includes('data: ')) continue;
+            stream.entries += 1;
+            const at = block.indexOf('"uuid":"');
+            if (at >= 0) onUuid(block.slice(at + 8, at + 44));
+          }
+        });
+        res.on('error', () => undefined);
+        resolve(stream);
+      },
+    );
+    stream.request = request;
+    request.on('error', reject);
+    request.end();
+  });
+}
+
+/**
+ * 1,000 open activity streams: one per agent (`GET /v2/agents/{address}/activity/stream`
+ * with the owner's key) for 1,000 agents whose mailboxes receive signed submits from 64
+ * senders, so that every submit wakes a stream, which reads the agent's timeline and sends
+ * the stored message's entry. Measured: the submit rate with the streams open against the
+ * same run without them on the same server (the faster of a run before and one after), and
+ * the time from a submit being sent to its entry arriving on the stream, at 200 submits a
+ * second (and, in the details, in the run flat out).
+ */
+export const activityStreamsScenario: Scenario = {
+  name: 'activity streams',
+  settings: {
+    AGENTRY_STREAMS_PER_USER: '100000',
+    AGENTRY_MAX_CONNECTIONS_PER_ADDRESS: '0',
+  },
+  async run({ service, store, profile, dialect }) {
+    const targets = seededIdentities('bench stream agent', STREAMED_AGENTS).map((a) => a.address);
+    await openMailboxes(store(), targets);
+    const total = WARMUP_SUBMITS + 3 * MEASURED_SUBMITS + PACED_SUBMITS;
+    const bodies = await signInWorkers(
+      {
+        kind: 'envelopes',
+        senderSeeds: Array.from({ length: STREAM_SENDERS }, (_, i) => `bench stream sender ${i}`),
+        targets,
+        bytes: 600,
+      },
+      total,
+    );
+    const uuidOf = (index: number): string =>
+      messageUuid(JSON.parse(bodies[index]!) as EnvelopeFields);
+
+    // When each submit of interest was sent, by its message uuid; and what the streams heard.
+    const sentAt = new Map<string, number>();
+    let latencies: number[] = [];
+    const firstArrival = new Map<string, number>();
+    const heard = (uuid: string): void => {
+      const sent = sentAt.get(uuid);
+      if (sent === undefined) return;
+      const latency = performance.now() - sent;
+      latencies.push(latency);
+      if (!firstArrival.has(uuid)) firstArrival.set(uuid, latency);
+    };
+
+    let offset = 0;
+    const submitRun = async (count: number, timed: boolean): Promise<LoadResult> => {
+      const first = offset;
+      offset += count;
+      const uuids = timed
+        ? bodies.slice(first, first + count).map((_, i) => uuidOf(first + i))
+        : [];
+      return runLoad({
+        url: service.url,
+        connections: profile.connections,
+        until: { requests: count },
+        request: (index) => {
+          if (timed) sentAt.set(uuids[index]!, performance.now());
+          return { method: 'POST', path: '/v2/agents/mailbox/submit', body: bodies[first + index] };
+        },
+        expectStatus: 200,
+        cpuOfPid: service.pid,
+      });
+    };
+
+    await submitRun(WARMUP_SUBMITS, false);
+    const firstWithout = await submitRun(MEASURED_SUBMITS, false);
+
+    const streams: OpenStream[] = [];
+    try {
+      const opened = performance.now();
+      for (let i = 0; i < STREAMS; i += OPEN_BATCH) {
+        const batch = Array.from({ length: Math.min(OPEN_BATCH, STREAMS - i) }, (_, k) =>
+          openStream(
+            service,
+            `/v2/agents/${targets[(i + k) % STREAMED_AGENTS]!}/activity/stream`,
+            heard,
+          ),
+        );
+        streams.push(...(await Promise.all(batch)));
+      }
+      const openSeconds = (performance.now() - opened) / 1000;
+      await sleep(1000);
+
+      const withStreams = await submitRun(MEASURED_SUBMITS, true);
+      // The last entries are still on their way.
+      await sleep(2000);
+      const flatOut = summarize(latencies);
+      const flatOutHeard = latencies.length;
+      latencies = [];
+      firstArrival.clear();
+      sentAt.clear();
+
+      const pacedFirst = offset;
+      offset += PACED_SUBMITS;
+      const pacedUuids = Array.from({ length: PACED_SUBMITS }, (_, i) => uuidOf(pacedFirst + i));
+      const paced = await runPaced({
+        url: service.url,
+        connections: profile.connections,
+        rate: PACED_RATE,
+        requests: PACED_SUBMITS,
+        request: (index) => {
+          sentAt.set(pacedUuids[index]!, performance.now());
+          return {
+            method: 'POST',
+            path: '/v2/agents/mailbox/submit',
+            body: bodies[pacedFirst + index],
+          };
+        },
+        expectStatus: 200,
+        cpuOfPid: service.pid,
+      });
+      await sleep(2000);
+      if (latencies.length < PACED_SUBMITS) {
+        throw new Error(
+          `the streams heard ${latencies.length} of ${PACED_SUBMITS} submits sent at ${PACED_RATE}/s`,
+        );
+      }
+      const delivered = summarize(latencies);
+      const entries = streams.reduce((sum, stream) => sum + stream.entries, 0);
+
+      for (const stream of streams) stream.request.destroy();
+      streams.length = 0;
+      await sleep(1000);
+      const secondWithout = await submitRun(MEASURED_SUBMITS, false);
+      const without =
+        secondWithout.requestsPerSecond > firstWithout.requestsPerSecond
+          ? secondWithout
+          : firstWithout;
+
+      const label = STREAMS.toLocaleString('en-US');
+      return [
+        throughputMeasure(
+          {
+            id: 'activity.streams.submit_without',
+            label: 'activity: submit, no streams (faster of 2 runs)',
+            store: dialect,
+          },
+          without,
+        ),
+        throughputMeasure(
+          {
+            id: 'activity.streams.submit_with',
+            label: `activity: submit, ${label} activity streams open`,
+            store: dialect,
+          },
+          withStreams,
+        ),
+        {
+          id: 'activity.streams.submit_ratio',
+          label: `activity: submit throughput, with ÷ without ${label} streams (target ≥ 0.9)`,
+          store: dialect,
+          value: withStreams.requestsPerSecond / without.requestsPerSecond,
+          unit: '×',
+          details: {
+            withoutRuns: [firstWithout.requestsPerSecond, secondWithout.requestsPerSecond],
+            perServerCpuSecond: {
+              with: withStreams.requestsPerSecond / withStreams.serverCores!,
+              without: without.requestsPerSecond / without.serverCores!,
+            },
+            streams: STREAMS,
+            agents: STREAMED_AGENTS,
+            secondsToOpen: openSeconds,
+            entriesHeard: entries,
+            derivedFrom: ['activity.streams.submit_without', 'activity.streams.submit_with'],
+          },
+        },
+        {
+          id: 'activity.streams.latency',
+          label: `activity: submit to entry on its stream, ${PACED_RATE} submits/s (target p99 < 50 ms)`,
+          store: dialect,
+          value: delivered.p99,
+          unit: 'ms p99',
+          latencyMs: { p50: delivered.p50, p99: delivered.p99 },
+          serverCores: paced.serverCores,
+          details: {
+            arrivals: delivered.count,
+            max: delivered.max,
+            submitP99Ms: paced.latencyMs.p99,
+            flatOut: {
+              arrivals: flatOutHeard,
+              p50: flatOut.p50,
+              p99: flatOut.p99,
+              max: flatOut.max,
+            },
+          },
+        },
+      ];
+    } finally {
+      for (const stream of streams) stream.request.destroy();
+    }
+  },
+};
+
+// ---- Timeline pages ------------------------------------------------------------------------
+
+const TIMELINE_ROWS = 1_000_000;
+const TIMELINE_AGENTS = 1_000;
+/** The big agent's share of the rows: 200,000; each other agent has about 800. */
+const BIG_SHARE = 0.2;
+const DAY = 24 * 3600 * 1000;
+const PAGE = 100;
+const TIMELINE_WARMUP = 1_000;
+const TIMELINE_QUERIES = 1_000;
+const TIMELINE_TARGET_MS = 10;
+/**
+ * The kind filters measured: a rare kind (one event in fifty), and the group of failures
+ * (refusals and failed forwards in the trace, which has none of them here, and errors).
+ */
+const KINDS = ['event.error', 'failure'];
+
+/**
+ * Timeline pages over 1,000,000 stored rows: 1,000 agents (written straight into the store,
+ * registered six and a half days ago) with a week's timeline written straight into the store
+ * (three quarters reported events, a quarter trace rows, interleaved in time). One agent has
+ * a fifth of the rows (200,000), each other about 800. The owner asks for the newest page of
+ * 100 of a typical agent and of the big one, with no filter, with `kind=event.error` and with
+ * `kind=failure`, one
+ * request at a time (1,000 after 1,000 to warm up). Target: p99 under 10 ms.
+ */
+export const activityTimelineScenario: Scenario = {
+  name: 'activity timeline',
+  async run({ service, store, dialect }) {
+    const addresses = seededIdentities('bench timeline agent', TIMELINE_AGENTS).map(
+      (agent) => agent.address,
+    );
+    const now = Date.now();
+    await openMailboxes(store(), addresses, now - 6.5 * DAY);
+    const seeding = performance.now();
+    await seedTimeline(store(), {
+      addresses,
+      rows: TIMELINE_ROWS,
+      bigShare: BIG_SHARE,
+      from: now - 6 * DAY,
+      to: now - 60_000,
+    });
+    const seedSeconds = (performance.now() - seeding) / 1000;
+    const [big, typical] = addresses;
+    const authorization = `Bearer ${service.apiKey}`;
+    const measures: Measure[] = [];
+    const cases = [
+      { who: 'typical', address: typical!, rows: (TIMELINE_ROWS * (1 - BIG_SHARE)) / 999 },
+      { who: 'big', address: big!, rows: TIMELINE_ROWS * BIG_SHARE },
+    ];
+    for (const { who, address, rows } of cases) {
+      for (const kind of [undefined, ...KINDS]) {
+        const path = `/v2/agents/${address}/activity?limit=${PAGE}${kind ? `&kind=${kind}` : ''}`;
+        let short: string | undefined;
+        const common = {
+          url: service.url,
+          connections: 1,
+          expectStatus: 200,
+          request: { method: 'GET' as const, path, headers: { authorization } },
+          onResponse: (_index: number, body: string) => {
+            // A full page (the next, older, page's cursor is given), but for the rare kind of a
+            // typical agent, which has fewer than a page of them.
+            const full =
+              kind && who === 'typical'
+                ? !body.includes('"entries":[]')
+                : !body.includes('"next":null');
+            if (!full) short ??= body.slice(0, 300);
+          },
+        };
+        await runLoad({ ...common, until: { requests: TIMELINE_WARMUP } });
+        const run = await runLoad({
+          ...common,
+          until: { requests: TIMELINE_QUERIES },
+          cpuOfPid: service.pid,
+        });
+        if (short !== undefined) throw new Error(`a page was not full: ${short}`);
+        measures.push({
+          id: `activity.timeline.${who}${kind ? `.${kind}` : ''}`,
+          label: `activity: timeline page of ${PAGE}, ${who} agent (${Math.round(rows).toLocaleString('en-US')} rows)${kind ? `, kind=${kind}` : ''}`,
+          store: dialect,
+          value: run.latencyMs.p99,
+          unit: 'ms p99',
+          latencyMs: { p50: run.latencyMs.p50, p99: run.latencyMs.p99 },
+          serverCores: run.serverCores,
+          details: {
+            storedRows: TIMELINE_ROWS,
+            agentRows: Math.round(rows),
+            queries: run.requests,
+            max: run.latencyMs.max,
+            connections: 1,
+            targetP99Ms: TIMELINE_TARGET_MS,
+            seedSeconds,
+          },
+        });
+      }
+    }
+    return measures;
+  },
+};
