@@ -1,6 +1,6 @@
 import { sql, type Insertable, type Kysely, type RawBuilder, type Selectable } from 'kysely';
 import type { AgentActivityTable, AgentPresenceTable, Database } from '../schema.js';
-import { slices } from '../statements.js';
+import { deleteAgentHistory, slices } from '../statements.js';
 import { KEPT_DETAIL } from './deliveries.js';
 import type { DeliveryEventRow } from './deliveries.js';
 
@@ -463,19 +463,8 @@ export class ActivityRepository {
   }
 
   /** Deletes up to `limit` of an agent's activity rows recorded up to `until`; how many went. */
-  async forget(address: string, until: number, limit: number): Promise<number> {
-    const removed = await this.db
-      .deleteFrom('agent_activity')
-      .where('id', 'in', (eb) =>
-        eb
-          .selectFrom('agent_activity')
-          .select('id')
-          .where('address', '=', address)
-          .where('at', '<=', until)
-          .limit(limit),
-      )
-      .executeTakeFirst();
-    return Number(removed.numDeletedRows);
+  forget(address: string, until: number, limit: number): Promise<number> {
+    return deleteAgentHistory(this.db, 'agent_activity', address, until, limit);
   }
 
   async removePresence(address: string): Promise<void> {

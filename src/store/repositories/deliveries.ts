@@ -1,6 +1,6 @@
 import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
 import type { Database, DeliveryEventsTable } from '../schema.js';
-import { slices } from '../statements.js';
+import { deleteAgentHistory, slices } from '../statements.js';
 
 export type DeliveryEventRow = Selectable<DeliveryEventsTable>;
 export type NewDeliveryEvent = Insertable<DeliveryEventsTable>;
@@ -83,19 +83,8 @@ export class DeliveriesRepository {
    * Deletes up to `limit` of the agent's rows recorded up to `until` (when its listing was
    * deleted), and says how many went.
    */
-  async forget(address: string, until: number, limit: number): Promise<number> {
-    const removed = await this.db
-      .deleteFrom('delivery_events')
-      .where('id', 'in', (eb) =>
-        eb
-          .selectFrom('delivery_events')
-          .select('id')
-          .where('address', '=', address)
-          .where('at', '<=', until)
-          .limit(limit),
-      )
-      .executeTakeFirst();
-    return Number(removed.numDeletedRows);
+  forget(address: string, until: number, limit: number): Promise<number> {
+    return deleteAgentHistory(this.db, 'delivery_events', address, until, limit);
   }
 
   /**

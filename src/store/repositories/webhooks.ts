@@ -1,7 +1,7 @@
 import type { Insertable, Kysely, Selectable, Updateable } from 'kysely';
 import type { DialectName } from '../dialect.js';
 import type { Database, WebhookDeliveriesTable, WebhooksTable } from '../schema.js';
-import { atomically, slices } from '../statements.js';
+import { atomically, deleteAgentHistory, slices } from '../statements.js';
 
 export type WebhookRow = Selectable<WebhooksTable>;
 export type NewWebhookRow = Insertable<WebhooksTable>;
@@ -236,19 +236,8 @@ export class WebhooksRepository {
    * Deletes up to `limit` deliveries about the agent made up to `until` (when its listing was
    * deleted), and says how many went.
    */
-  async forgetAgent(address: string, until: number, limit: number): Promise<number> {
-    const removed = await this.db
-      .deleteFrom('webhook_deliveries')
-      .where('seq', 'in', (eb) =>
-        eb
-          .selectFrom('webhook_deliveries')
-          .select('seq')
-          .where('address', '=', address)
-          .where('created_at', '<=', until)
-          .limit(limit),
-      )
-      .executeTakeFirst();
-    return Number(removed.numDeletedRows);
+  forgetAgent(address: string, until: number, limit: number): Promise<number> {
+    return deleteAgentHistory(this.db, 'webhook_deliveries', address, until, limit);
   }
 
   /** Deletes up to `limit` deliveries made before `before` that are no longer pending. */
