@@ -76,18 +76,6 @@ export interface TimelineListener {
   recorded(rows: TimelineRow[]): void;
 }
 
-/** Kinds stored in the activity table, by the kind the timeline shows. */
-const ACTIVITY_KINDS = new Set<string>([
-  'event.error',
-  'event.info',
-  'event.message',
-  'agent.registered',
-  'almanac.registered',
-  'almanac.status',
-  'status.changed',
-  'polling.started',
-]);
-
 /** Timeline kinds read from the delivery trace, and the trace's event for each. */
 const TRACE_KINDS: Record<string, string> = {
   'message.submitted': 'submitted',
@@ -102,6 +90,9 @@ const TRACE_KINDS: Record<string, string> = {
   'message.delivered': 'delivered',
   interaction: 'interaction',
 };
+
+/** Kinds stored in the activity table: every other kind the timeline shows. */
+const ACTIVITY_KINDS = new Set<string>(TIMELINE_KINDS.filter((kind) => !(kind in TRACE_KINDS)));
 
 const FAILURE_KINDS: TimelineKind[] = ['message.refused', 'message.forward_failed', 'event.error'];
 
