@@ -4,6 +4,7 @@ import { loadConfig, parseDuration, type Config, type ConfigOverrides } from '..
 import { createContext, type AppContext } from '../context.js';
 import { createLogger } from '../logger.js';
 import { DOMAIN_NAME_PATTERN } from '../wire/domain-name.js';
+import { canonicalAgentAddress } from '../wire/formats.js';
 
 /**
  * What the commands share: argument parsers, the store options every command takes, the
@@ -22,6 +23,20 @@ export function positive(value: string): number {
   const n = integer(value);
   if (n < 1) throw new InvalidArgumentError('must be at least 1');
   return n;
+}
+
+/** An agent address in its canonical spelling. */
+export function checkedAgentAddress(address: string): string {
+  const canonical = canonicalAgentAddress(address);
+  if (canonical === undefined) throw new InvalidArgumentError(`not an agent address: ${address}`);
+  return canonical;
+}
+
+/** An ISO-8601 moment, in milliseconds. */
+export function moment(value: string): number {
+  const ms = Date.parse(value);
+  if (Number.isNaN(ms)) throw new InvalidArgumentError(`not a moment: ${value}`);
+  return ms;
 }
 
 export function checkedDomainName(name: string): string {

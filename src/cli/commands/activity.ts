@@ -1,9 +1,14 @@
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { timelineEntry } from '../../http/views/activity.js';
 import { cursorId } from '../../services/activity.js';
 import type { TimelineCursor, TimelineRow } from '../../store/repositories/activity.js';
-import { canonicalAgentAddress } from '../../wire/formats.js';
-import { positive, withServices, withStoreOptions } from '../common.js';
+import {
+  checkedAgentAddress,
+  moment,
+  positive,
+  withServices,
+  withStoreOptions,
+} from '../common.js';
 
 /** How often `--follow` reads the store. */
 const FOLLOW_INTERVAL_MS = 1000;
@@ -39,13 +44,8 @@ export function addActivityCommand(program: Command): void {
       .option('--follow', 'keep printing new entries as they come (until Ctrl-C)')
       .option('--json', 'one JSON object an entry (the API’s entry) instead of a line of text'),
   ).action(async (address: string, flags) => {
-    const agent = canonicalAgentAddress(address);
-    if (!agent) throw new InvalidArgumentError(`not an agent address: ${address}`);
-    let since: number | undefined;
-    if (flags.since !== undefined) {
-      since = Date.parse(flags.since as string);
-      if (Number.isNaN(since)) throw new InvalidArgumentError(`not a moment: ${flags.since}`);
-    }
+    const agent = checkedAgentAddress(address);
+    const since = flags.since === undefined ? undefined : moment(flags.since as string);
     const kind = flags.kind as string | undefined;
     const json = (flags.json as boolean | undefined) ?? false;
     const print = (row: TimelineRow): void => {

@@ -1,7 +1,13 @@
-import { InvalidArgumentError, Option, type Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { DELIVERY_EVENTS } from '../../wire/deliveries.js';
-import { canonicalAgentAddress } from '../../wire/formats.js';
-import { formatTime, positive, withServices, withStoreOptions } from '../common.js';
+import {
+  checkedAgentAddress,
+  formatTime,
+  moment,
+  positive,
+  withServices,
+  withStoreOptions,
+} from '../common.js';
 
 /** `agentry deliveries ADDRESS`: any agent's delivery trace, one tab-separated line an event. */
 export function addDeliveriesCommand(program: Command): void {
@@ -17,13 +23,8 @@ export function addDeliveriesCommand(program: Command): void {
       )
       .option('--limit <n>', 'most events shown (default 100)', positive),
   ).action(async (address: string, flags) => {
-    const agent = canonicalAgentAddress(address);
-    if (!agent) throw new InvalidArgumentError(`not an agent address: ${address}`);
-    let since: number | undefined;
-    if (flags.since !== undefined) {
-      since = Date.parse(flags.since as string);
-      if (Number.isNaN(since)) throw new InvalidArgumentError(`not a moment: ${flags.since}`);
-    }
+    const agent = checkedAgentAddress(address);
+    const since = flags.since === undefined ? undefined : moment(flags.since as string);
     await withServices(flags, async (ctx) => {
       const rows = await ctx.services.deliveries.listAsOperator(agent, {
         ...(since !== undefined ? { since } : {}),

@@ -1,6 +1,11 @@
-import { InvalidArgumentError, type Command } from 'commander';
-import { canonicalAgentAddress } from '../../wire/formats.js';
-import { checkedDomainName, positive, withServices, withStoreOptions } from '../common.js';
+import type { Command } from 'commander';
+import {
+  checkedAgentAddress,
+  checkedDomainName,
+  positive,
+  withServices,
+  withStoreOptions,
+} from '../common.js';
 
 /**
  * `agentry domains add|list|remove`: names and the agents they resolve to, managed as the
@@ -26,8 +31,7 @@ export function addDomainsCommand(program: Command): void {
       ),
   ).action(async (name: string, address: string, flags) => {
     const domainName = checkedDomainName(name);
-    const canonical = canonicalAgentAddress(address);
-    if (canonical === undefined) throw new InvalidArgumentError(`not an agent address: ${address}`);
+    const canonical = checkedAgentAddress(address);
     await withServices(flags, async (ctx) => {
       const user = await ctx.services.users.findUser(flags.user as string);
       const domain = await ctx.services.domains.addAgent(
