@@ -1,13 +1,12 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { createServer, type Server as HttpServer } from 'node:http';
 import { messageUuid } from '../../src/services/mailbox.js';
 import type { TimelineEntry } from '../../src/wire/activity.js';
 import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
-import { closeNow, listenOnLoopback } from '../kit/loopback.js';
+import { startEndpoint } from '../kit/loopback.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { openStream } from '../kit/sse.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
@@ -44,18 +43,6 @@ function errorEvent(at: Date, overrides: Record<string, unknown> = {}): Record<s
     message: 'division by zero',
     ...overrides,
   };
-}
-
-/** An agent's own endpoint on loopback: /ok answers 200, /fail 503. */
-async function startEndpoint(): Promise<{ url: string; close(): Promise<void> }> {
-  const server: HttpServer = createServer((request, response) => {
-    request.resume();
-    request.on('end', () => {
-      if (request.url === '/fail') response.writeHead(503).end('down');
-      else response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-    });
-  });
-  return { url: await listenOnLoopback(server), close: () => closeNow(server) };
 }
 
 describeOnEachDialect('agent activity', (dialect) => {

@@ -1,14 +1,13 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { createServer, type Server as HttpServer } from 'node:http';
 import { envelopeDigest, type EnvelopeFields } from '../../src/crypto/index.js';
 import { messageUuid } from '../../src/services/mailbox.js';
 import type { DeliveryEventView } from '../../src/wire/deliveries.js';
 import { hostOf, newRegisteredAgent, registerAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call, type CallOptions } from '../kit/http.js';
-import { closeNow, listenOnLoopback } from '../kit/loopback.js';
+import { startEndpoint } from '../kit/loopback.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
@@ -98,17 +97,6 @@ interface Operation {
   method: string;
   path: string;
   rule: Rule;
-}
-
-/** An agent's own endpoint on loopback, answering 200 to everything. */
-async function startEndpoint(): Promise<{ url: string; close(): Promise<void> }> {
-  const server: HttpServer = createServer((request, response) => {
-    request.resume();
-    request.on('end', () =>
-      response.writeHead(200, { 'content-type': 'application/json' }).end('{}'),
-    );
-  });
-  return { url: await listenOnLoopback(server), close: () => closeNow(server) };
 }
 
 async function operationsOf(t: TestServer): Promise<Operation[]> {

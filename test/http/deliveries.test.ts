@@ -1,7 +1,6 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { createServer, type Server as HttpServer } from 'node:http';
 import { envelopeDigest, type EnvelopeFields } from '../../src/crypto/index.js';
 import { messageUuid } from '../../src/services/mailbox.js';
 import { usagePeriod } from '../../src/services/usage.js';
@@ -13,19 +12,7 @@ import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
-import { closeNow, listenOnLoopback } from '../kit/loopback.js';
-
-/** An agent's own endpoint on loopback: /ok answers 200, /fail 503. */
-async function startEndpoint(): Promise<{ url: string; close(): Promise<void> }> {
-  const server: HttpServer = createServer((request, response) => {
-    request.resume();
-    request.on('end', () => {
-      if (request.url === '/fail') response.writeHead(503).end('down');
-      else response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-    });
-  });
-  return { url: await listenOnLoopback(server), close: () => closeNow(server) };
-}
+import { startEndpoint } from '../kit/loopback.js';
 
 describeOnEachDialect('delivery trace', (dialect) => {
   const clock = new ManualClock();
