@@ -30,6 +30,7 @@ import {
 import { momentMs } from '../wire/formats.js';
 import type { AgentHistory, RegisteredAgent } from './agents.js';
 import type { DeliveryTrace, TraceWatcher } from './deliveries.js';
+import { TimelineStreams, type KindFilter } from './timeline-streams.js';
 
 /** How an agent was seen: it polled its mailbox, or called with its attestation, or signed an Almanac write. */
 export type SeenBy = 'poll' | 'call' | 'almanac';
@@ -62,9 +63,6 @@ export interface ActivityStatsRows {
 
 /** How long each bucket of the stats is. */
 const BUCKET_MS: Record<StatsBucket, number> = { hour: 3_600_000, day: 86_400_000 };
-
-/** A change announced to streams: which agent, and the user who owns it, if known. */
-type Listener = () => void;
 
 /**
  * Hears of the timeline entries recorded in this process, once they are committed: the
@@ -122,9 +120,7 @@ export function parseCursor(value: string, what: string): TimelineCursor {
 }
 
 /** The trace events and activity kinds a `kind` filter names; undefined: everything. */
-export function kindFilter(
-  kind: string | undefined,
-): Pick<TimelineFilter, 'traceEvents' | 'activityKinds' | 'failedForwards'> & { pending: boolean } {
+export function kindFilter(kind: string | undefined): KindFilter {
   if (kind === undefined || kind.trim() === '') return { pending: true };
   const kinds = new Set<TimelineKind>();
   for (const word of kind
@@ -189,14 +185,13 @@ export class ActivityService implements TraceWatcher, AgentHistory {
   /** Agents seen since the last flush: when, and when they polled. */
   private seenSince = new Map<string, { seen: number; poll: number | undefined }>();
   private flushing: Promise<void> | undefined;
-  private readonly listeners = new Map<string, Set<Listener>>();
   /** Owner of each agent a user's stream asked about (cleared on registrations). */
   private readonly owners = new Map<string, string | null>();
   /** Events each agent reported in the current minute. */
   private eventBudget = new Map<string, number>();
   private budgetMinute = 0;
   private timer: NodeJS.Timeout | undefined;
-  private readonly streamEnders = new Set<() => void>();
+  private readonly streams: TimelineStreams;
   private listener: TimelineListener | undefined;
   /** Events stored since the process started, and streams open now (read by the metrics). */
   counters = { eventsIngested: 0, streams: 0 };
@@ -211,6 +206,7 @@ export class ActivityService implements TraceWatcher, AgentHistory {
     private readonly announce: (address: string) => void,
   ) {
     trace.watch(this);
+    this.streams = new TimelineStreams(store.repos.activity, clock, logger);
   }
 
   /** Tells `listener` of the entries recorded from now on. */
@@ -578,16 +574,6 @@ export class ActivityService implements TraceWatcher, AgentHistory {
     );
   }
 
-  /** Rows after `after`, oldest first (a stream's next batch). */
-  async after(
-    scope: TimelineScope,
-    after: TimelineCursor,
-    kind: string | undefined,
-    limit: number,
-  ): Promise<TimelineRow[]> {
-    return this.store.repos.activity.timeline(scope, { ...kindFilter(kind), after, limit });
-  }
-
   /**
    * The agent's messages, failures and forward latency per hour or day (UTC), for its owner:
    * `count` buckets ending with the current one, the empty ones included, counted from the
@@ -642,43 +628,50 @@ export class ActivityService implements TraceWatcher, AgentHistory {
   // ---- Live streams ----------------------------------------------------------------------
 
   /**
-   * Calls `listener` whenever the timeline of `scope` may have grown (in this process or, on
-   * PostgreSQL, another); answers the function that stops it.
+   * Opens a live stream of `scope` after `start` (docs/activity.md, "Live"): `send` is given
+   * each new entry `filter` keeps, oldest first, as it is committed in this process or, on
+   * PostgreSQL, another; `end` is called when the process stops. Answers the function that
+   * closes the stream.
    */
-  subscribe(scope: TimelineScope, listener: Listener, end: () => void): () => void {
-    const key = 'address' in scope ? scope.address : `user:${scope.userId}`;
-    let set = this.listeners.get(key);
-    if (!set) this.listeners.set(key, (set = new Set()));
-    set.add(listener);
-    this.streamEnders.add(end);
+  openStream(
+    scope: TimelineScope,
+    start: TimelineCursor,
+    filter: KindFilter,
+    send: (row: TimelineRow) => void,
+    end: () => void,
+  ): () => void {
+    const close = this.streams.open(scope, start, filter, send, end);
     this.counters.streams += 1;
+    let open = true;
     return () => {
-      set.delete(listener);
-      if (set.size === 0) this.listeners.delete(key);
-      if (this.streamEnders.delete(end)) this.counters.streams -= 1;
+      if (!open) return;
+      open = false;
+      this.counters.streams -= 1;
+      close();
     };
   }
 
   /** Wakes the streams of these agents and of their owners. */
   wake(addresses: Iterable<string>): void {
-    if (this.listeners.size === 0) return;
-    for (const address of addresses) {
-      for (const listener of this.listeners.get(address) ?? []) listener();
+    if (this.counters.streams === 0) return;
+    const list = [...addresses];
+    this.streams.wake(list);
+    if (!this.streams.watchesUsers()) return;
+    for (const address of list) {
       void this.ownerOf(address).then((userId) => {
-        if (userId === null) return;
-        for (const listener of this.listeners.get(`user:${userId}`) ?? []) listener();
+        if (userId !== null) this.streams.wakeUser(userId);
       });
     }
   }
 
   /** Wakes every stream (a notification may have been lost). */
   wakeAll(): void {
-    for (const set of this.listeners.values()) for (const listener of set) listener();
+    this.streams.wakeAll();
   }
 
   /** Ends every stream (the process is stopping). */
   endStreams(): void {
-    for (const end of [...this.streamEnders]) end();
+    this.streams.endAll();
   }
 
   private async ownerOf(address: string): Promise<string | null> {

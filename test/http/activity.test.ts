@@ -1,8 +1,10 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { cursorId, kindFilter } from '../../src/services/activity.js';
 import { messageUuid } from '../../src/services/mailbox.js';
-import type { TimelineEntry } from '../../src/wire/activity.js';
+import { admits } from '../../src/services/timeline-streams.js';
+import { TIMELINE_GROUPS, TIMELINE_KINDS, type TimelineEntry } from '../../src/wire/activity.js';
 import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
@@ -541,6 +543,132 @@ describeOnEachDialect('agent activity', (dialect) => {
       assert.deepEqual(await others.drain(500), []);
       stream.close();
       others.close();
+    });
+
+    it('reads the streams of agents woken together at once, each with its own entries and filter', async () => {
+      const key = await t.addUser(`batched-${dialect}`);
+      const agents = await Promise.all([1, 2, 3].map(() => newRegisteredAgent(hostOf(t), key)));
+      const [a, b] = agents as [TestIdentity, TestIdentity, TestIdentity];
+      const url = (agent: TestIdentity, query = '') =>
+        `${t.url}/v2/agents/${agent.address}/activity/stream${query}`;
+      // The third agent has no stream: its entries must reach none.
+      const all = await Promise.all([a, b].map((agent) => openStream(url(agent), { key })));
+      const errorsOfB = await openStream(url(b, '?kind=event.error'), { key });
+      const sender = TestIdentity.random();
+      // Submits to the three agents at once wake their streams together.
+      const sent = agents.flatMap((agent) => [1, 2].map(() => envelopeFor(sender, agent.address)));
+      const answers = await Promise.all(
+        sent.map((body) => call(t.url, 'POST', '/v2/agents/mailbox/submit', { body })),
+      );
+      assert.deepEqual(
+        answers.map((r) => r.status),
+        sent.map(() => 200),
+      );
+      assert.equal((await postEvents(b, batch([errorEvent(new Date(clock.now()))]))).status, 200);
+      const heard = await Promise.all(
+        all.map(async (stream) =>
+          (await stream.drain(700)).map((e) => JSON.parse(e.data) as TimelineEntry),
+        ),
+      );
+      [a, b].forEach((agent, i) => {
+        const entries = heard[i]!;
+        assert.ok(
+          entries.every((e) => e.address === agent.address),
+          'a stream sends its own agent alone',
+        );
+        const stored = entries.filter((e) => e.kind === 'message.stored').map((e) => e.uuid);
+        const mine = sent
+          .filter((envelope) => envelope.target === agent.address)
+          .map((envelope) => messageUuid(envelope));
+        assert.deepEqual(stored.sort(), mine.sort(), 'each message once');
+        assert.equal(new Set(entries.map((e) => e.id)).size, entries.length, 'no entry twice');
+      });
+      assert.ok(heard[1]!.some((e) => e.kind === 'event.error'));
+      assert.ok(!heard[0]!.some((e) => e.kind === 'event.error'));
+      const errors = (await errorsOfB.drain(300)).map((e) => JSON.parse(e.data) as TimelineEntry);
+      assert.deepEqual(
+        errors.map((e) => e.kind),
+        ['event.error'],
+      );
+      for (const stream of [...all, errorsOfB]) stream.close();
+    });
+
+    it('sends a row that commits after later rows were sent, once', async () => {
+      const key = await t.addUser(`late-${dialect}`);
+      const agent = await newRegisteredAgent(hostOf(t), key);
+      const stream = await openStream(`${t.url}/v2/agents/${agent.address}/activity/stream`, {
+        key,
+      });
+      const sender = TestIdentity.random();
+      clock.advance(1_000);
+      await call(t.url, 'POST', '/v2/agents/mailbox/submit', {
+        body: envelopeFor(sender, agent.address),
+      });
+      const first = JSON.parse((await stream.next(2000)).data) as TimelineEntry;
+      assert.equal(first.kind, 'message.stored');
+      // A row dated before the one sent, committed after it (as a presence flush writes).
+      await t.server.ctx.store.repos.activity.record([
+        {
+          address: agent.address,
+          kind: 'event.info',
+          at: clock.now() - 500,
+          category: 'user',
+          message: 'late but not lost',
+          event_id: randomUUID(),
+          peer: null,
+          session: null,
+          data: null,
+        },
+      ]);
+      activity().wake([agent.address]);
+      const late = JSON.parse((await stream.next(2000)).data) as TimelineEntry;
+      assert.equal(late.kind, 'event.info');
+      // Woken again, nothing is sent twice.
+      activity().wake([agent.address]);
+      assert.deepEqual(await stream.drain(400), []);
+      stream.close();
+    });
+
+    it("keeps, kind by kind, what the timeline's kind filter keeps", async () => {
+      const key = await t.addUser(`kinds-${dialect}`);
+      const agent = await newRegisteredAgent(hostOf(t), key, {
+        redirectUrl: `${endpoint.url}/fail`,
+      });
+      const sender = TestIdentity.random();
+      const submit = (path: string) =>
+        call(t.url, 'POST', path, { body: envelopeFor(sender, agent.address) });
+      await submit('/v2/agents/proxy/submit');
+      await call(t.url, 'PUT', `/v2/agents/${agent.address}`, {
+        key,
+        body: { address: agent.address, redirect_url: `${endpoint.url}/ok` },
+      });
+      await submit('/v2/agents/proxy/submit');
+      await submit('/v2/agents/mailbox/submit');
+      const now = new Date(clock.now());
+      await postEvents(
+        agent,
+        batch([
+          errorEvent(now),
+          errorEvent(now, { kind: 'info', category: 'system', exception: null, traceback: null }),
+          errorEvent(now, {
+            kind: 'message',
+            exception: null,
+            traceback: null,
+            metadata: { direction: 'sent', peer: sender.address, msg_id: randomUUID() },
+          }),
+        ]),
+      );
+      await activity().flush();
+      const repo = t.server.ctx.store.repos.activity;
+      const scope = { address: agent.address, since: 0 };
+      const everything = await repo.timeline(scope, { pending: true, limit: 1000 });
+      assert.ok(new Set(everything.map((r) => r.source)).size === 3, 'rows of all three tables');
+      for (const kind of [...TIMELINE_KINDS, ...TIMELINE_GROUPS, 'failure']) {
+        const filter = kindFilter(kind);
+        const bySql = (await repo.timeline(scope, { ...filter, limit: 1000 })).map(cursorId);
+        const inMemory = everything.filter((row) => admits(filter, row)).map(cursorId);
+        assert.deepEqual(inMemory, bySql, kind);
+      }
     });
 
     it('limits the streams one user holds, and refuses anyone but the owner', async () => {

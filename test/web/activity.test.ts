@@ -118,7 +118,8 @@ describeOnEachDialect('what agents are doing, in the console', (dialect) => {
       // The failing agent's activity says why, plainly.
       await failing.getByRole('link', { name: 'Activity' }).click();
       await page.getByRole('heading', { name: 'Activity of blocked' }).waitFor();
-      const entry = page.locator('li[data-kind="message.forward_failed"]');
+      // The kept message is forwarded again later: each failure is an entry of its own.
+      const entry = page.locator('li[data-kind="message.forward_failed"]').first();
       await entry.getByText(/Failure:/).waitFor();
       await entry.getByText(/private address refused: 127\.0\.0\.1/).waitFor();
       // A proxy agent has its forward latency charted too.

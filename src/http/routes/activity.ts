@@ -3,9 +3,8 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Principal } from '../../auth/principal.js';
 import type { AppContext } from '../../context.js';
 import { RateLimitedError } from '../../errors.js';
-import type { Clock } from '../../infra/clock.js';
-import { cursorId, parseCursor, type ActivityService } from '../../services/activity.js';
-import type { TimelineCursor, TimelineScope } from '../../store/repositories/activity.js';
+import { cursorId, kindFilter, parseCursor } from '../../services/activity.js';
+import type { TimelineCursor } from '../../store/repositories/activity.js';
 import {
   ActivityQuery,
   ActivityStats,
@@ -20,15 +19,6 @@ import { AddressParams, errorResponses } from '../../wire/common.js';
 import { momentMs } from '../../wire/formats.js';
 import { activityStats, timelineEntry } from '../views/activity.js';
 
-/** Rows one read of a stream takes; more are read at once after. */
-const STREAM_PAGE = 200;
-/**
- * How long a stream keeps looking behind what it sent: a row is dated when it is written and
- * may commit a little later, after rows dated after it have been sent.
- */
-const STREAM_GRACE_MS = 1000;
-/** At most one read of a stream in this long, however often its agents change. */
-const STREAM_THROTTLE_MS = 100;
 /** A comment this often keeps proxies from closing a quiet stream. */
 const HEARTBEAT_MS = 15_000;
 /** A client that reads this far behind is dropped (it resumes with Last-Event-ID). */
@@ -120,6 +110,7 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
     address: string | undefined,
   ): Promise<void> => {
     const scope = await activity.scopeFor(request.principal, address);
+    const filter = kindFilter(query.kind);
     // HEAD says whether the stream may be opened, and opens none.
     if (request.method === 'HEAD') {
       await reply.code(200).type('text/event-stream; charset=utf-8').send();
@@ -159,10 +150,6 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
     });
     res.flushHeaders();
     res.write(`retry: 2000\n\n`);
-    const live = new LiveTimeline(activity, ctx.clock, scope, start, query.kind, (chunk) => {
-      if (res.writableLength > MAX_BUFFERED_BYTES) return finish();
-      res.write(chunk);
-    });
     const heartbeat = setInterval(() => res.write(': keep-alive\n\n'), HEARTBEAT_MS);
     heartbeat.unref();
     let finished = false;
@@ -170,14 +157,21 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
       if (finished) return;
       finished = true;
       clearInterval(heartbeat);
-      live.stop();
       stop();
       release();
       if (!res.writableEnded) res.end();
     };
-    const stop = activity.subscribe(scope, () => live.wake(), finish);
+    const stop = activity.openStream(
+      scope,
+      start,
+      filter,
+      (row) => {
+        if (res.writableLength > MAX_BUFFERED_BYTES) return finish();
+        res.write(`id: ${cursorId(row)}\ndata: ${JSON.stringify(timelineEntry(row))}\n\n`);
+      },
+      finish,
+    );
     res.on('close', finish);
-    live.wake();
   };
 
   r.get(
@@ -237,87 +231,4 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
       return activityStats(bucket, stats);
     },
   );
-}
-
-/**
- * One stream's reading of its timeline: woken when its agents change, it reads what came
- * after the last place it is sure of, sends what it has not sent, and moves that place on
- * once rows are older than {@link STREAM_GRACE_MS}.
- */
-class LiveTimeline {
-  private safe: TimelineCursor;
-  /** Entries sent beyond `safe`, oldest first. */
-  private recent: { id: string; cursor: TimelineCursor }[] = [];
-  private readonly sent = new Set<string>();
-  private reading = false;
-  private again = false;
-  private stopped = false;
-  private timer: NodeJS.Timeout | undefined;
-  private lastRead = 0;
-
-  constructor(
-    private readonly activity: ActivityService,
-    private readonly clock: Clock,
-    private readonly scope: TimelineScope,
-    start: TimelineCursor,
-    private readonly kind: string | undefined,
-    private readonly write: (chunk: string) => void,
-  ) {
-    this.safe = start;
-  }
-
-  wake(): void {
-    if (this.stopped) return;
-    if (this.reading) {
-      this.again = true;
-      return;
-    }
-    if (this.timer) return;
-    const wait = Math.max(0, this.lastRead + STREAM_THROTTLE_MS - Date.now());
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      void this.read();
-    }, wait);
-  }
-
-  stop(): void {
-    this.stopped = true;
-    clearTimeout(this.timer);
-  }
-
-  private async read(): Promise<void> {
-    this.reading = true;
-    this.lastRead = Date.now();
-    try {
-      let after = this.safe;
-      for (;;) {
-        const rows = await this.activity.after(this.scope, after, this.kind, STREAM_PAGE);
-        if (this.stopped) return;
-        for (const row of rows) {
-          const id = cursorId(row);
-          if (this.sent.has(id)) continue;
-          this.sent.add(id);
-          this.recent.push({ id, cursor: { at: row.at, source: row.source, id: row.id } });
-          this.write(`id: ${id}\ndata: ${JSON.stringify(timelineEntry(row))}\n\n`);
-        }
-        if (rows.length < STREAM_PAGE) break;
-        const last = rows[rows.length - 1]!;
-        after = { at: last.at, source: last.source, id: last.id };
-      }
-      const settled = this.clock.now() - STREAM_GRACE_MS;
-      while (this.recent.length > 0 && this.recent[0]!.cursor.at <= settled) {
-        const { id, cursor } = this.recent.shift()!;
-        this.sent.delete(id);
-        this.safe = cursor;
-      }
-    } catch {
-      // The next wake reads again; a stream does not end on one failed read.
-    } finally {
-      this.reading = false;
-      if (this.again && !this.stopped) {
-        this.again = false;
-        this.wake();
-      }
-    }
-  }
 }

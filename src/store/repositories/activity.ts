@@ -147,6 +147,31 @@ export interface StatsRow {
  * compares (time, id); a source ordered before or after the cursor's compares time alone.
  * Written on the table's own time column, so that its index range does the work.
  */
+/** The timeline's columns, as each of its three tables gives them (the table is `t`). */
+const ACTIVITY_COLUMNS = sql`'a' as source, t.id, t.address, t.kind, t.at, t.peer, t.session,
+  cast(null as text) as uuid, cast(null as bigint) as size, cast(null as integer) as status_code,
+  cast(null as integer) as latency_ms, t.category, t.message, cast(null as text) as detail, t.data`;
+const TRACE_COLUMNS = sql`'d' as source, t.id, t.address, t.event as kind, t.at,
+  t.sender as peer, cast(null as text) as session, t.uuid, t.size, t.status_code, t.latency_ms,
+  cast(null as text) as category, cast(null as text) as message, t.detail,
+  cast(null as text) as data`;
+const PENDING_COLUMNS = sql`'m' as source, t.id, t.address, 'stored' as kind,
+  t.received_at as at, t.sender as peer, cast(null as text) as session, t.uuid, t.size,
+  cast(null as integer) as status_code, cast(null as integer) as latency_ms,
+  cast(null as text) as category, cast(null as text) as message,
+  case when t.forward_attempts > 0 then cast(${KEPT_DETAIL} as text) end as detail,
+  cast(null as text) as data`;
+
+/** A timeline row as the driver answers it, with its numbers as numbers. */
+function timelineRow(row: TimelineRow): TimelineRow {
+  return {
+    ...row,
+    id: Number(row.id),
+    at: Number(row.at),
+    size: row.size === null ? null : Number(row.size),
+  };
+}
+
 function beyond(
   cursor: TimelineCursor,
   source: TimelineSource,
@@ -234,10 +259,7 @@ export class ActivityRepository {
       const conditions = common('a', 'at', 'peer', 'session');
       if (kind !== undefined) conditions.push(sql`kind = ${kind}`);
       parts.push(sql<TimelineRow>`select * from (
-        select 'a' as source, id, address, kind, at, peer, session, cast(null as text) as uuid,
-          cast(null as bigint) as size, cast(null as integer) as status_code,
-          cast(null as integer) as latency_ms, category, message, cast(null as text) as detail, data
-        from agent_activity t where ${where(conditions)}
+        select ${ACTIVITY_COLUMNS} from agent_activity t where ${where(conditions)}
         order by at ${order}, id ${order} limit ${filter.limit}) as a`);
     }
     for (const event of eachOf(filter.traceEvents)) {
@@ -247,11 +269,7 @@ export class ActivityRepository {
         conditions.push(sql`(status_code is null or status_code < 200 or status_code >= 300)`);
       }
       parts.push(sql<TimelineRow>`select * from (
-        select 'd' as source, id, address, event as kind, at, sender as peer,
-          cast(null as text) as session, uuid, size, status_code, latency_ms,
-          cast(null as text) as category, cast(null as text) as message, detail,
-          cast(null as text) as data
-        from delivery_events t where ${where(conditions)}
+        select ${TRACE_COLUMNS} from delivery_events t where ${where(conditions)}
         order by at ${order}, id ${order} limit ${filter.limit}) as d`);
     }
     if (
@@ -260,25 +278,50 @@ export class ActivityRepository {
     ) {
       const conditions = common('m', 'received_at', 'sender', null);
       parts.push(sql<TimelineRow>`select * from (
-        select 'm' as source, id, address, 'stored' as kind, received_at as at, sender as peer,
-          cast(null as text) as session, uuid, size, cast(null as integer) as status_code,
-          cast(null as integer) as latency_ms, cast(null as text) as category,
-          cast(null as text) as message,
-          case when forward_attempts > 0 then cast(${KEPT_DETAIL} as text) end as detail,
-          cast(null as text) as data
-        from messages t where ${where(conditions)}
+        select ${PENDING_COLUMNS} from messages t where ${where(conditions)}
         order by received_at ${order}, id ${order} limit ${filter.limit}) as m`);
     }
     if (parts.length === 0) return [];
     const result = await sql<TimelineRow>`
       select * from (${sql.join(parts, sql` union all `)}) as timeline
       order by at ${order}, source ${order}, id ${order} limit ${filter.limit}`.execute(this.db);
-    return result.rows.map((row) => ({
-      ...row,
-      id: Number(row.id),
-      at: Number(row.at),
-      size: row.size === null ? null : Number(row.size),
-    }));
+    return result.rows.map(timelineRow);
+  }
+
+  /**
+   * The newest rows of several agents at once, each agent's from its own moment on (that
+   * moment included), oldest first: one statement for every live stream woken together,
+   * reading each agent through its `(agent, time)` indexes. `limit` bounds each part and the
+   * whole; a full answer is complete up to its last row, and the rest is read after it.
+   */
+  async newest(
+    agents: readonly { address: string; from: number }[],
+    limit: number,
+  ): Promise<TimelineRow[]> {
+    if (agents.length === 0) return [];
+    const watched = sql.join(
+      agents.map(({ address, from }) => sql`(cast(${address} as text), cast(${from} as bigint))`),
+    );
+    const result = await sql<TimelineRow>`
+      with w (address, since) as (values ${watched})
+      select * from (
+        select * from (
+          select ${ACTIVITY_COLUMNS} from w join agent_activity t
+            on t.address = w.address and t.at >= w.since
+          order by t.at, t.id limit ${limit}) as a
+        union all
+        select * from (
+          select ${TRACE_COLUMNS} from w join delivery_events t
+            on t.address = w.address and t.at >= w.since
+          order by t.at, t.id limit ${limit}) as d
+        union all
+        select * from (
+          select ${PENDING_COLUMNS} from w join messages t
+            on t.address = w.address and t.received_at >= w.since
+          order by t.received_at, t.id limit ${limit}) as m
+      ) as timeline
+      order by at, source, id limit ${limit}`.execute(this.db);
+    return result.rows.map(timelineRow);
   }
 
   /**
