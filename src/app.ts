@@ -29,6 +29,7 @@ import { interactionsRoutes } from './http/routes/interactions.js';
 import { activityRoutes } from './http/routes/activity.js';
 import { keysRoutes } from './http/routes/keys.js';
 import { mailboxRoutes } from './http/routes/mailbox.js';
+import { mailroomRoutes } from './http/routes/mailroom.js';
 import { proxyRoutes } from './http/routes/proxy.js';
 import { sessionsRoutes } from './http/routes/sessions.js';
 import { usageHistoryRoutes, usageRoutes } from './http/routes/usage.js';
@@ -133,6 +134,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     sessions: ctx.services.sessions,
     publicUrl: config.publicUrl,
     agentCalled: (address) => ctx.services.deliveries.seen(address, 'call'),
+    mailroom: ctx.services.mailroom,
   });
 
   // The OpenAPI document lists paths in the order their routes are added: a resource whose
@@ -143,6 +145,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   usageRoutes(app, ctx);
   mailboxRoutes(app, ctx);
   proxyRoutes(app, ctx);
+  mailroomRoutes(app, ctx);
   interactionsRoutes(app, ctx);
   deliveriesRoutes(app, ctx);
   activityRoutes(app, ctx);

@@ -19,6 +19,7 @@ import { ActivityService } from './services/activity.js';
 import { InteractionsService } from './services/interactions.js';
 import { KeysService } from './services/keys.js';
 import { MailboxService } from './services/mailbox.js';
+import { MailroomService } from './services/mailroom.js';
 import { createOutboundDispatcher } from './infra/outbound.js';
 import { ProxyService } from './services/proxy.js';
 import { SessionsService } from './services/sessions.js';
@@ -44,6 +45,7 @@ export interface Services {
   agents: AgentsService;
   almanac: AlmanacService;
   mailbox: MailboxService;
+  mailroom: MailroomService;
   proxy: ProxyService;
   interactions: InteractionsService;
   deliveries: DeliveryTrace;
@@ -237,6 +239,10 @@ export function createContext(
     },
     deliveries,
   );
+  const mailroom = new MailroomService(store, identity, agents, signatures, clock, {
+    challengeTtlMs: config.challengeTtlSeconds * 1000,
+    tokenTtlMs: config.v1TokenTtlSeconds * 1000,
+  });
   const interactions = new InteractionsService(store, clock, deliveries);
   const domains = new DomainsService(store, clock);
   const discovery = new DiscoveryService(store, almanac, domains, clock);
@@ -273,6 +279,11 @@ export function createContext(
       name: 'expired challenges',
       intervalMs: 60_000,
       run: () => identity.purgeExpiredChallenges(),
+    },
+    {
+      name: 'expired v1 mailroom tokens',
+      intervalMs: 600_000,
+      run: () => mailroom.purgeExpired(),
     },
     {
       name: 'expired almanac registrations',
@@ -331,6 +342,7 @@ export function createContext(
       agents,
       almanac,
       mailbox,
+      mailroom,
       proxy,
       interactions,
       deliveries,

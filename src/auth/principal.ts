@@ -17,8 +17,16 @@ export type Principal =
  *   route's `:address` parameter;
  * - `agent-body-source`: an attestation of the agent named by the body's `source` field;
  * - `agent`: an attestation of any agent, which the call is then about (its own events);
+ * - `agent-token`: a v1 mailroom access token (`Authorization: token …`), which stands for the
+ *   agent it was issued to; the call is then about that agent (its own mailbox);
  * - `optional-user`: anyone, but a key given must be valid (it widens what is allowed);
  * - `none`: anyone, credentials are ignored.
  */
 export type AuthRequirement =
-  'user' | 'user-or-agent' | 'agent-body-source' | 'agent' | 'optional-user' | 'none';
+  | 'user'
+  | 'user-or-agent'
+  | 'agent-body-source'
+  | 'agent'
+  | 'agent-token'
+  | 'optional-user'
+  | 'none';

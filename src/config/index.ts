@@ -35,6 +35,8 @@ export interface Config {
   /** Create one user and print its key when the store has no users (first start). */
   bootstrapUser: boolean;
   challengeTtlSeconds: number;
+  /** Lifetime of an access token of the v1 mailroom (uAgents 0.22 mailbox clients). */
+  v1TokenTtlSeconds: number;
   attestationSkewSeconds: number;
   attestationMaxWindowSeconds: number;
   envelopeBodyLimitBytes: number;
@@ -122,6 +124,7 @@ export const defaults: Config = {
   logRequests: false,
   bootstrapUser: true,
   challengeTtlSeconds: 300,
+  v1TokenTtlSeconds: 3600,
   attestationSkewSeconds: 60,
   attestationMaxWindowSeconds: 24 * 3600,
   envelopeBodyLimitBytes: MiB,
@@ -246,6 +249,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
     (read('AGENTRY_LOG_FORMAT') as LogFormat | undefined) ??
     (process.stdout.isTTY ? 'pretty' : 'json');
   int('AGENTRY_CHALLENGE_TTL_SECONDS', 1, (n) => (config.challengeTtlSeconds = n));
+  int('AGENTRY_V1_TOKEN_TTL_SECONDS', 1, (n) => (config.v1TokenTtlSeconds = n));
   int('AGENTRY_ATTESTATION_SKEW_SECONDS', 0, (n) => (config.attestationSkewSeconds = n));
   int('AGENTRY_ATTESTATION_MAX_WINDOW_SECONDS', 1, (n) => (config.attestationMaxWindowSeconds = n));
   int('AGENTRY_ENVELOPE_BODY_LIMIT_BYTES', 1024, (n) => (config.envelopeBodyLimitBytes = n));

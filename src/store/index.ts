@@ -13,6 +13,7 @@ import { ChallengesRepository, IdentitiesRepository } from './repositories/ident
 import { InteractionsRepository } from './repositories/interactions.js';
 import { ApiKeysRepository } from './repositories/keys.js';
 import { MailboxRepository } from './repositories/mailbox.js';
+import { MailroomRepository } from './repositories/mailroom.js';
 import { SessionsRepository } from './repositories/sessions.js';
 import { UsageRepository } from './repositories/usage.js';
 import { UsersRepository } from './repositories/users.js';
@@ -35,6 +36,7 @@ export interface Repositories {
   deliveries: DeliveriesRepository;
   activity: ActivityRepository;
   webhooks: WebhooksRepository;
+  mailroom: MailroomRepository;
 }
 
 function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories {
@@ -54,6 +56,7 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     deliveries: new DeliveriesRepository(db),
     activity: new ActivityRepository(db),
     webhooks: new WebhooksRepository(db, dialect.name),
+    mailroom: new MailroomRepository(db),
   };
 }
 

@@ -30,6 +30,8 @@ export interface Database {
   agent_presence: AgentPresenceTable;
   webhooks: WebhooksTable;
   webhook_deliveries: WebhookDeliveriesTable;
+  v1_tokens: V1TokensTable;
+  v1_challenges: V1ChallengesTable;
 }
 
 export interface UsersTable {
@@ -340,4 +342,20 @@ export interface WebhookDeliveriesTable {
   next_attempt_at: number | null;
   /** While an attempt is under way, until when the process making it holds it. */
   claimed_until: number | null;
+}
+
+/** An access token of the v1 mailroom, bound to one agent address. */
+export interface V1TokensTable {
+  /** Hex SHA-256 of the token the agent sends as `Authorization: token …`. */
+  token_hash: string;
+  address: string;
+  created_at: number;
+  expires_at: number;
+}
+
+/** A challenge of the v1 mailroom issued to an agent (no user): single use. */
+export interface V1ChallengesTable {
+  challenge: string;
+  address: string;
+  expires_at: number;
 }

@@ -22,9 +22,10 @@ import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
  * - `name-owner`: the same for a name, whose existence the Almanac makes public (another
  *   user: 403, it belongs to someone else);
  * - `owner-or-agent`: that, or the attestation of the agent the path names;
- * - `agent`: only an agent's attestation, for the agent the body names.
+ * - `agent`: only an agent's attestation, for the agent the body names;
+ * - `agent-token`: only a v1 mailroom access token, for the agent it was issued to.
  */
-type Rule = 'public' | 'user' | 'owner' | 'name-owner' | 'owner-or-agent' | 'agent';
+type Rule = 'public' | 'user' | 'owner' | 'name-owner' | 'owner-or-agent' | 'agent' | 'agent-token';
 
 const RULES: Record<string, Rule> = {
   'GET /health': 'public',
@@ -91,6 +92,19 @@ const RULES: Record<string, Rule> = {
   'POST /v2/api-keys': 'user',
   'DELETE /v2/api-keys/{id}': 'owner',
   'GET /v2/agents/usage/history': 'user',
+  'POST /v1/auth/challenge': 'public',
+  'POST /v1/auth/prove': 'public',
+  'GET /v1/mailbox': 'agent-token',
+  'DELETE /v1/mailbox/{uuid}': 'agent-token',
+  'POST /v1/agents': 'user',
+  'PUT /v1/agents/{address}': 'owner',
+  'DELETE /v1/agents/{address}': 'owner',
+  'POST /v1/submit': 'public',
+  'GET /v1/submit': 'public',
+  'HEAD /v1/submit': 'public',
+  'POST /v1/proxy/submit': 'public',
+  'GET /v1/proxy/submit': 'public',
+  'HEAD /v1/proxy/submit': 'public',
 };
 
 interface Operation {
@@ -187,6 +201,9 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     if (operation.method === 'PUT' && operation.path === '/v2/agents/{address}') {
       return { address: alice.agent.address, name: 'taken over' };
     }
+    if (operation.method === 'PUT' && operation.path === '/v1/agents/{address}') {
+      return { name: 'taken over' };
+    }
     if (operation.method === 'PUT' && operation.path.startsWith('/v2/users/domains')) {
       return { agent_records: [] };
     }
@@ -271,6 +288,36 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     );
     for (const operation of usersOnly) {
       const res = await send(operation, { authorization: alice.agent.authorization(clock.now()) });
+      assert.equal(res.status, 401, `${operation.method} ${operation.path}: ${res.text}`);
+    }
+    // Nor is it a v1 access token, nor the agent owner's key.
+    for (const operation of operations.filter(({ rule }) => rule === 'agent-token')) {
+      for (const options of [
+        { authorization: alice.agent.authorization(clock.now()) },
+        { key: t.userKey },
+      ]) {
+        const res = await send(operation, options);
+        assert.equal(res.status, 401, `${operation.method} ${operation.path}: ${res.text}`);
+      }
+    }
+  });
+
+  it('refuses a v1 access token on every operation but the v1 mailbox', async () => {
+    const challenge = await call(t.url, 'POST', '/v1/auth/challenge', {
+      body: { address: alice.agent.address },
+    });
+    const proof = await call(t.url, 'POST', '/v1/auth/prove', {
+      body: {
+        address: alice.agent.address,
+        challenge: challenge.body.challenge,
+        challenge_response: alice.agent.signChallenge(challenge.body.challenge),
+      },
+    });
+    assert.equal(proof.status, 200, proof.text);
+    const authorization = `token ${proof.body.access_token}`;
+    for (const operation of operations.filter(({ rule }) => rule !== 'public')) {
+      if (operation.rule === 'agent-token') continue;
+      const res = await send(operation, { authorization });
       assert.equal(res.status, 401, `${operation.method} ${operation.path}: ${res.text}`);
     }
   });

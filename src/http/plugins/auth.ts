@@ -3,6 +3,7 @@ import type { AttestationAuthenticator } from '../../auth/attestations.js';
 import type { AuthRequirement, Principal } from '../../auth/principal.js';
 import { ForbiddenError, UnauthenticatedError } from '../../errors.js';
 import type { KeysService } from '../../services/keys.js';
+import type { MailroomService } from '../../services/mailroom.js';
 import type { SessionsService } from '../../services/sessions.js';
 
 /** The cookie that carries a web console session. */
@@ -61,7 +62,10 @@ declare module 'fastify' {
 const anonymous: Principal = { kind: 'anonymous' };
 
 type Credential =
-  { scheme: 'bearer'; token: string } | { scheme: 'agent'; attestation: string } | undefined;
+  | { scheme: 'bearer'; token: string }
+  | { scheme: 'agent'; attestation: string }
+  | { scheme: 'token'; token: string }
+  | undefined;
 
 function readCredential(request: FastifyRequest): Credential {
   const header = request.headers.authorization;
@@ -71,6 +75,7 @@ function readCredential(request: FastifyRequest): Credential {
   const value = space < 0 ? '' : header.slice(space + 1).trim();
   if (scheme === 'bearer' && value) return { scheme: 'bearer', token: value };
   if (scheme === 'agent' && value) return { scheme: 'agent', attestation: value };
+  if (scheme === 'token' && value) return { scheme: 'token', token: value };
   throw new UnauthenticatedError('Unsupported Authorization header; use "Bearer <api key>"');
 }
 
@@ -120,6 +125,8 @@ export function installAuth(
     publicUrl?: string;
     /** Hears of each agent that called with a valid attestation (it is running). */
     agentCalled?: (address: string) => void;
+    /** Checks the access tokens of the v1 mailroom. */
+    mailroom: Pick<MailroomService, 'authenticate'>;
   },
 ): void {
   // Fastify wants a null placeholder for object decorations; the hook sets the real value.
@@ -131,6 +138,25 @@ export function installAuth(
     request.principal = anonymous;
     if (requirement === 'none') return;
     const credential = readCredential(request);
+    if (requirement === 'agent-token' || credential?.scheme === 'token') {
+      if (requirement !== 'agent-token' || !credential) {
+        throw new UnauthenticatedError(
+          requirement === 'agent-token'
+            ? 'Not authenticated: send "Authorization: token <access token>" from POST /v1/auth/prove'
+            : 'A v1 access token is only accepted by the v1 mailbox; use "Bearer <api key>"',
+          requirement === 'agent-token' ? 'token' : 'Bearer',
+        );
+      }
+      if (credential.scheme !== 'token') {
+        throw new UnauthenticatedError(
+          'This call needs a v1 access token: "Authorization: token <access token>" from POST /v1/auth/prove',
+          'token',
+        );
+      }
+      request.principal = await deps.mailroom.authenticate(credential.token);
+      deps.agentCalled?.(request.principal.address);
+      return;
+    }
     const session = sessionCookie(request);
     const agentOnly = requirement === 'agent-body-source' || requirement === 'agent';
     if (!credential && session && !agentOnly) {
@@ -175,8 +201,12 @@ export function installAuth(
   });
   app.addHook('preHandler', async (request) => {
     const { principal } = request;
-    if (principal.kind !== 'agent' || request.routeOptions.config.auth === 'agent') return;
-    if (principal.address !== actedOn(request, request.routeOptions.config.auth ?? 'none')) {
+    const requirement = request.routeOptions.config.auth;
+    // An attestation on an `agent` route, or a v1 token, is about the agent it stands for.
+    if (principal.kind !== 'agent' || requirement === 'agent' || requirement === 'agent-token') {
+      return;
+    }
+    if (principal.address !== actedOn(request, requirement ?? 'none')) {
       throw new ForbiddenError('Agent attestation does not belong to the requested agent');
     }
   });

@@ -9,6 +9,7 @@ const securityFor: Record<Exclude<AuthRequirement, 'none'>, Record<string, strin
   'user-or-agent': [{ bearer: [] }, { agent: [] }],
   'agent-body-source': [{ agent: [] }],
   agent: [{ agent: [] }],
+  'agent-token': [{ v1token: [] }],
   'optional-user': [{}, { bearer: [] }],
 };
 
@@ -33,6 +34,13 @@ export async function installOpenApi(app: FastifyInstance, version: string): Pro
             in: 'header',
             name: 'Authorization',
             description: 'Agent attestation: "Agent attr:<base64 payload>:<sig>"',
+          },
+          v1token: {
+            type: 'apiKey',
+            in: 'header',
+            name: 'Authorization',
+            description:
+              'v1 mailroom access token of an agent (uAgents 0.22): "token <access_token>" from POST /v1/auth/prove',
           },
         },
       },

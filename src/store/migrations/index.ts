@@ -15,6 +15,7 @@ import * as activity from './0013_activity.js';
 import * as keptForwards from './0014_kept_forwards.js';
 import * as webhooks from './0015_webhooks.js';
 import * as timelineKinds from './0016_timeline_kinds.js';
+import * as v1Tokens from './0017_v1_tokens.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -37,4 +38,5 @@ export const migrations: Record<string, Migration> = {
   '0014_kept_forwards': keptForwards,
   '0015_webhooks': webhooks,
   '0016_timeline_kinds': timelineKinds,
+  '0017_v1_tokens': v1Tokens,
 };
