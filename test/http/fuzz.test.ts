@@ -68,6 +68,8 @@ interface Known {
   agent: TestIdentity;
   userKey: string;
   envelopes: unknown[];
+  /** A v1 mailroom access token of `agent`. */
+  v1Token: string;
 }
 
 const text = fc.string({ maxLength: 24 });
@@ -273,6 +275,8 @@ function authorization(known: Known): fc.Arbitrary<string | undefined> {
     `Agent ${known.agent.attestation({ validFrom: now - 60, validTo: now + 3_600 })}`,
     `Agent ${known.agent.attestation({ validFrom: now + 3_600, validTo: now + 7_200 })}`,
     'Agent attr:nonsense',
+    `token ${known.v1Token}`,
+    'token junk',
   );
 }
 
@@ -378,7 +382,18 @@ describeOnEachDialect('fuzz: every operation of the OpenAPI document', (dialect)
         makeEnvelope({ sender: sender.address, target: agent.address, payloadJson: `{"i":${i}}` }),
       ),
     );
-    known = { agent, userKey, envelopes };
+    const challenge = await call(service.url, 'POST', '/v1/auth/challenge', {
+      body: { address: agent.address },
+    });
+    const proof = await call(service.url, 'POST', '/v1/auth/prove', {
+      body: {
+        address: agent.address,
+        challenge: challenge.body.challenge,
+        challenge_response: agent.signChallenge(challenge.body.challenge),
+      },
+    });
+    assert.equal(proof.status, 200, proof.text);
+    known = { agent, userKey, envelopes, v1Token: proof.body.access_token };
     const document = await call(service.url, 'GET', '/openapi.json');
     assert.equal(document.status, 200);
     operations = operationsOf(document.body);
