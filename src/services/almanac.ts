@@ -30,6 +30,9 @@ const MAX_CLOCK_AHEAD_MS = 5 * 60 * 1000;
 
 const MAILBOX_SUBMIT_PATH = '/v2/agents/mailbox/submit';
 const PROXY_SUBMIT_PATH = '/v2/agents/proxy/submit';
+/** What uAgents 0.22 and earlier advertise (the v1 mailroom, docs/mailbox.md). */
+const V1_MAILBOX_SUBMIT_PATH = '/v1/submit';
+const V1_PROXY_SUBMIT_PATH = '/v1/proxy/submit';
 
 export type AlmanacAgentType = 'uagent' | 'mailbox' | 'proxy';
 
@@ -102,6 +105,8 @@ export class AlmanacService {
     this.ownEndpoints = new Map([
       [normaliseUrl(`${publicUrl}${MAILBOX_SUBMIT_PATH}`), 'mailbox'],
       [normaliseUrl(`${publicUrl}${PROXY_SUBMIT_PATH}`), 'proxy'],
+      [normaliseUrl(`${publicUrl}${V1_MAILBOX_SUBMIT_PATH}`), 'mailbox'],
+      [normaliseUrl(`${publicUrl}${V1_PROXY_SUBMIT_PATH}`), 'proxy'],
     ]);
   }
 

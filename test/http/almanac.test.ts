@@ -472,6 +472,9 @@ describeOnEachDialect('almanac', (dialect) => {
     const cases = [
       ['mailbox', (base: string) => `${base}/v2/agents/mailbox/submit`],
       ['proxy', (base: string) => `${base}/v2/agents/proxy/submit`],
+      // What uAgents 0.22 advertises (the v1 mailroom).
+      ['mailbox', (base: string) => `${base}/v1/submit`],
+      ['proxy', (base: string) => `${base}/v1/proxy/submit`],
       ['uagent', () => 'http://127.0.0.1:8001/submit'],
     ] as const;
     for (const [type, endpointOf] of cases) {
