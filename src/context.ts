@@ -281,8 +281,8 @@ export function createContext(
       run: () => identity.purgeExpiredChallenges(),
     },
     {
-      name: 'expired v1 mailroom tokens',
-      intervalMs: 600_000,
+      name: 'expired v1 mailroom challenges and tokens',
+      intervalMs: 60_000,
       run: () => mailroom.purgeExpired(),
     },
     {
