@@ -99,9 +99,12 @@ export async function probeAgent(uri: string, address: string): Promise<LocalAge
   return { state: 'ok', info, history };
 }
 
+/** This service's submit URLs, v2 and v1 (uAgents 0.22 advertises `/v1/…`): not the agent's own. */
+const AGENTRY_SUBMIT = /\/v2\/agents\/|\/v1\/(proxy\/)?submit\/?$/;
+
 /** The endpoint a proxy connection offers first: the agent's own, else its `/submit`. */
 export function defaultEndpoint(uri: string, info: LocalAgentInfo): string {
-  const own = info.endpoints?.find((e) => !e.url.includes('/v2/agents/'));
+  const own = info.endpoints?.find((e) => !AGENTRY_SUBMIT.test(e.url));
   return own?.url ?? `${uri}/submit`;
 }
 
