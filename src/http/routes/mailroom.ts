@@ -1,6 +1,7 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
+import { UnauthenticatedError } from '../../errors.js';
 import {
   AddressParams,
   EmptyObject,
@@ -29,12 +30,10 @@ import { readinessProbe } from './readiness.js';
 
 const TAG = 'v1 mailroom';
 
-/** The agent a v1 access token stands for (the auth plugin has checked the token). */
-function agentOf(request: { principal: { kind: string; address?: string } }): string {
+/** The agent a v1 access token stands for, on a route whose requirement is `agent-token`. */
+function agentOf(request: FastifyRequest): string {
   const { principal } = request;
-  if (principal.kind !== 'agent' || principal.address === undefined) {
-    throw new Error('a v1 mailbox route ran without its access token');
-  }
+  if (principal.kind !== 'agent') throw new UnauthenticatedError();
   return principal.address;
 }
 
