@@ -138,16 +138,8 @@ export function installAuth(
     request.principal = anonymous;
     if (requirement === 'none') return;
     const credential = readCredential(request);
-    if (requirement === 'agent-token' || credential?.scheme === 'token') {
-      if (requirement !== 'agent-token' || !credential) {
-        throw new UnauthenticatedError(
-          requirement === 'agent-token'
-            ? 'Not authenticated: send "Authorization: token <access token>" from POST /v1/auth/prove'
-            : 'A v1 access token is only accepted by the v1 mailbox; use "Bearer <api key>"',
-          requirement === 'agent-token' ? 'token' : 'Bearer',
-        );
-      }
-      if (credential.scheme !== 'token') {
+    if (requirement === 'agent-token') {
+      if (credential?.scheme !== 'token') {
         throw new UnauthenticatedError(
           'This call needs a v1 access token: "Authorization: token <access token>" from POST /v1/auth/prove',
           'token',
@@ -156,6 +148,11 @@ export function installAuth(
       request.principal = await deps.mailroom.authenticate(credential.token);
       deps.agentCalled?.(request.principal.address);
       return;
+    }
+    if (credential?.scheme === 'token') {
+      throw new UnauthenticatedError(
+        'A v1 access token is only accepted by the v1 mailbox; use "Bearer <api key>"',
+      );
     }
     const session = sessionCookie(request);
     const agentOnly = requirement === 'agent-body-source' || requirement === 'agent';
