@@ -32,6 +32,7 @@ import { mailboxRoutes } from './http/routes/mailbox.js';
 import { mailroomRoutes } from './http/routes/mailroom.js';
 import { proxyRoutes } from './http/routes/proxy.js';
 import { sessionsRoutes } from './http/routes/sessions.js';
+import { storageAssetsRoutes } from './http/routes/storage-assets.js';
 import { usageHistoryRoutes, usageRoutes } from './http/routes/usage.js';
 import { webRoutes } from './http/routes/web.js';
 import { webhooksRoutes } from './http/routes/webhooks.js';
@@ -150,6 +151,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   deliveriesRoutes(app, ctx);
   activityRoutes(app, ctx);
   webhooksRoutes(app, ctx);
+  await storageAssetsRoutes(app, ctx);
   almanacRoutes(app, ctx);
   almanacSearchRoutes(app, ctx);
   almanacDomainsRoutes(app, ctx);

@@ -23,6 +23,8 @@ import { MailroomService } from './services/mailroom.js';
 import { createOutboundDispatcher } from './infra/outbound.js';
 import { ProxyService } from './services/proxy.js';
 import { SessionsService } from './services/sessions.js';
+import { StorageAssetsService } from './services/storage-assets.js';
+import { AssetFiles } from './infra/asset-files.js';
 import { UsageService } from './services/usage.js';
 import { UsersService } from './services/users.js';
 import { WebhooksService } from './services/webhooks.js';
@@ -54,6 +56,7 @@ export interface Services {
   discovery: DiscoveryService;
   sessions: SessionsService;
   webhooks: WebhooksService;
+  storageAssets: StorageAssetsService;
 }
 
 /** A job the server runs on a timer (expiry sweeps and the like). */
@@ -269,6 +272,15 @@ export function createContext(
     (outcome) => metrics.webhookDeliveries.inc({ outcome }),
   );
   activity.listen(webhooks);
+  // Asset contents go to the database unless a directory is configured for them.
+  const storageAssets = new StorageAssetsService(
+    store,
+    usage,
+    clock,
+    { maxBytes: config.assetMaxBytes, publicUrl: config.publicUrl },
+    logger,
+    config.assetsDir === undefined ? undefined : new AssetFiles(config.assetsDir),
+  );
   const rateLimits =
     options.serving && config.redisUrl && config.rateLimit.max > 0
       ? new SharedRateLimits({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, logger })
@@ -311,6 +323,11 @@ export function createContext(
       run: () => activity.prune(),
     },
     {
+      name: 'expired storage assets',
+      intervalMs: 60_000,
+      run: () => storageAssets.sweepExpired(),
+    },
+    {
       name: 'old webhook deliveries',
       intervalMs: 600_000,
       run: () => webhooks.prune(),
@@ -351,6 +368,7 @@ export function createContext(
       discovery,
       sessions,
       webhooks,
+      storageAssets,
     },
     metrics,
     housekeeping,

@@ -10,6 +10,7 @@ export type DomainErrorKind =
   | 'not-found'
   | 'quota'
   | 'conflict'
+  | 'too-large'
   | 'rate-limited'
   | 'bad-gateway'
   | 'gateway-timeout'
@@ -60,6 +61,13 @@ export class NotFoundError extends DomainError {
 export class ConflictError extends DomainError {
   constructor(message: string) {
     super('conflict', message);
+  }
+}
+
+/** A body or a part of it larger than the service takes (413). */
+export class PayloadTooLargeError extends DomainError {
+  constructor(message: string) {
+    super('too-large', message);
   }
 }
 

@@ -19,12 +19,15 @@ export type Principal =
  * - `agent`: an attestation of any agent, which the call is then about (its own events);
  * - `agent-token`: a v1 mailroom access token (`Authorization: token …`), which stands for the
  *   agent it was issued to; the call is then about that agent (its own mailbox);
+ * - `user-or-any-agent`: a user's key, or an attestation of any agent; the service decides
+ *   what that user or agent may do with what the request names (storage assets);
  * - `optional-user`: anyone, but a key given must be valid (it widens what is allowed);
  * - `none`: anyone, credentials are ignored.
  */
 export type AuthRequirement =
   | 'user'
   | 'user-or-agent'
+  | 'user-or-any-agent'
   | 'agent-body-source'
   | 'agent'
   | 'agent-token'

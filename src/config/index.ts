@@ -101,6 +101,13 @@ export interface Config {
   webhookTimeoutMs: number;
   /** The wait before each retry of a failed webhook delivery; after the last, it is given up. */
   webhookRetryDelaysMs: number[];
+  /** The largest asset (`/v1/storage/assets/`) one upload may hold, in bytes (docs/storage.md). */
+  assetMaxBytes: number;
+  /**
+   * Where asset contents are kept: undefined keeps them in the database; a directory keeps
+   * each in a file there (for deployments with many or large assets).
+   */
+  assetsDir: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -164,7 +171,12 @@ export const defaults: Config = {
   webhookTimeoutMs: 10_000,
   // 10 s, 30 s, 2 min, 10 min, 1 h: six attempts over about 73 minutes.
   webhookRetryDelaysMs: [10_000, 30_000, 120_000, 600_000, 3_600_000],
+  assetMaxBytes: 10 * MiB,
+  assetsDir: undefined,
 };
+
+/** The largest `AGENTRY_ASSET_MAX_BYTES` admitted: one upload is held in memory whole. */
+export const ASSET_MAX_BYTES_LIMIT = 256 * MiB;
 
 type Env = Record<string, string | undefined>;
 
@@ -292,6 +304,9 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
       .map((part) => parseInteger('AGENTRY_WEBHOOK_RETRY_DELAYS_SECONDS', part, 1) * 1000);
   }
 
+  int('AGENTRY_ASSET_MAX_BYTES', 1, (n) => (config.assetMaxBytes = n));
+  config.assetsDir = read('AGENTRY_ASSETS_DIR')?.trim() || config.assetsDir;
+
   Object.assign(config, stripUndefined(overrides));
   // The public URL follows the port unless it was given: a newcomer running on another port
   // still gets endpoint URLs that point at this process.
@@ -347,6 +362,15 @@ function validate(config: Config): void {
   }
   if (config.webhookRetryDelaysMs.length > 20) {
     throw new ConfigError('AGENTRY_WEBHOOK_RETRY_DELAYS_SECONDS takes at most 20 delays.');
+  }
+  if (config.assetMaxBytes > ASSET_MAX_BYTES_LIMIT) {
+    throw new ConfigError(
+      `AGENTRY_ASSET_MAX_BYTES must be at most ${ASSET_MAX_BYTES_LIMIT} (256 MiB): an upload is held in memory whole.`,
+    );
+  }
+  const dir = config.assetsDir;
+  if (dir !== undefined && ['\n', '\r', '\u0000'].some((c) => dir.includes(c))) {
+    throw new ConfigError('AGENTRY_ASSETS_DIR must be a directory path (got a control character).');
   }
   if (config.attestationMaxWindowSeconds > 24 * 3600) {
     throw new ConfigError('AGENTRY_ATTESTATION_MAX_WINDOW_SECONDS must be at most 86400 (24 h).');

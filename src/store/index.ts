@@ -15,6 +15,7 @@ import { ApiKeysRepository } from './repositories/keys.js';
 import { MailboxRepository } from './repositories/mailbox.js';
 import { MailroomRepository } from './repositories/mailroom.js';
 import { SessionsRepository } from './repositories/sessions.js';
+import { StorageAssetsRepository } from './repositories/storage-assets.js';
 import { UsageRepository } from './repositories/usage.js';
 import { UsersRepository } from './repositories/users.js';
 import { WebhooksRepository } from './repositories/webhooks.js';
@@ -37,6 +38,7 @@ export interface Repositories {
   activity: ActivityRepository;
   webhooks: WebhooksRepository;
   mailroom: MailroomRepository;
+  storageAssets: StorageAssetsRepository;
 }
 
 function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories {
@@ -57,6 +59,7 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     activity: new ActivityRepository(db),
     webhooks: new WebhooksRepository(db, dialect.name),
     mailroom: new MailroomRepository(db),
+    storageAssets: new StorageAssetsRepository(db),
   };
 }
 

@@ -32,6 +32,9 @@ export interface Database {
   webhook_deliveries: WebhookDeliveriesTable;
   v1_tokens: V1TokensTable;
   v1_challenges: V1ChallengesTable;
+  storage_assets: StorageAssetsTable;
+  storage_asset_contents: StorageAssetContentsTable;
+  storage_asset_permissions: StorageAssetPermissionsTable;
 }
 
 export interface UsersTable {
@@ -94,7 +97,10 @@ export interface MailboxesTable {
   created_at: number;
 }
 
-/** Bytes held in all of a user's mailboxes: the sum of their `bytes_stored`. */
+/**
+ * Bytes a user stores: the sum of their mailboxes' `bytes_stored` and the sizes of their
+ * storage assets (one quota for both).
+ */
 export interface UserStorageTable {
   user_id: string;
   bytes_stored: number;
@@ -358,4 +364,40 @@ export interface V1ChallengesTable {
   challenge: string;
   address: string;
   expires_at: number;
+}
+
+/** A storage asset's metadata (docs/storage.md); its contents are kept apart. */
+export interface StorageAssetsTable {
+  id: string;
+  /** The user whose storage the asset counts in. */
+  user_id: string;
+  /** The agent that created it, if an agent did. */
+  agent_address: string | null;
+  name: string | null;
+  mime_type: string | null;
+  size: number;
+  /** Hex SHA-256 of the contents. */
+  checksum: string;
+  /** When contents were last uploaded; null while it has none. */
+  uploaded_at: number | null;
+  /** The file in the assets directory that holds the contents; null when the database does. */
+  file: string | null;
+  expires_at: number;
+  created_at: number;
+  updated_at: number;
+}
+
+/** An asset's contents, when they are kept in the database. */
+export interface StorageAssetContentsTable {
+  asset_id: string;
+  contents: Uint8Array;
+}
+
+/** An agent an asset is shared with, and what it may do with it (0/1). */
+export interface StorageAssetPermissionsTable {
+  asset_id: string;
+  agent_address: string;
+  can_read: number;
+  can_write: number;
+  created_at: number;
 }

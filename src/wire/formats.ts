@@ -63,6 +63,25 @@ function isBase64OfUtf8(value: string): boolean {
   return bytes.length === (value.length / 4) * 3 - padding && isUtf8(bytes);
 }
 
+const BASE64_STANDARD = /^[A-Za-z0-9+/]*$/;
+const BASE64_URL_SAFE = /^[A-Za-z0-9_-]*$/;
+
+/**
+ * Whether `value` is base64 as clients write it: the standard alphabet or the URL-safe one,
+ * padded or not (Python's `b64encode` pads the standard one). No whitespace.
+ */
+function isBase64(value: string): boolean {
+  const padding = value.endsWith('==') ? 2 : value.endsWith('=') ? 1 : 0;
+  if (padding > 0 && value.length % 4 !== 0) return false;
+  const body = padding > 0 ? value.slice(0, -padding) : value;
+  if (body.length % 4 === 1) return false;
+  return BASE64_STANDARD.test(body) || BASE64_URL_SAFE.test(body);
+}
+
+/** `type/subtype`, optionally with parameters (`; charset=utf-8`), as RFC 6838 spells them. */
+const MIME_TYPE =
+  /^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}(?:\s*;[\x20-\x7e]*)?$/;
+
 const SCHEMA_DIGEST = /^model:[0-9a-f]{64}$/;
 const PROTOCOL_DIGEST = /^proto:[0-9a-f]{64}$/;
 
@@ -141,6 +160,24 @@ export const wireFormats = {
     rewrite: false,
     issue: () => ({
       msg: 'Value error, protocol_digest must be proto: followed by 64 lower-case hex digits',
+      type: 'value_error',
+    }),
+  },
+  /** Base64 of any bytes, standard or URL-safe, padded or not (an asset's contents). */
+  base64: {
+    canonical: (value) => (isBase64(value) ? value : undefined),
+    rewrite: false,
+    issue: () => ({
+      msg: 'Value error, contents must be base64 (standard or URL-safe alphabet, no whitespace)',
+      type: 'value_error',
+    }),
+  },
+  /** A MIME type such as `image/png` or `text/plain; charset=utf-8`. */
+  'mime-type': {
+    canonical: (value) => (MIME_TYPE.test(value) ? value : undefined),
+    rewrite: false,
+    issue: () => ({
+      msg: 'Value error, mime_type must be a MIME type such as image/png',
       type: 'value_error',
     }),
   },
@@ -236,4 +273,9 @@ export type WireFormatName = keyof typeof wireFormats;
 /** The canonical spelling of an agent address, or undefined (for values outside a schema). */
 export function canonicalAgentAddress(value: string): string | undefined {
   return wireFormats['agent-address'].canonical(value);
+}
+
+/** Whether a value (such as a Content-Type header) is a MIME type as the `mime-type` format takes it. */
+export function isMimeType(value: string): boolean {
+  return value.length <= 255 && MIME_TYPE.test(value);
 }

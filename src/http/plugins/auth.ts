@@ -180,7 +180,7 @@ export function installAuth(
       request.principal = await deps.keys.authenticate(credential.token);
       return;
     }
-    if (requirement !== 'user-or-agent' && !agentOnly) {
+    if (requirement !== 'user-or-agent' && requirement !== 'user-or-any-agent' && !agentOnly) {
       throw new UnauthenticatedError('This call needs a user API key: "Bearer <api key>"');
     }
     request.principal = deps.attestations.authenticate(credential.attestation);
@@ -199,8 +199,14 @@ export function installAuth(
   app.addHook('preHandler', async (request) => {
     const { principal } = request;
     const requirement = request.routeOptions.config.auth;
-    // An attestation on an `agent` route, or a v1 token, is about the agent it stands for.
-    if (principal.kind !== 'agent' || requirement === 'agent' || requirement === 'agent-token') {
+    // An attestation on an `agent` route, or a v1 token, is about the agent it stands for; an
+    // agent acting on the assets it may reach names no agent.
+    if (
+      principal.kind !== 'agent' ||
+      requirement === 'agent' ||
+      requirement === 'agent-token' ||
+      requirement === 'user-or-any-agent'
+    ) {
       return;
     }
     if (principal.address !== actedOn(request, requirement ?? 'none')) {

@@ -19,6 +19,7 @@ const statusOf: Record<DomainErrorKind, number> = {
   'not-found': 404,
   quota: 406,
   conflict: 409,
+  'too-large': 413,
   validation: 422,
   'rate-limited': 429,
   'bad-gateway': 502,
@@ -166,34 +167,36 @@ export function installErrorHandling(app: FastifyInstance): void {
  * JSON bodies parse like FastAPI's: a syntax error is a 422 `json_invalid` item, and so is
  * nesting deeper than {@link MAX_JSON_DEPTH}.
  */
+export function parseJsonBody(body: string): unknown {
+  if (body.length === 0) return undefined;
+  const tooDeep = excessiveDepthAt(body);
+  if (tooDeep >= 0) {
+    throw new RequestValidationError([
+      {
+        loc: ['body', tooDeep],
+        msg: `JSON nested deeper than ${MAX_JSON_DEPTH} levels`,
+        type: 'json_invalid',
+        input: {},
+      },
+    ]);
+  }
+  try {
+    return JSON.parse(body);
+  } catch (err) {
+    const position = /position (\d+)/.exec((err as Error).message)?.[1];
+    throw new RequestValidationError([
+      {
+        loc: ['body', position === undefined ? 0 : Number(position)],
+        msg: 'JSON decode error',
+        type: 'json_invalid',
+        input: {},
+      },
+    ]);
+  }
+}
+
 export function installJsonParser(app: FastifyInstance): void {
-  const parse = (body: string): unknown => {
-    if (body.length === 0) return undefined;
-    const tooDeep = excessiveDepthAt(body);
-    if (tooDeep >= 0) {
-      throw new RequestValidationError([
-        {
-          loc: ['body', tooDeep],
-          msg: `JSON nested deeper than ${MAX_JSON_DEPTH} levels`,
-          type: 'json_invalid',
-          input: {},
-        },
-      ]);
-    }
-    try {
-      return JSON.parse(body);
-    } catch (err) {
-      const position = /position (\d+)/.exec((err as Error).message)?.[1];
-      throw new RequestValidationError([
-        {
-          loc: ['body', position === undefined ? 0 : Number(position)],
-          msg: 'JSON decode error',
-          type: 'json_invalid',
-          input: {},
-        },
-      ]);
-    }
-  };
+  const parse = parseJsonBody;
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
     try {

@@ -7,6 +7,7 @@ import { ErrorDetail, ValidationErrorBody } from '../../wire/common.js';
 const securityFor: Record<Exclude<AuthRequirement, 'none'>, Record<string, string[]>[]> = {
   user: [{ bearer: [] }],
   'user-or-agent': [{ bearer: [] }, { agent: [] }],
+  'user-or-any-agent': [{ bearer: [] }, { agent: [] }],
   'agent-body-source': [{ agent: [] }],
   agent: [{ agent: [] }],
   'agent-token': [{ v1token: [] }],

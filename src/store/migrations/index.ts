@@ -16,6 +16,7 @@ import * as keptForwards from './0014_kept_forwards.js';
 import * as webhooks from './0015_webhooks.js';
 import * as timelineKinds from './0016_timeline_kinds.js';
 import * as v1Tokens from './0017_v1_tokens.js';
+import * as storageAssets from './0019_storage_assets.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -39,4 +40,5 @@ export const migrations: Record<string, Migration> = {
   '0015_webhooks': webhooks,
   '0016_timeline_kinds': timelineKinds,
   '0017_v1_tokens': v1Tokens,
+  '0019_storage_assets': storageAssets,
 };
