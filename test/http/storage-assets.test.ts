@@ -133,7 +133,7 @@ async function sdkUpload(
   agent: TestIdentity,
   content: Buffer,
   mimeType: string,
-): Promise<JsonResponse> {
+): Promise<JsonResponse<any>> {
   const now = Math.floor(clock.now() / 1000);
   return call(t.url, 'POST', '/v1/storage/assets/', {
     authorization: `Agent ${agent.attestation({ validFrom: now, validTo: now + 120 })}`,
