@@ -22,10 +22,23 @@ import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
  * - `name-owner`: the same for a name, whose existence the Almanac makes public (another
  *   user: 403, it belongs to someone else);
  * - `owner-or-agent`: that, or the attestation of the agent the path names;
+ * - `owner-or-granted-agent`: the owner's key, or the attestation of an agent the owner let
+ *   reach the thing the path names (a storage asset's uploader, or an agent it is shared
+ *   with); any other agent: 404, as for another user;
+ * - `user-or-agent`: any user's key or any agent's attestation, about the caller's own things;
  * - `agent`: only an agent's attestation, for the agent the body names;
  * - `agent-token`: only a v1 mailroom access token, for the agent it was issued to.
  */
-type Rule = 'public' | 'user' | 'owner' | 'name-owner' | 'owner-or-agent' | 'agent' | 'agent-token';
+type Rule =
+  | 'public'
+  | 'user'
+  | 'owner'
+  | 'name-owner'
+  | 'owner-or-agent'
+  | 'owner-or-granted-agent'
+  | 'user-or-agent'
+  | 'agent'
+  | 'agent-token';
 
 const RULES: Record<string, Rule> = {
   'GET /health': 'public',
@@ -105,6 +118,15 @@ const RULES: Record<string, Rule> = {
   'POST /v1/proxy/submit': 'public',
   'GET /v1/proxy/submit': 'public',
   'HEAD /v1/proxy/submit': 'public',
+  'POST /v1/storage/assets/': 'user-or-agent',
+  'GET /v1/storage/assets/': 'user',
+  'GET /v1/storage/assets/{asset_id}/': 'owner-or-granted-agent',
+  'DELETE /v1/storage/assets/{asset_id}/': 'owner-or-granted-agent',
+  'GET /v1/storage/assets/{asset_id}/contents/': 'owner-or-granted-agent',
+  'PUT /v1/storage/assets/{asset_id}/contents/': 'owner-or-granted-agent',
+  'GET /v1/storage/assets/{asset_id}/permissions/': 'owner-or-granted-agent',
+  'PUT /v1/storage/assets/{asset_id}/permissions/': 'owner-or-granted-agent',
+  'DELETE /v1/storage/assets/{asset_id}/permissions/': 'owner-or-granted-agent',
 };
 
 interface Operation {
@@ -139,6 +161,7 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     domain: string;
     redirectUrl: string;
     webhookId: string;
+    assetId: string;
   };
 
   before(async () => {
@@ -173,6 +196,12 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     });
     assert.equal(webhook.status, 201, webhook.text);
     alice.webhookId = webhook.body.id;
+    const asset = await call(t.url, 'POST', '/v1/storage/assets/', {
+      key: t.userKey,
+      body: { lifetime_hours: 24, contents: Buffer.from('alice-only-path').toString('base64') },
+    });
+    assert.equal(asset.status, 201, asset.text);
+    alice.assetId = asset.body.asset_id;
   });
   after(async () => {
     await t.close();
@@ -184,6 +213,7 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     return operation.path
       .replace('{address}', alice.agent.address)
       .replace('{uuid}', alice.uuid)
+      .replace('{asset_id}', alice.assetId)
       .replace('{id}', idOf(operation.path))
       .replace('{domain_name}', alice.domain)
       .replace('{name}', alice.domain)
@@ -206,6 +236,12 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     }
     if (operation.method === 'PUT' && operation.path.startsWith('/v2/users/domains')) {
       return { agent_records: [] };
+    }
+    if (operation.method === 'PUT' && operation.path.endsWith('/contents/')) {
+      return { mime_type: 'text/plain', contents: 'dGFrZW4gb3Zlcg==' };
+    }
+    if (operation.method === 'PUT' && operation.path.endsWith('/permissions/')) {
+      return { agent_address: TestIdentity.random().address, read: true, write: true };
     }
     return operation.method === 'GET' || operation.method === 'HEAD' ? undefined : {};
   }
@@ -251,6 +287,11 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     const hook = await call(t.url, 'GET', `/v2/webhooks/${alice.webhookId}`, { key: t.userKey });
     assert.equal(hook.status, 200, hook.text);
     assert.equal(hook.body.url, `${endpoint.url}/alice-only-path`);
+    const asset = await call(t.url, 'GET', `/v1/storage/assets/${alice.assetId}/contents/`, {
+      key: t.userKey,
+    });
+    assert.equal(asset.status, 200, asset.text);
+    assert.equal(Buffer.from(asset.body.contents, 'base64').toString(), 'alice-only-path');
     const pending = await call(t.url, 'GET', `/v2/agents/${alice.agent.address}/mailbox`, {
       key: t.userKey,
     });
@@ -282,6 +323,11 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
       body: { source: alice.agent.address, target: stranger.address, session_id: randomUUID() },
     });
     assert.equal(interaction.status, 403, interaction.text);
+    // An agent the owner let reach none of her assets finds none of them.
+    for (const operation of operations.filter(({ rule }) => rule === 'owner-or-granted-agent')) {
+      const res = await send(operation, { authorization: stranger.authorization(clock.now()) });
+      assert.equal(res.status, 404, `${operation.method} ${operation.path}: ${res.text}`);
+    }
     // An agent's attestation is no user's key.
     const usersOnly = operations.filter(({ rule }) =>
       ['user', 'owner', 'name-owner'].includes(rule),
