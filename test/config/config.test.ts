@@ -142,3 +142,30 @@ describe('drain setting', () => {
     );
   });
 });
+
+describe('storage asset settings', () => {
+  it('takes assets of up to 10 MiB into the database by default', () => {
+    const config = loadConfig({}, {});
+    assert.equal(config.assetMaxBytes, 10 * 1024 * 1024);
+    assert.equal(config.assetsDir, undefined);
+  });
+
+  it('takes AGENTRY_ASSET_MAX_BYTES up to 256 MiB and AGENTRY_ASSETS_DIR', () => {
+    const config = loadConfig(
+      {},
+      { AGENTRY_ASSET_MAX_BYTES: '1048576', AGENTRY_ASSETS_DIR: ' ./data/assets ' },
+    );
+    assert.equal(config.assetMaxBytes, 1048576);
+    assert.equal(config.assetsDir, './data/assets');
+    for (const value of ['0', String(256 * 1024 * 1024 + 1), 'ten']) {
+      assert.throws(
+        () => loadConfig({}, { AGENTRY_ASSET_MAX_BYTES: value }),
+        (error) => error instanceof ConfigError && /AGENTRY_ASSET_MAX_BYTES/.test(error.message),
+      );
+    }
+    assert.throws(
+      () => loadConfig({}, { AGENTRY_ASSETS_DIR: 'data\nassets' }),
+      (error) => error instanceof ConfigError && /AGENTRY_ASSETS_DIR/.test(error.message),
+    );
+  });
+});
