@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { accessSync, constants, mkdirSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { ConfigError } from '../config/index.js';
 
 /** A file name an asset's contents may have: its id, a dot and a random suffix. */
 const FILE_NAME = /^[0-9a-f-]{36}\.[0-9a-z]{16}$/;
@@ -23,7 +24,7 @@ export class AssetFiles {
       mkdirSync(this.dir, { recursive: true });
       accessSync(this.dir, constants.W_OK | constants.R_OK);
     } catch (err) {
-      throw new Error(
+      throw new ConfigError(
         `AGENTRY_ASSETS_DIR (${this.dir}) must be a directory this process can read and write: ${(err as Error).message}`,
       );
     }
