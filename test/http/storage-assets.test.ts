@@ -232,15 +232,19 @@ describeOnEachDialect('storage assets', (dialect) => {
   });
 
   it('carries an image from one agent to another the way the chat protocol does, and to no other', async () => {
+    const thumbnail = png(12, 8);
     const image = png(48, 32);
-    // A, as the Agentverse SDK does, uploads with its attestation: the asset is its owner's.
-    const created = await sdkUpload(t, clock, a, image, 'image/png');
+    // A, as the Agentverse SDK does, creates the asset with its attestation: it is its owner's.
+    const created = await sdkUpload(t, clock, a, thumbnail, 'image/png');
     assert.equal(created.status, 201, created.text);
     const assetId = created.body.asset_id as string;
     assert.match(assetId, UUID4);
     const uri = created.body.protocol as string;
     assert.equal(uri, `agent-storage://${new URL(t.url).host}/${assetId}`);
-    // A shares it with B for reading.
+    // A puts the full image in it with ExternalStorage and its own identity, and shares it
+    // with B for reading.
+    const uploaded = await asAgent(a).upload(assetId, image, 'image/png');
+    assert.equal(uploaded.asset_id, assetId);
     const shared = await call(t.url, 'PUT', `/v1/storage/assets/${assetId}/permissions/`, {
       authorization: agentAuth(a),
       body: { agent_address: b.address, read: true, write: false },
