@@ -20,6 +20,8 @@ import type { UsageService } from './usage.js';
 
 /** Unexpired assets one user may hold at once, whatever their size. */
 export const MAX_ASSETS_PER_USER = 10_000;
+/** Agents one user may delegate. */
+export const MAX_DELEGATIONS_PER_USER = 1000;
 /** Expired assets one sweep deletes per statement, and the batches it goes on for. */
 const SWEEP_BATCH = 200;
 const SWEEP_MAX_BATCHES = 50;
@@ -312,6 +314,43 @@ export class StorageAssetsService {
     }
   }
 
+  /**
+   * Lets an agent registered to no one create assets in the user's storage. An agent is
+   * delegated by one user at a time: another user's delegation of it is 409. An agent
+   * registered to a user uses that user's storage whatever its delegation says.
+   */
+  async delegate(userId: string, agentAddress: string): Promise<void> {
+    await this.store.transaction(async (tx) => {
+      await tx.users.lock(userId);
+      const current = await tx.storageAssets.delegatedBy(agentAddress);
+      if (current === userId) return;
+      if (current !== undefined) {
+        throw new ConflictError(`Agent ${agentAddress} is delegated by another user`);
+      }
+      if ((await tx.storageAssets.countDelegations(userId)) >= MAX_DELEGATIONS_PER_USER) {
+        throw new ConflictError(
+          `A user may delegate at most ${MAX_DELEGATIONS_PER_USER} agents; withdraw a delegation first`,
+        );
+      }
+      const holder = await tx.storageAssets.delegate(agentAddress, userId, this.clock.now());
+      if (holder !== userId) {
+        throw new ConflictError(`Agent ${agentAddress} is delegated by another user`);
+      }
+    });
+  }
+
+  /** Withdraws the user's delegation of the agent; 404 when there was none. */
+  async undelegate(userId: string, agentAddress: string): Promise<void> {
+    if (!(await this.store.repos.storageAssets.undelegate(agentAddress, userId))) {
+      throw new NotFoundError(`You have not delegated agent ${agentAddress}`);
+    }
+  }
+
+  /** The agents the user delegated, oldest first. */
+  delegations(userId: string): Promise<string[]> {
+    return this.store.repos.storageAssets.delegations(userId, MAX_DELEGATIONS_PER_USER);
+  }
+
   /** Deletes expired assets a batch at a time and frees their bytes; how many went. */
   async sweepExpired(): Promise<number> {
     let swept = 0;
@@ -334,10 +373,12 @@ export class StorageAssetsService {
 
   private async ownerFor(caller: AssetCaller): Promise<string> {
     if (caller.kind === 'user') return caller.userId;
-    const owner = await this.store.repos.storageAssets.agentOwner(caller.address);
+    const repo = this.store.repos.storageAssets;
+    const owner =
+      (await repo.agentOwner(caller.address)) ?? (await repo.delegatedBy(caller.address));
     if (owner === undefined) {
       throw new ForbiddenError(
-        `Agent ${caller.address} is not registered with this service, so it has no storage to use: register it under a user (its assets then count in that user's storage quota), or create the asset with the user's API key`,
+        `Agent ${caller.address} is not registered with this service, nor delegated by a user, so it has no storage to use: register it under a user or delegate it (PUT /v1/storage/assets/delegations/${caller.address}) (its assets then count in that user's storage quota), or create the asset with the user's API key`,
       );
     }
     return owner;

@@ -35,6 +35,7 @@ export interface Database {
   storage_assets: StorageAssetsTable;
   storage_asset_contents: StorageAssetContentsTable;
   storage_asset_permissions: StorageAssetPermissionsTable;
+  storage_delegations: StorageDelegationsTable;
 }
 
 export interface UsersTable {
@@ -399,5 +400,12 @@ export interface StorageAssetPermissionsTable {
   agent_address: string;
   can_read: number;
   can_write: number;
+  created_at: number;
+}
+
+/** An agent registered to no one that a user lets create assets in their storage. */
+export interface StorageDelegationsTable {
+  agent_address: string;
+  user_id: string;
   created_at: number;
 }

@@ -134,3 +134,18 @@ export const PermissionDeleteQuery = Type.Object({
   ),
 });
 export type PermissionDeleteQuery = Static<typeof PermissionDeleteQuery>;
+
+export const DelegationParams = Type.Object({ agent_address: AgentAddress });
+
+export const DelegationResponse = Type.Object({
+  agent_address: Type.String(),
+  owner: Type.String({ description: 'the id of the user who delegated the agent' }),
+});
+export type DelegationResponse = Static<typeof DelegationResponse>;
+
+export const DelegationList = Type.Object({
+  items: Type.Array(Type.String(), {
+    description: 'the agents the caller delegated, oldest first',
+  }),
+});
+export type DelegationList = Static<typeof DelegationList>;

@@ -362,6 +362,43 @@ describeOnEachDialect('storage assets', (dialect) => {
     assert.equal(listing.status, 401, listing.text);
   });
 
+  it("lets a user delegate an agent registered to no one, whose assets then count in that user's storage", async () => {
+    const stray = TestIdentity.random();
+    const path = `/v1/storage/assets/delegations/${stray.address}`;
+    const delegated = await call(t.url, 'PUT', path, { key: carolKey });
+    assert.equal(delegated.status, 200, delegated.text);
+    assert.deepEqual(delegated.body, {
+      agent_address: stray.address,
+      owner: await userId(carolKey),
+    });
+    assert.equal(
+      (await call(t.url, 'PUT', path, { key: carolKey })).status,
+      200,
+      'again: no change',
+    );
+    const taken = await call(t.url, 'PUT', path, { key: bobKey });
+    assert.equal(taken.status, 409, taken.text);
+    const listed = await call(t.url, 'GET', '/v1/storage/assets/delegations/', { key: carolKey });
+    assert.deepEqual(listed.body, { items: [stray.address] });
+
+    const before = await storedBytes(carolKey);
+    const created = await sdkUpload(t, clock, stray, Buffer.from('delegated'), 'text/plain');
+    assert.equal(created.status, 201, created.text);
+    assert.equal(await storedBytes(carolKey), before + 'delegated'.length);
+    const mine = await call(t.url, 'GET', '/v1/storage/assets/', { key: carolKey });
+    assert.ok(
+      mine.body.items.some((item: { asset_id: string }) => item.asset_id === created.body.asset_id),
+    );
+
+    assert.equal((await call(t.url, 'DELETE', path, { key: bobKey })).status, 404);
+    assert.equal((await call(t.url, 'DELETE', path, { key: carolKey })).status, 204);
+    const refused = await sdkUpload(t, clock, stray, Buffer.from('again'), 'text/plain');
+    assert.equal(refused.status, 403, refused.text);
+    // What it made stays Carol's, and the agent still reaches it.
+    const kept = await download(created.body.asset_id, { authorization: agentAuth(stray) });
+    assert.equal(kept.status, 200, kept.text);
+  });
+
   it('takes contents as base64 in JSON (either alphabet, padded or not) or as bytes, and gives them back either way', async () => {
     const bytes = Buffer.from([0xfb, 0xff, 0xfe, 0x00, 0x01, 0x3e, 0x3f]);
     const created = await call(t.url, 'POST', '/v1/storage/assets/', {

@@ -14,6 +14,9 @@ import {
   AssetDownload,
   AssetParams,
   AssetsList,
+  DelegationList,
+  DelegationParams,
+  DelegationResponse,
   NewAssetRequest,
   PageQuery,
   Permission,
@@ -23,6 +26,7 @@ import {
   NewPermissionRequest,
   UploadAssetResponse,
 } from '../../wire/storage-assets.js';
+import { userOf } from '../plugins/auth.js';
 import { parseJsonBody } from '../plugins/errors.js';
 import {
   assetsListView,
@@ -60,6 +64,59 @@ export async function storageAssetsRoutes(app: FastifyInstance, ctx: AppContext)
   const assets = ctx.services.storageAssets;
   // Room for the base64 of the largest asset, and the JSON around it.
   const bodyLimit = Math.ceil(assets.maxBytes / 3) * 4 + 64 * 1024;
+
+  r.put(
+    '/v1/storage/assets/delegations/:agent_address',
+    {
+      config: { auth: 'user' },
+      schema: {
+        tags: ['storage'],
+        summary: 'Upsert Delegation',
+        description:
+          'Lets an agent registered to no one create assets that count in the caller’s storage (an agent registered to a user always uses that user’s). One user per agent: 409 when another user has delegated it.',
+        params: DelegationParams,
+        response: { 200: DelegationResponse, ...errorResponses(401, 409, 422) },
+      },
+    },
+    async (request) => {
+      const userId = userOf(request);
+      await assets.delegate(userId, request.params.agent_address);
+      return { agent_address: request.params.agent_address, owner: userId };
+    },
+  );
+
+  r.delete(
+    '/v1/storage/assets/delegations/:agent_address',
+    {
+      config: { auth: 'user' },
+      schema: {
+        tags: ['storage'],
+        summary: 'Delete Delegation',
+        description:
+          'Withdraws the caller’s delegation of the agent; the assets it made stay the caller’s.',
+        params: DelegationParams,
+        response: { 204: Type.Null(), ...errorResponses(401, 404, 422) },
+      },
+    },
+    async (request, reply) => {
+      await assets.undelegate(userOf(request), request.params.agent_address);
+      return reply.code(204).send(null);
+    },
+  );
+
+  r.get(
+    '/v1/storage/assets/delegations/',
+    {
+      config: { auth: 'user' },
+      schema: {
+        tags: ['storage'],
+        summary: 'List Delegations',
+        description: 'The agents the caller delegated, oldest first.',
+        response: { 200: DelegationList, ...errorResponses(401) },
+      },
+    },
+    async (request) => ({ items: await assets.delegations(userOf(request)) }),
+  );
 
   r.post(
     '/v1/storage/assets/',
@@ -100,11 +157,7 @@ export async function storageAssetsRoutes(app: FastifyInstance, ctx: AppContext)
         response: { 200: AssetsList, ...errorResponses(401, 422) },
       },
     },
-    async (request) => {
-      const principal = request.principal;
-      if (principal.kind !== 'user') throw new UnauthenticatedError();
-      return assetsListView(await assets.list(principal.userId, request.query));
-    },
+    async (request) => assetsListView(await assets.list(userOf(request), request.query)),
   );
 
   r.get(

@@ -11,8 +11,9 @@ type AnyDb = Kysely<any>;
  * are kept in a directory. `storage_asset_contents` holds the contents themselves when they
  * are kept in the database, one row per asset apart from the metadata, so that listing and
  * checking assets never reads their bytes. `storage_asset_permissions` holds the agents an
- * asset is shared with. The indexes serve an owner's list, the sweep of expired assets and
- * an agent's look-up of the assets it uploaded.
+ * asset is shared with. `storage_delegations` lets an agent registered to no one create assets
+ * that count for the user who delegated it (one user per agent). The indexes serve an owner's
+ * list, the sweep of expired assets and a user's list of delegations.
  */
 export async function up(db: AnyDb): Promise<void> {
   const blob = dialectOf(db).name === 'postgres' ? 'bytea' : 'blob';
@@ -59,9 +60,21 @@ export async function up(db: AnyDb): Promise<void> {
     .addColumn('created_at', 'bigint', (c) => c.notNull())
     .addPrimaryKeyConstraint('storage_asset_permissions_pk', ['asset_id', 'agent_address'])
     .execute();
+  await db.schema
+    .createTable('storage_delegations')
+    .addColumn('agent_address', 'text', (c) => c.primaryKey())
+    .addColumn('user_id', 'text', (c) => c.notNull().references('users.id').onDelete('cascade'))
+    .addColumn('created_at', 'bigint', (c) => c.notNull())
+    .execute();
+  await db.schema
+    .createIndex('storage_delegations_user')
+    .on('storage_delegations')
+    .columns(['user_id', 'created_at'])
+    .execute();
 }
 
 export async function down(db: AnyDb): Promise<void> {
+  await db.schema.dropTable('storage_delegations').execute();
   await db.schema.dropTable('storage_asset_permissions').execute();
   await db.schema.dropTable('storage_asset_contents').execute();
   await db.schema.dropTable('storage_assets').execute();

@@ -66,6 +66,58 @@ export class StorageAssetsRepository {
     return row?.user_id;
   }
 
+  /** The user who delegated the agent, if one did. */
+  async delegatedBy(address: string): Promise<string | undefined> {
+    const row = await this.db
+      .selectFrom('storage_delegations')
+      .select('user_id')
+      .where('agent_address', '=', address)
+      .executeTakeFirst();
+    return row?.user_id;
+  }
+
+  /** Delegates the agent to the user unless another user has; the user it is delegated to. */
+  async delegate(address: string, userId: string, now: number): Promise<string> {
+    await this.db
+      .insertInto('storage_delegations')
+      .values({ agent_address: address, user_id: userId, created_at: now })
+      .onConflict((oc) => oc.column('agent_address').doNothing())
+      .execute();
+    return (await this.delegatedBy(address)) ?? userId;
+  }
+
+  /** False when the user had not delegated the agent. */
+  async undelegate(address: string, userId: string): Promise<boolean> {
+    const result = await this.db
+      .deleteFrom('storage_delegations')
+      .where('agent_address', '=', address)
+      .where('user_id', '=', userId)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  }
+
+  /** The agents the user delegated, oldest first (at most `limit`). */
+  async delegations(userId: string, limit: number): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('storage_delegations')
+      .select('agent_address')
+      .where('user_id', '=', userId)
+      .orderBy('created_at')
+      .orderBy('agent_address')
+      .limit(limit)
+      .execute();
+    return rows.map((row) => row.agent_address);
+  }
+
+  async countDelegations(userId: string): Promise<number> {
+    const row = await this.db
+      .selectFrom('storage_delegations')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('user_id', '=', userId)
+      .executeTakeFirstOrThrow();
+    return Number(row.count);
+  }
+
   async find(id: string): Promise<StorageAssetRow | undefined> {
     const row = await this.db
       .selectFrom('storage_assets')
