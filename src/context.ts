@@ -332,6 +332,11 @@ export function createContext(
       intervalMs: 600_000,
       run: () => webhooks.prune(),
     },
+    {
+      name: 'expired searches',
+      intervalMs: 600_000,
+      run: () => discovery.purgeExpiredSearches(),
+    },
   ];
 
   const loops: BackgroundLoop[] = [

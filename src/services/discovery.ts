@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { NotFoundError, RequestValidationError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
 import type { Store } from '../store/index.js';
@@ -6,17 +7,21 @@ import type {
   AgentSearch,
   AgentSearchRow,
   AlmanacSearchRow,
+  RegistrationType,
   SearchType,
 } from '../store/repositories/discovery.js';
 import type { AlmanacMetadata } from '../wire/almanac.js';
 import type { Endpoint } from '../wire/common.js';
 import { isoTimestamp } from '../wire/common.js';
-import type {
-  AgentGeoSearchCriteria,
-  AgentSearchCriteria,
-  AlmanacSearchRecord,
-  GeoLocation,
-  SearchAgent,
+import {
+  INTERACTION_THRESHOLDS,
+  type AgentGeoSearchCriteria,
+  type AgentSearchCriteria,
+  type AlmanacSearchRecord,
+  type GeoLocation,
+  type SearchAgent,
+  type SearchFeedback,
+  type SearchResults,
 } from '../wire/discovery.js';
 import { DOMAIN_NAME_PATTERN } from '../wire/domain-name.js';
 import { canonicalAgentAddress } from '../wire/formats.js';
@@ -30,6 +35,12 @@ const MAX_WORDS = 10;
 const HANDLE = /^[a-z0-9]+(-[a-z0-9]+)*$/;
 const DOMAIN = new RegExp(DOMAIN_NAME_PATTERN);
 const EARTH_RADIUS_M = 6_371_008.8;
+/** How long a search is kept for clicks to refer to it. */
+export const SEARCH_RETENTION_MS = 24 * 3600 * 1000;
+/** The most tags `GET /v1/search/agents/tags` lists. */
+const MAX_LISTED_TAGS = 1000;
+/** The Search API's networks, and the Almanac prefixes that stand for them. */
+const CONTRACT_PREFIX = { mainnet: 'agent', testnet: 'test-agent' } as const;
 
 /** The words of a search: letters and digits, lower case; what the full-text indexes see. */
 function searchWords(text: string): string[] {
@@ -85,22 +96,28 @@ export class DiscoveryService {
     return rows.map((row) => this.almanacRecord(row));
   }
 
-  /** The registry's search, in the Search API's terms. */
-  async searchAgents(criteria: AgentSearchCriteria): Promise<SearchAgent[]> {
+  /** The registry's search, in the Search API's terms; kept for clicks under its search id. */
+  async searchAgents(criteria: AgentSearchCriteria): Promise<SearchResults> {
     const search = this.agentSearch(criteria);
-    if (!search) return [];
-    return this.searchRecords(await this.store.repos.discovery.searchAgents(search));
+    const found = search
+      ? await this.store.repos.discovery.searchAgents(search)
+      : { rows: [], total: 0 };
+    return this.answer(criteria, found.rows, found.total);
   }
 
   /**
-   * Listings whose metadata carries a geolocation whose area overlaps the circle asked for,
-   * nearest first. The database finds the candidates; distances are computed here.
+   * Listings whose metadata carries a geolocation whose area overlaps the circle asked for:
+   * nearest first when sorted by relevancy (or, with search_text and not
+   * include_geo_in_relevancy, by the text's relevance), else in the order asked. The database
+   * finds the candidates; distances are computed here.
    */
-  async searchGeo(criteria: AgentGeoSearchCriteria): Promise<SearchAgent[]> {
+  async searchGeo(criteria: AgentGeoSearchCriteria): Promise<SearchResults> {
     const search = this.agentSearch(criteria);
-    if (!search) return [];
-    const rows = await this.store.repos.discovery.searchAgents({ ...search, geo: true });
+    if (!search) return this.answer(criteria, [], 0);
+    const { rows } = await this.store.repos.discovery.searchAgents({ ...search, geo: true });
     const { latitude, longitude, radius } = criteria.geo_filter;
+    const byDistance =
+      search.sort === 'relevancy' && (!search.text || criteria.include_geo_in_relevancy === true);
     const near = rows
       .map((row) => ({ row, location: geoLocationOf(row) }))
       .filter(
@@ -110,10 +127,103 @@ export class DiscoveryService {
         ...entry,
         distance: distanceM(latitude, longitude, entry.location.latitude, entry.location.longitude),
       }))
-      .filter((entry) => entry.distance <= radius + entry.location.radius)
-      .sort((a, b) => a.distance - b.distance || a.row.address.localeCompare(b.row.address));
+      .filter((entry) => entry.distance <= radius + entry.location.radius);
+    if (byDistance) {
+      near.sort((a, b) => a.distance - b.distance || a.row.address.localeCompare(b.row.address));
+    }
     const page = near.slice(search.offset, search.offset + search.limit);
-    return this.searchRecords(page.map((entry) => entry.row));
+    return this.answer(
+      criteria,
+      page.map((entry) => entry.row),
+      near.length,
+    );
+  }
+
+  /** A listed agent as search shows it; 404 when it has no listing, or is on another network. */
+  async searchAgent(address: string, contract?: 'mainnet' | 'testnet'): Promise<SearchAgent> {
+    const search = this.agentSearch({ search_text: `address:${address}` });
+    const found = search ? await this.store.repos.discovery.searchAgents(search) : undefined;
+    const row = found?.rows[0];
+    if (!row || (contract && row.prefix !== null && row.prefix !== CONTRACT_PREFIX[contract])) {
+      throw new NotFoundError(
+        `${address} has no listing${contract ? ` on ${contract}` : ''}; register it with POST /v2/agents`,
+      );
+    }
+    const [agent] = await this.searchRecords([row]);
+    return agent!;
+  }
+
+  /**
+   * Records that a client selected `address` among the answers of a search. The search must
+   * be kept still (unknown or expired: 404) and must have answered that agent (else 422).
+   */
+  async recordClick(feedback: SearchFeedback): Promise<{
+    search_id: string;
+    address: string;
+    contract: string;
+    page_index: number;
+  }> {
+    const now = this.clock.now();
+    const searchId = feedback.search_id.toLowerCase();
+    const discovery = this.store.repos.discovery;
+    const pages = await discovery.searchPages(searchId, now);
+    if (pages.length === 0) {
+      throw new NotFoundError(
+        `search ${searchId} is unknown or expired (searches are kept ${SEARCH_RETENTION_MS / 3600_000} hours); search again and send the search_id of its answer`,
+      );
+    }
+    if (!pages.some((page) => page.addresses.includes(feedback.address))) {
+      throw RequestValidationError.single(
+        ['body', 'address'],
+        `Value error, ${feedback.address} was not among the answers of search ${searchId}`,
+      );
+    }
+    const click = {
+      search_id: searchId,
+      address: feedback.address,
+      contract: feedback.contract ?? 'testnet',
+      page_index: feedback.page_index,
+    };
+    await discovery.recordClick({
+      ...click,
+      created_at: now,
+      expires_at: Math.max(...pages.map((page) => page.expires_at)),
+    });
+    return click;
+  }
+
+  /** The tags listed agents carry, most used first. */
+  async tags(): Promise<{ tags: { tag: string }[] }> {
+    const rows = await this.store.repos.discovery.tags(MAX_LISTED_TAGS);
+    return { tags: rows.map((row) => ({ tag: row.tag })) };
+  }
+
+  /** Forgets searches (and their clicks) kept longer than {@link SEARCH_RETENTION_MS}. */
+  purgeExpiredSearches(): Promise<number> {
+    return this.store.repos.discovery.purgeExpiredSearches(this.clock.now());
+  }
+
+  /** The answer of a search, kept (what was asked, who was answered) under its search id. */
+  private async answer(
+    criteria: AgentSearchCriteria,
+    rows: AgentSearchRow[],
+    total: number,
+  ): Promise<SearchResults> {
+    const now = this.clock.now();
+    const searchId = criteria.search_id?.toLowerCase() ?? randomUUID();
+    const offset = criteria.offset ?? 0;
+    const limit = criteria.limit ?? 30;
+    const agents = await this.searchRecords(rows);
+    await this.store.repos.discovery.recordSearchPage({
+      search_id: searchId,
+      request: JSON.stringify(criteria),
+      addresses: agents.map((agent) => agent.address),
+      page_offset: offset,
+      total,
+      created_at: now,
+      expires_at: now + SEARCH_RETENTION_MS,
+    });
+    return { agents, offset, limit, num_hits: agents.length, total, search_id: searchId };
   }
 
   /**
@@ -153,7 +263,23 @@ export class DiscoveryService {
     }
   }
 
+  /**
+   * The search asked, in the store's terms; undefined when it can match nothing. What cannot
+   * be honoured here (semantic search, a relevancy cutoff) answers 422.
+   */
   private agentSearch(criteria: AgentSearchCriteria): AgentSearch | undefined {
+    if (criteria.semantic_search === true) {
+      throw RequestValidationError.single(
+        ['body', 'semantic_search'],
+        'Value error, semantic search is not offered here: send false (full-text search ranks by relevance)',
+      );
+    }
+    if (criteria.cutoff !== undefined && criteria.cutoff !== 'none') {
+      throw RequestValidationError.single(
+        ['body', 'cutoff'],
+        'Value error, relevancy cutoffs are not offered here: send none',
+      );
+    }
     const now = this.clock.now();
     const text = (criteria.search_text ?? '').trim();
     let address: string | undefined;
@@ -167,16 +293,34 @@ export class DiscoveryService {
       if (words.length === 0) return undefined;
       textQuery = { words, exact: criteria.exact_match === true };
     }
+    const filters = criteria.filters ?? {};
     // Every listing here is a community one: categories other than that match nothing.
-    const categories = criteria.filters?.category ?? [];
+    const categories = filters.category ?? [];
     if (categories.length > 0 && !categories.includes('community')) return undefined;
+    const threshold = filters.n_interactions;
+    const minInteractions =
+      typeof threshold === 'string' ? INTERACTION_THRESHOLDS[threshold] : (threshold ?? undefined);
+    let location: boolean | undefined;
+    if (filters.has_location === true) location = true;
+    if (criteria.exclude_geo_agents === true && !('geo_filter' in criteria)) {
+      // Asking for agents with a location and leaving them out at once matches nothing.
+      if (location === true) return undefined;
+      location = false;
+    }
     return {
       now,
       recentSince: now - RECENT_INTERACTIONS_MS,
       ...(textQuery && { text: textQuery }),
       ...(address !== undefined && { address }),
-      states: criteria.filters?.state ?? [],
-      types: (criteria.filters?.agent_type ?? []) as SearchType[],
+      states: filters.state ?? [],
+      types: (filters.agent_type ?? []) as (SearchType | RegistrationType)[],
+      protocols: [
+        ...new Set((filters.protocol_digest ?? []).map((d) => normaliseDigest(d.toLowerCase()))),
+      ],
+      tags: [...new Set((filters.tags ?? []).map((tag) => tag.toLowerCase()))],
+      ...(location !== undefined && { location }),
+      hasReadme: filters.has_readme === true,
+      ...(minInteractions !== undefined && { minInteractions }),
       sort: criteria.sort ?? 'relevancy',
       direction: criteria.direction ?? 'asc',
       offset: criteria.offset ?? 0,
@@ -185,17 +329,27 @@ export class DiscoveryService {
   }
 
   private async searchRecords(rows: AgentSearchRow[]): Promise<SearchAgent[]> {
-    const perRow = rows.map((row) => (JSON.parse(row.protocols) as string[]).map(normaliseDigest));
+    // The listing's protocols, then those only the Almanac registration declares.
+    const perRow = rows.map((row) => [
+      ...new Set(
+        [
+          ...(JSON.parse(row.protocols) as string[]),
+          ...(row.almanac_protocols ? (JSON.parse(row.almanac_protocols) as string[]) : []),
+        ].map(normaliseDigest),
+      ),
+    ]);
     const names = await this.store.repos.discovery.protocolNames([...new Set(perRow.flat())]);
     return rows.map((row, index) => {
       const profile = JSON.parse(row.profile) as {
         description?: string;
         readme?: string;
         avatar_url?: string;
+        banner_url?: string;
       };
       const metadata = parseObject(row.metadata) ?? parseObject(row.almanac_metadata);
       return {
         address: row.address,
+        prefix: row.prefix === 'agent' ? ('agent' as const) : ('test-agent' as const),
         name: row.name,
         description: profile.description ?? '',
         readme: profile.readme ?? '',
@@ -205,17 +359,27 @@ export class DiscoveryService {
           digest,
         })),
         avatar_href: profile.avatar_url ? profile.avatar_url : null,
+        banner_href: profile.banner_url ? profile.banner_url : null,
         handle: row.handle,
         domain: row.domain,
-        metadata,
+        metadata: metadata === null ? null : searchMetadata(metadata),
         total_interactions: row.total_interactions,
         recent_interactions: row.recent_interactions,
+        // No interaction here comes from a source that checks its outcome (ASI:One, a QA
+        // agent): agents report their own, so none counts as verified, and no rate is known.
+        recent_verified_interactions: 0,
+        recent_success_verified_interactions: 0,
+        recent_success_rate: null,
+        recent_eval_success_rate: null,
         rating: null,
         status: row.status,
+        unresponsive: row.unresponsive === 1,
         type: row.type,
-        category: 'community',
+        category: 'community' as const,
         featured: false,
+        system_wide_tags: tagsOf(row),
         geo_location: geoLocationOf(row),
+        owner: null,
         last_updated: isoTimestamp(row.updated_at),
         created_at: isoTimestamp(row.registered_at),
       };
@@ -244,6 +408,51 @@ function parseObject(text: string | null): Record<string, unknown> | null {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
     ? (value as Record<string, unknown>)
     : null;
+}
+
+/**
+ * Metadata as the Search API types its values: text, lists of text, or objects of text.
+ * Numbers and booleans become text; anything nested deeper becomes its JSON text; nulls go.
+ */
+function searchMetadata(
+  metadata: Record<string, unknown>,
+): Record<string, string | string[] | Record<string, string>> {
+  const text = (value: unknown): string | undefined =>
+    value === null || value === undefined
+      ? undefined
+      : typeof value === 'string'
+        ? value
+        : typeof value === 'object'
+          ? JSON.stringify(value)
+          : String(value as number | boolean);
+  const out: Record<string, string | string[] | Record<string, string>> = {};
+  for (const [key, value] of Object.entries(metadata)) {
+    if (Array.isArray(value)) {
+      out[key] = value.map(text).filter((item): item is string => item !== undefined);
+    } else if (typeof value === 'object' && value !== null) {
+      const inner: Record<string, string> = {};
+      for (const [k, v] of Object.entries(value)) {
+        const t = text(v);
+        if (t !== undefined) inner[k] = t;
+      }
+      out[key] = inner;
+    } else {
+      const t = text(value);
+      if (t !== undefined) out[key] = t;
+    }
+  }
+  return out;
+}
+
+/** The text entries of metadata.tags of the listing and the registration, in lower case. */
+function tagsOf(row: AgentSearchRow): string[] {
+  const tags = new Set<string>();
+  for (const text of [row.metadata, row.almanac_metadata]) {
+    const list = parseObject(text)?.tags;
+    if (!Array.isArray(list)) continue;
+    for (const tag of list) if (typeof tag === 'string' && tag !== '') tags.add(tag.toLowerCase());
+  }
+  return [...tags];
 }
 
 /**

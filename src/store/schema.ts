@@ -36,6 +36,8 @@ export interface Database {
   storage_asset_contents: StorageAssetContentsTable;
   storage_asset_permissions: StorageAssetPermissionsTable;
   storage_delegations: StorageDelegationsTable;
+  search_pages: SearchPagesTable;
+  search_clicks: SearchClicksTable;
 }
 
 export interface UsersTable {
@@ -408,4 +410,32 @@ export interface StorageDelegationsTable {
   agent_address: string;
   user_id: string;
   created_at: number;
+}
+
+/** One answer of the Search API, kept for a while so that a click can refer to it. */
+export interface SearchPagesTable {
+  seq: Generated<number>;
+  /** A uuid4; pages of one search may share it. */
+  search_id: string;
+  /** JSON: the request as it was asked. */
+  request: string;
+  /** JSON array text of the addresses answered, in order. */
+  addresses: string;
+  page_offset: number;
+  /** How many listings matched in all. */
+  total: number;
+  created_at: number;
+  expires_at: number;
+}
+
+/** An agent a client selected among the answers of a search (`POST /v1/search/agents/click`). */
+export interface SearchClicksTable {
+  seq: Generated<number>;
+  search_id: string;
+  address: string;
+  /** mainnet or testnet, as the client said. */
+  contract: string;
+  page_index: number;
+  created_at: number;
+  expires_at: number;
 }

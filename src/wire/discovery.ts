@@ -1,6 +1,13 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { AlmanacEndpoint } from './almanac.js';
-import { BoundedInteger, MAX_OFFSET, Nullable, StringEnum } from './common.js';
+import {
+  AgentAddress,
+  BoundedInteger,
+  MAX_OFFSET,
+  Nullable,
+  StringEnum,
+  WireString,
+} from './common.js';
 
 // Almanac search (uAgents' ctx.broadcast), resolution and the Search API. Shapes follow
 // the models uAgents and uagents-core validate the answers with.
@@ -37,48 +44,158 @@ export const ResolveIdParams = Type.Object({
 const SearchStatus = StringEnum(['active', 'inactive']);
 const SearchType = StringEnum(['hosted', 'local', 'mailbox', 'proxy', 'custom']);
 
-export const AgentSearchCriteria = Type.Object(
+/** The statuses a search may filter by: Almanac activity, and whether forwards to it succeed. */
+export const SEARCH_STATES = ['active', 'inactive', 'responsive', 'unresponsive'] as const;
+/** How an agent is hosted, and how it was registered (uagent, a2a). */
+export const SEARCH_AGENT_TYPES = [
+  'uagent',
+  'a2a',
+  'hosted',
+  'local',
+  'mailbox',
+  'proxy',
+  'custom',
+] as const;
+/** The Search API's interaction thresholds, and the counts they stand for. */
+export const INTERACTION_THRESHOLDS = {
+  '10': 10,
+  '100': 100,
+  '1k': 1_000,
+  '10k': 10_000,
+  '100k': 100_000,
+  '1m': 1_000_000,
+  '10m': 10_000_000,
+  '100m': 100_000_000,
+} as const;
+export const MAX_SEARCH_TAGS = 20;
+export const MAX_TAG_LENGTH = 64;
+
+const SearchFilters = Type.Object(
   {
-    filters: Type.Optional(
-      Type.Object(
-        {
-          state: Type.Optional(Type.Array(SearchStatus, { maxItems: 10 })),
-          category: Type.Optional(
-            Type.Array(StringEnum(['fetch-ai', 'verified', 'community']), { maxItems: 10 }),
-          ),
-          agent_type: Type.Optional(Type.Array(SearchType, { maxItems: 10 })),
-        },
-        { additionalProperties: true },
-      ),
-    ),
-    sort: Type.Optional(
-      StringEnum(['relevancy', 'created-at', 'last-modified', 'interactions'], {
-        default: 'relevancy',
+    state: Type.Optional(
+      Type.Array(StringEnum(SEARCH_STATES), {
+        maxItems: 10,
+        description:
+          'any of: active/inactive (the Almanac registration), responsive/unresponsive (whether the last forward to the agent failed)',
       }),
     ),
-    direction: Type.Optional(StringEnum(['asc', 'desc'], { default: 'asc' })),
-    search_text: Type.Optional(
-      Nullable(
+    category: Type.Optional(
+      Type.Array(StringEnum(['fetch-ai', 'verified', 'community']), {
+        maxItems: 10,
+        description: 'every listing here is community',
+      }),
+    ),
+    agent_type: Type.Optional(
+      Type.Array(StringEnum(SEARCH_AGENT_TYPES), {
+        maxItems: 10,
+        description:
+          'any of: how the agent is reached (hosted, local, mailbox, proxy, custom) or how it was registered (uagent, a2a)',
+      }),
+    ),
+    protocol_digest: Type.Optional(
+      Type.Array(
         Type.String({
-          maxLength: 500,
-          description: 'words to rank by; `address:<agent1…>` finds one agent',
+          pattern: '^(proto:)?[0-9a-fA-F]{64}$',
+          description: 'with or without proto:',
         }),
+        {
+          maxItems: 20,
+          description: 'any of these protocols, declared by the listing or the Almanac registration',
+        },
       ),
     ),
-    exact_match: Type.Optional(
-      Type.Boolean({ description: 'every word must appear whole', default: false }),
+    has_location: Type.Optional(
+      Type.Boolean({
+        default: false,
+        description: 'only agents whose metadata.geolocation has a latitude and a longitude',
+      }),
     ),
-    offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000, default: 0 })),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 30 })),
+    has_readme: Type.Optional(
+      Type.Boolean({ default: false, description: 'only agents with a non-empty readme' }),
+    ),
+    n_interactions: Type.Optional(
+      Type.Union(
+        [
+          StringEnum(Object.keys(INTERACTION_THRESHOLDS) as (keyof typeof INTERACTION_THRESHOLDS)[]),
+          BoundedInteger({ maximum: MAX_OFFSET }),
+          Type.Null(),
+        ],
+        { description: 'only agents with at least this many interactions in all' },
+      ),
+    ),
+    tags: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: MAX_TAG_LENGTH }), {
+        maxItems: MAX_SEARCH_TAGS,
+        description: 'any of these tags (metadata.tags), compared in lower case',
+      }),
+    ),
   },
-  { additionalProperties: true },
+  { additionalProperties: false },
 );
+
+const searchFields = {
+  filters: Type.Optional(SearchFilters),
+  sort: Type.Optional(
+    StringEnum(['relevancy', 'created-at', 'last-modified', 'interactions'], {
+      default: 'relevancy',
+    }),
+  ),
+  direction: Type.Optional(StringEnum(['asc', 'desc'], { default: 'asc' })),
+  cutoff: Type.Optional(
+    StringEnum(['none', 'permissive', 'balanced', 'strict'], {
+      default: 'none',
+      description: 'only none: full-text relevance has no cutoff here (others answer 422)',
+    }),
+  ),
+  search_text: Type.Optional(
+    Nullable(
+      Type.String({
+        maxLength: 500,
+        description: 'words to rank by; `address:<agent1…>` finds one agent',
+      }),
+    ),
+  ),
+  exact_match: Type.Optional(
+    Type.Boolean({ description: 'every word must appear whole', default: false }),
+  ),
+  semantic_search: Type.Optional(
+    Type.Boolean({
+      default: false,
+      description: 'only false: there is no semantic search here (true answers 422)',
+    }),
+  ),
+  rerank: Type.Optional(
+    Type.Boolean({
+      default: true,
+      description: 'reorders semantic results only, so it changes nothing here',
+    }),
+  ),
+  offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000, default: 0 })),
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 30 })),
+  exclude_geo_agents: Type.Optional(
+    Type.Boolean({
+      description:
+        'leave out agents with a geolocation; left out: false (the generated clients send true)',
+    }),
+  ),
+  source: Type.Optional(
+    Type.String({ maxLength: 200, default: '', description: 'kept with the search' }),
+  ),
+  search_id: Type.Optional(
+    WireString('uuid4', {
+      description: 'a previous search whose pages this one continues; left out: a new id',
+    }),
+  ),
+};
+
+export const AgentSearchCriteria = Type.Object(searchFields, { additionalProperties: false });
 export type AgentSearchCriteria = Static<typeof AgentSearchCriteria>;
 
 /** No two places are farther apart than this; a larger radius means the same. */
 const EARTH_CIRCUMFERENCE_METRES = 40_075_017;
 
-const GeoFilter = Type.Object({
+const GeoFilter = Type.Object(
+  {
   latitude: Type.Number({ minimum: -90, maximum: 90 }),
   longitude: Type.Number({ minimum: -180, maximum: 180 }),
   radius: Type.Number({
@@ -86,12 +203,24 @@ const GeoFilter = Type.Object({
     maximum: EARTH_CIRCUMFERENCE_METRES,
     description: 'metres',
   }),
-});
+  },
+  { additionalProperties: false },
+);
 
-export const AgentGeoSearchCriteria = Type.Composite([
-  AgentSearchCriteria,
-  Type.Object({ geo_filter: GeoFilter }),
-]);
+export const AgentGeoSearchCriteria = Type.Object(
+  {
+    ...searchFields,
+    geo_filter: GeoFilter,
+    include_geo_in_relevancy: Type.Optional(
+      Type.Boolean({
+        default: false,
+        description:
+          'with search_text and sort relevancy: rank by distance (true) or by the text (false)',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
 export type AgentGeoSearchCriteria = Static<typeof AgentGeoSearchCriteria>;
 
 const GeoLocation = Type.Object({
@@ -101,8 +230,18 @@ const GeoLocation = Type.Object({
 });
 export type GeoLocation = Static<typeof GeoLocation>;
 
+/** Metadata values as the Search API types them: text, lists of text, or objects of text. */
+const MetadataValue = Type.Union([
+  Type.String(),
+  Type.Array(Type.String()),
+  Type.Record(Type.String(), Type.String()),
+]);
+
 export const SearchAgent = Type.Object({
   address: Type.String(),
+  prefix: StringEnum(['agent', 'test-agent'], {
+    description: "the network of the agent's Almanac registration; test-agent when it names none",
+  }),
   name: Type.String(),
   description: Type.String(),
   readme: Type.String(),
@@ -110,20 +249,79 @@ export const SearchAgent = Type.Object({
     Type.Object({ name: Type.String(), version: Type.String(), digest: Type.String() }),
   ),
   avatar_href: Nullable(Type.String()),
+  banner_href: Nullable(Type.String()),
   handle: Nullable(Type.String()),
   domain: Nullable(Type.String()),
-  metadata: Nullable(Type.Object({}, { additionalProperties: true })),
+  metadata: Nullable(
+    Type.Record(Type.String(), MetadataValue, {
+      description:
+        'numbers and booleans as text; values nested deeper than an object of text as JSON text',
+    }),
+  ),
   total_interactions: Type.Integer(),
   recent_interactions: Type.Integer({ description: 'in the last 90 days' }),
+  recent_verified_interactions: Type.Integer({
+    description: 'always 0: no interaction here comes from a verifying source',
+  }),
+  recent_success_verified_interactions: Type.Integer({ description: 'always 0, as above' }),
+  recent_success_rate: Nullable(Type.Number({ description: 'always null: not measured' })),
+  recent_eval_success_rate: Nullable(Type.Number({ description: 'always null: not measured' })),
   rating: Nullable(Type.Number()),
   status: SearchStatus,
+  unresponsive: Type.Boolean({ description: 'the last forward to the agent failed' }),
   type: SearchType,
   category: StringEnum(['fetch-ai', 'verified', 'community']),
   featured: Type.Boolean(),
+  system_wide_tags: Type.Array(Type.String(), {
+    description: 'metadata.tags of the listing and of the Almanac registration, in lower case',
+  }),
   geo_location: Nullable(GeoLocation),
+  owner: Nullable(Type.String({ description: 'always null: owners are not shown' })),
   last_updated: Type.String(),
   created_at: Type.String(),
 });
 export type SearchAgent = Static<typeof SearchAgent>;
 
-export const SearchResults = Type.Object({ agents: Type.Array(SearchAgent) });
+export const SearchResults = Type.Object({
+  agents: Type.Array(SearchAgent),
+  offset: Type.Integer(),
+  limit: Type.Integer(),
+  num_hits: Type.Integer({ description: 'how many agents this answer holds' }),
+  total: Type.Integer({ description: 'how many agents match, across all pages' }),
+  search_id: Type.String({ format: 'uuid', description: 'give it to /click, or to the next page' }),
+});
+export type SearchResults = Static<typeof SearchResults>;
+
+export const SearchAgentParams = Type.Object({ address: AgentAddress });
+export const SearchAgentQuery = Type.Object({
+  contract: Type.Optional(
+    StringEnum(['mainnet', 'testnet'], {
+      description:
+        'the network: an agent whose registration names the other one answers 404; left out: any',
+    }),
+  ),
+});
+
+export const SearchFeedback = Type.Object(
+  {
+    address: AgentAddress,
+    contract: Type.Optional(StringEnum(['mainnet', 'testnet'], { default: 'testnet' })),
+    search_id: WireString('uuid4', { description: 'the search_id of the answer the agent was in' }),
+    page_index: BoundedInteger({ maximum: MAX_OFFSET, description: 'from 0' }),
+  },
+  { additionalProperties: false },
+);
+export type SearchFeedback = Static<typeof SearchFeedback>;
+
+export const SearchFeedbackRecorded = Type.Object({
+  search_id: Type.String(),
+  address: Type.String(),
+  contract: Type.String(),
+  page_index: Type.Integer(),
+});
+
+export const SearchTags = Type.Object({
+  tags: Type.Array(Type.Object({ tag: Type.String() }), {
+    description: 'the tags of listed agents, most used first',
+  }),
+});

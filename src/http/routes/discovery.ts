@@ -9,7 +9,13 @@ import {
   AlmanacSearchRequest,
   AlmanacSearchResults,
   ResolveIdParams,
+  SearchAgent,
+  SearchAgentParams,
+  SearchAgentQuery,
+  SearchFeedback,
+  SearchFeedbackRecorded,
   SearchResults,
+  SearchTags,
 } from '../../wire/discovery.js';
 import { almanacAgent } from '../views/almanac.js';
 
@@ -75,7 +81,11 @@ export function resolveRoutes(app: FastifyInstance, ctx: AppContext): void {
   );
 }
 
-/** The Search API: registry listings by text, filters and orderings, or by distance. */
+/**
+ * The Search API (the generated search client's paths, and uAgents' experimental module's):
+ * registry listings by text, filters and orderings, or by distance; one listed agent; the
+ * tags listings carry; and which agent a client selected among the answers of a search.
+ */
 export function searchRoutes(app: FastifyInstance, ctx: AppContext): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
   const { discovery } = ctx.services;
@@ -90,28 +100,78 @@ export function searchRoutes(app: FastifyInstance, ctx: AppContext): void {
           summary:
             path === '/v1/search' ? 'Search Agents (uagents.experimental.search)' : 'Search Agents',
           description:
-            'Registry listings ranked by the full-text relevance of names, handles, descriptions and readmes, or ordered by creation, modification or interactions; `address:<agent1…>` finds one agent.',
+            'Registry listings ranked by the full-text relevance of names, handles, descriptions and readmes, or ordered by creation, modification or interactions; `address:<agent1…>` finds one agent. Every filter is applied; semantic search and relevancy cutoffs, which are not offered, answer 422. The answer is kept for a day under its `search_id`, for `POST /v1/search/agents/click`.',
           body: AgentSearchCriteria,
           response: { 200: SearchResults, ...errorResponses(422) },
         },
       },
-      async (request) => ({ agents: await discovery.searchAgents(request.body) }),
+      (request) => discovery.searchAgents(request.body),
     );
   }
 
-  r.post(
-    '/v1/search/geo',
+  r.get(
+    '/v1/search/agents/tags',
     {
       config: { auth: 'none' },
       schema: {
         tags: ['search'],
-        summary: 'Search Agents by Location',
+        summary: 'List Agent Tags',
         description:
-          'Listings whose metadata carries a geolocation whose area overlaps the circle given, nearest first.',
-        body: AgentGeoSearchCriteria,
-        response: { 200: SearchResults, ...errorResponses(422) },
+          'The tags listed agents carry (`metadata.tags` of the listing or its Almanac registration, in lower case), most used first; at most 1,000.',
+        response: { 200: SearchTags },
       },
     },
-    async (request) => ({ agents: await discovery.searchGeo(request.body) }),
+    () => discovery.tags(),
+  );
+
+  r.post(
+    '/v1/search/agents/click',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['search'],
+        summary: 'Record Search Feedback',
+        description:
+          'Records that the agent at `address` was selected among the answers of the search `search_id` (on page `page_index`). 404 when that search is unknown or no longer kept (a day); 422 when it did not answer that agent.',
+        body: SearchFeedback,
+        response: { 200: SearchFeedbackRecorded, ...errorResponses(404, 422) },
+      },
+    },
+    (request) => discovery.recordClick(request.body),
+  );
+
+  for (const path of ['/v1/search/agents/geo', '/v1/search/geo']) {
+    r.post(
+      path,
+      {
+        config: { auth: 'none' },
+        schema: {
+          tags: ['search'],
+          summary: 'Search Agents by Location',
+          description:
+            'Listings whose metadata carries a geolocation whose area overlaps the circle given: nearest first when sorted by relevancy, with the other filters as for `POST /v1/search/agents`.',
+          body: AgentGeoSearchCriteria,
+          response: { 200: SearchResults, ...errorResponses(422) },
+        },
+      },
+      (request) => discovery.searchGeo(request.body),
+    );
+  }
+
+  r.get(
+    '/v1/search/agents/:address',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['search'],
+        summary: 'Get Agent',
+        description:
+          'One listed agent as search shows it. 404 when it has no listing, or when `contract` names the other network than its Almanac registration.',
+        params: SearchAgentParams,
+        querystring: SearchAgentQuery,
+        response: { 200: SearchAgent, ...errorResponses(404, 422) },
+      },
+    },
+    (request) => discovery.searchAgent(request.params.address, request.query.contract),
   );
 }

@@ -17,6 +17,7 @@ import * as webhooks from './0015_webhooks.js';
 import * as timelineKinds from './0016_timeline_kinds.js';
 import * as v1Tokens from './0017_v1_tokens.js';
 import * as storageAssets from './0019_storage_assets.js';
+import * as searchFeedback from './0020_search_feedback.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -41,4 +42,5 @@ export const migrations: Record<string, Migration> = {
   '0016_timeline_kinds': timelineKinds,
   '0017_v1_tokens': v1Tokens,
   '0019_storage_assets': storageAssets,
+  '0020_search_feedback': searchFeedback,
 };

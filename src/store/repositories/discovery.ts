@@ -24,7 +24,10 @@ export interface Page {
 
 export type SearchSort = 'relevancy' | 'created-at' | 'last-modified' | 'interactions';
 export type SearchStatus = 'active' | 'inactive';
+export type SearchState = SearchStatus | 'responsive' | 'unresponsive';
 export type SearchType = 'hosted' | 'local' | 'mailbox' | 'proxy' | 'custom';
+/** How an agent was registered, which agent_type filters may name beside how it is reached. */
+export type RegistrationType = 'uagent' | 'a2a';
 
 export interface AgentSearch extends Page {
   now: number;
@@ -32,11 +35,22 @@ export interface AgentSearch extends Page {
   recentSince: number;
   text?: TextQuery;
   address?: string;
-  states: SearchStatus[];
-  types: SearchType[];
+  /** Any of these (empty: any). */
+  states: SearchState[];
+  /** Any of these, hosting or registration types alike (empty: any). */
+  types: (SearchType | RegistrationType)[];
+  /** Any of these digests (`proto:` and hex), from the listing or the Almanac registration. */
+  protocols: string[];
+  /** Any of these tags (lower case), from metadata.tags of the listing or registration. */
+  tags: string[];
+  /** true: only agents with a geolocation (latitude and longitude); false: only without. */
+  location?: boolean;
+  hasReadme: boolean;
+  /** At least this many interactions in all. */
+  minInteractions?: number;
   sort: SearchSort;
   direction: 'asc' | 'desc';
-  /** Only listings whose metadata mentions a geolocation; offset and limit are then not applied. */
+  /** Only listings with a geolocation, unpaged (the caller measures distances and pages). */
   geo?: boolean;
 }
 
@@ -49,13 +63,39 @@ export interface AgentSearchRow {
   protocols: string;
   metadata: string | null;
   almanac_metadata: string | null;
+  /** The Almanac registration's protocols (JSON array text), if it has one. */
+  almanac_protocols: string | null;
+  /** The Almanac registration's network prefix, if it names one. */
+  prefix: string | null;
   registered_at: number;
   updated_at: number;
   status: SearchStatus;
+  /** 1 when the last forward to the agent failed. */
+  unresponsive: number;
   type: SearchType;
   domain: string | null;
   total_interactions: number;
   recent_interactions: number;
+}
+
+/** One stored answer of the Search API. */
+export interface SearchPageRow {
+  search_id: string;
+  request: string;
+  addresses: string[];
+  page_offset: number;
+  total: number;
+  created_at: number;
+  expires_at: number;
+}
+
+export interface SearchClickRow {
+  search_id: string;
+  address: string;
+  contract: string;
+  page_index: number;
+  created_at: number;
+  expires_at: number;
 }
 
 const MAILBOX_PATH = '%/v2/agents/mailbox/submit%';
@@ -74,7 +114,7 @@ export class DiscoveryRepository {
 
   constructor(
     private readonly db: Kysely<Database>,
-    dialect: DialectName,
+    private readonly dialect: DialectName,
   ) {
     this.fullText = fullTextSearch(dialect);
   }
@@ -177,22 +217,69 @@ export class DiscoveryRepository {
     return rows.map(numeric);
   }
 
-  /** The registry's search: filters, full-text relevance and orderings, all in SQL. */
-  async searchAgents(search: AgentSearch): Promise<AgentSearchRow[]> {
-    const rows = search.text
-      ? await this.fullText.withFewMatches(this.db, (db) => this.searchQuery(search, db).execute())
-      : await this.searchQuery(search, this.db).execute();
-    return rows.map((row) => ({
-      ...row,
-      registered_at: Number(row.registered_at),
-      updated_at: Number(row.updated_at),
-      total_interactions: Number(row.total_interactions),
-      recent_interactions: Number(row.recent_interactions),
-    }));
+  /**
+   * The registry's search: filters, full-text relevance and orderings, all in SQL; with how
+   * many listings match in all (geo searches: the candidates, unpaged, and no count).
+   */
+  async searchAgents(search: AgentSearch): Promise<{ rows: AgentSearchRow[]; total: number }> {
+    const run = async (db: Kysely<Database>) => {
+      const rows = await this.pageQuery(search, db).execute();
+      if (search.geo) return { rows, total: rows.length };
+      // A full page from the start is everything; otherwise the database counts.
+      if (search.offset === 0 && rows.length < search.limit) return { rows, total: rows.length };
+      const counted = await db
+        .selectFrom(this.filteredQuery(search, db).as('f'))
+        .select(sql<number>`count(*)`.as('n'))
+        .executeTakeFirstOrThrow();
+      return { rows, total: Number(counted.n) };
+    };
+    const { rows, total } = search.text
+      ? await this.fullText.withFewMatches(this.db, run)
+      : await run(this.db);
+    return {
+      total,
+      rows: rows.map((row) => ({
+        ...row,
+        registered_at: Number(row.registered_at),
+        updated_at: Number(row.updated_at),
+        unresponsive: Number(row.unresponsive),
+        total_interactions: Number(row.total_interactions),
+        recent_interactions: Number(row.recent_interactions),
+      })),
+    };
   }
 
-  private searchQuery(search: AgentSearch, db: Kysely<Database>) {
+  /** JSON helpers of each database, on columns holding JSON text. */
+  private json() {
+    if (this.dialect === 'sqlite') {
+      return {
+        /** Whether the JSON array text `column` holds any of `values`. */
+        arrayHasAny: (column: RawBuilder<unknown>, values: string[]) =>
+          sql<boolean>`exists (select 1 from json_each(${column}) j where j.value in (${sql.join(values)}))`,
+        /** Whether `column`'s `tags` member is an array holding any of `values`, in lower case. */
+        tagsHaveAny: (column: RawBuilder<unknown>, values: string[]) =>
+          sql<boolean>`(json_type(${column}, '$.tags') = 'array' and exists (select 1 from json_each(${column}, '$.tags') j where j.type = 'text' and lower(j.value) in (${sql.join(values)})))`,
+        /** Whether `column`'s geolocation has a latitude and a longitude. */
+        hasGeo: (column: RawBuilder<unknown>) =>
+          sql<boolean>`(json_type(${column}, '$.geolocation.latitude') in ('integer', 'real', 'text') and json_type(${column}, '$.geolocation.longitude') in ('integer', 'real', 'text'))`,
+        readme: sql<string>`coalesce(json_extract(a.profile, '$.readme'), '')`,
+      };
+    }
+    return {
+      arrayHasAny: (column: RawBuilder<unknown>, values: string[]) =>
+        sql<boolean>`exists (select 1 from jsonb_array_elements_text(${column}::jsonb) j(v) where j.v in (${sql.join(values)}))`,
+      tagsHaveAny: (column: RawBuilder<unknown>, values: string[]) =>
+        sql<boolean>`(jsonb_typeof(${column}::jsonb -> 'tags') = 'array' and exists (select 1 from jsonb_array_elements(${column}::jsonb -> 'tags') j(v) where jsonb_typeof(j.v) = 'string' and lower(j.v #>> '{}') in (${sql.join(values)})))`,
+      hasGeo: (column: RawBuilder<unknown>) =>
+        sql<boolean>`(jsonb_typeof(${column}::jsonb -> 'geolocation' -> 'latitude') in ('number', 'string') and jsonb_typeof(${column}::jsonb -> 'geolocation' -> 'longitude') in ('number', 'string'))`,
+      readme: sql<string>`coalesce(a.profile::jsonb ->> 'readme', '')`,
+    };
+  }
+
+  /** The listings matching the search's text and filters, with what its answer shows. */
+  private filteredQuery(search: AgentSearch, db: Kysely<Database>) {
     const { now } = search;
+    const json = this.json();
     const endpoints = sql`coalesce(r.endpoints, a.endpoints)`;
     const status = sql<SearchStatus>`case when ${activeAt(now)} then 'active' else 'inactive' end`;
     const type = sql<SearchType>`case
@@ -200,14 +287,19 @@ export class DiscoveryRepository {
       when ${endpoints} like ${MAILBOX_PATH} then 'mailbox'
       when ${endpoints} like ${PROXY_PATH} then 'proxy'
       else 'local' end`;
+    const unresponsive = sql<number>`case when p.forward_failed_at is not null and coalesce(p.forward_ok_at, 0) < p.forward_failed_at then 1 else 0 end`;
     const total = sql<number>`(select count(*) from interactions i where i.target = a.address)`;
     const recent = sql<number>`(select count(*) from interactions i where i.target = a.address and i.created_at >= ${search.recentSince})`;
+    const listingMetadata = sql`a.metadata`;
+    const almanacMetadata = sql`r.metadata`;
+    const hasGeo = sql<boolean>`(${json.hasGeo(listingMetadata)} or ${json.hasGeo(almanacMetadata)})`;
 
     let query = db
       .selectFrom('agents as a')
       .leftJoin('almanac_registrations as r', 'r.address', 'a.address')
       .leftJoin('almanac_statuses as s', 's.address', 'a.address')
       .leftJoin('domain_agents as d', 'd.address', 'a.address')
+      .leftJoin('agent_presence as p', 'p.address', 'a.address')
       .select([
         'a.address',
         'a.name',
@@ -216,35 +308,90 @@ export class DiscoveryRepository {
         'a.protocols',
         'a.metadata',
         'r.metadata as almanac_metadata',
+        'r.protocols as almanac_protocols',
+        'r.prefix',
         'a.registered_at',
         'a.updated_at',
         'd.domain',
         status.as('status'),
+        unresponsive.as('unresponsive'),
         type.as('type'),
         total.as('total_interactions'),
         recent.as('recent_interactions'),
       ]);
-    let score: RawBuilder<number> | undefined;
     if (search.text) {
-      query = query.innerJoin(
-        this.fullText.matchingAgents(search.text).as('m'),
-        'm.address',
-        'a.address',
-      );
-      score = sql<number>`m.score`;
+      query = query
+        .innerJoin(this.fullText.matchingAgents(search.text).as('m'), 'm.address', 'a.address')
+        .select(sql<number>`m.score`.as('score'));
     }
     if (search.address !== undefined) query = query.where('a.address', '=', search.address);
-    if (search.states.length > 0) query = query.where(status, 'in', search.states);
-    if (search.types.length > 0) query = query.where(type, 'in', search.types);
-    if (search.geo) {
+    if (search.states.length > 0) {
+      const states = search.states;
+      query = query.where((eb) =>
+        eb.or(
+          states.map((state) => {
+            switch (state) {
+              case 'active':
+              case 'inactive':
+                return eb(status, '=', state);
+              case 'responsive':
+                return eb(unresponsive, '=', 0);
+              case 'unresponsive':
+                return eb(unresponsive, '=', 1);
+            }
+          }),
+        ),
+      );
+    }
+    if (search.types.length > 0) {
+      const hosting = search.types.filter((t) => t !== 'uagent' && t !== 'a2a');
+      const registration = search.types.filter((t) => t === 'uagent' || t === 'a2a');
       query = query.where((eb) =>
         eb.or([
-          eb('a.metadata', 'like', '%geolocation%'),
-          eb('r.metadata', 'like', '%geolocation%'),
+          ...(hosting.length > 0 ? [eb(type, 'in', hosting)] : []),
+          ...(registration.length > 0 ? [eb('a.agent_type', 'in', registration)] : []),
         ]),
       );
     }
+    if (search.protocols.length > 0) {
+      const digests = search.protocols;
+      // Listings keep digests as they were given, with or without proto:.
+      const spellings = digests.flatMap((d) => [d, d.slice('proto:'.length)]);
+      query = query.where((eb) =>
+        eb.or([
+          eb.exists(
+            eb
+              .selectFrom('almanac_protocols as ap')
+              .select('ap.address')
+              .whereRef('ap.address', '=', 'a.address')
+              .where('ap.digest', 'in', digests),
+          ),
+          eb(json.arrayHasAny(sql`a.protocols`, spellings), '=', sql<boolean>`true`),
+        ]),
+      );
+    }
+    if (search.tags.length > 0) {
+      const tags = search.tags;
+      query = query.where(
+        sql<boolean>`(${json.tagsHaveAny(listingMetadata, tags)} or ${json.tagsHaveAny(almanacMetadata, tags)})`,
+        '=',
+        sql<boolean>`true`,
+      );
+    }
+    if (search.location === true || search.geo) {
+      query = query.where(hasGeo, '=', sql<boolean>`true`);
+    } else if (search.location === false) {
+      query = query.where(sql<boolean>`not ${hasGeo}`, '=', sql<boolean>`true`);
+    }
+    if (search.hasReadme) query = query.where(sql`trim(${json.readme})`, '<>', '');
+    if (search.minInteractions !== undefined && search.minInteractions > 0) {
+      query = query.where(total, '>=', search.minInteractions);
+    }
+    return query;
+  }
 
+  private pageQuery(search: AgentSearch, db: Kysely<Database>) {
+    let query = this.filteredQuery(search, db);
     const direction = search.direction;
     switch (search.sort) {
       case 'created-at':
@@ -254,18 +401,131 @@ export class DiscoveryRepository {
         query = query.orderBy('a.updated_at', direction);
         break;
       case 'interactions':
-        query = query.orderBy(total, direction);
+        query = query.orderBy(
+          sql<number>`(select count(*) from interactions i where i.target = a.address)`,
+          direction,
+        );
         break;
       case 'relevancy':
         // The most relevant first, whatever the direction; without text, the newest.
-        query = score ? query.orderBy(score, 'desc') : query.orderBy('a.registered_at', 'desc');
+        query = search.text
+          ? query.orderBy(sql<number>`m.score`, 'desc')
+          : query.orderBy('a.registered_at', 'desc');
         break;
     }
     query = query.orderBy('a.address');
     if (!search.geo) query = query.limit(search.limit).offset(search.offset);
     return query;
   }
+
+  /** The tags listed agents carry (metadata.tags, lower case), most used first. */
+  async tags(limit: number): Promise<{ tag: string; agents: number }[]> {
+    const rows =
+      this.dialect === 'sqlite'
+        ? await sql<{ tag: string; agents: number }>`
+            select tag, count(distinct address) as agents from (
+              select a.address, lower(j.value) as tag from agents a, json_each(a.metadata, '$.tags') j
+                where json_type(a.metadata, '$.tags') = 'array' and j.type = 'text'
+              union all
+              select a.address, lower(j.value) as tag
+                from agents a join almanac_registrations r on r.address = a.address,
+                json_each(r.metadata, '$.tags') j
+                where json_type(r.metadata, '$.tags') = 'array' and j.type = 'text'
+            ) t where tag <> '' group by tag order by agents desc, tag limit ${limit}`.execute(
+            this.db,
+          )
+        : await sql<{ tag: string; agents: number }>`
+            select tag, count(distinct address) as agents from (
+              select a.address, lower(j.v #>> '{}') as tag
+                from agents a, jsonb_array_elements(case when jsonb_typeof(a.metadata::jsonb -> 'tags') = 'array' then a.metadata::jsonb -> 'tags' else '[]'::jsonb end) j(v)
+                where jsonb_typeof(j.v) = 'string'
+              union all
+              select a.address, lower(j.v #>> '{}') as tag
+                from agents a join almanac_registrations r on r.address = a.address,
+                jsonb_array_elements(case when jsonb_typeof(r.metadata::jsonb -> 'tags') = 'array' then r.metadata::jsonb -> 'tags' else '[]'::jsonb end) j(v)
+                where jsonb_typeof(j.v) = 'string'
+            ) t where tag <> '' group by tag order by agents desc, tag limit ${limit}`.execute(
+            this.db,
+          );
+    return rows.rows.map((row) => ({ tag: row.tag, agents: Number(row.agents) }));
+  }
+
+  /** Keeps one answer of the Search API until `expires_at`. */
+  async recordSearchPage(page: SearchPageRow): Promise<void> {
+    await this.db
+      .insertInto('search_pages')
+      .values({ ...page, addresses: JSON.stringify(page.addresses) })
+      .execute();
+  }
+
+  /** The unexpired answers kept under a search id. */
+  async searchPages(searchId: string, now: number): Promise<SearchPageRow[]> {
+    const rows = await this.db
+      .selectFrom('search_pages')
+      .select([
+        'search_id',
+        'request',
+        'addresses',
+        'page_offset',
+        'total',
+        'created_at',
+        'expires_at',
+      ])
+      .where('search_id', '=', searchId)
+      .where('expires_at', '>', now)
+      .orderBy('seq')
+      .limit(MAX_PAGES_PER_SEARCH)
+      .execute();
+    return rows.map((row) => ({
+      ...row,
+      addresses: JSON.parse(row.addresses) as string[],
+      page_offset: Number(row.page_offset),
+      total: Number(row.total),
+      created_at: Number(row.created_at),
+      expires_at: Number(row.expires_at),
+    }));
+  }
+
+  async recordClick(click: SearchClickRow): Promise<void> {
+    await this.db.insertInto('search_clicks').values(click).execute();
+  }
+
+  /** The clicks recorded against a search id, oldest first. */
+  async clicks(searchId: string): Promise<SearchClickRow[]> {
+    const rows = await this.db
+      .selectFrom('search_clicks')
+      .select(['search_id', 'address', 'contract', 'page_index', 'created_at', 'expires_at'])
+      .where('search_id', '=', searchId)
+      .orderBy('seq')
+      .execute();
+    return rows.map((row) => ({
+      ...row,
+      page_index: Number(row.page_index),
+      created_at: Number(row.created_at),
+      expires_at: Number(row.expires_at),
+    }));
+  }
+
+  /** Deletes expired searches and clicks, a batch at a time; how many rows went. */
+  async purgeExpiredSearches(now: number, batch = 5000): Promise<number> {
+    let removed = 0;
+    for (const table of ['search_pages', 'search_clicks'] as const) {
+      const result = await this.db
+        .deleteFrom(table)
+        .where(
+          'seq',
+          'in',
+          this.db.selectFrom(table).select('seq').where('expires_at', '<=', now).limit(batch),
+        )
+        .executeTakeFirst();
+      removed += Number(result.numDeletedRows);
+    }
+    return removed;
+  }
 }
+
+/** The most pages of one search a click is checked against. */
+const MAX_PAGES_PER_SEARCH = 1000;
 
 function numeric<T extends { expires_at: number; active: number }>(row: T): T {
   return { ...row, expires_at: Number(row.expires_at), active: Number(row.active) };
