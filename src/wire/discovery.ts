@@ -100,7 +100,8 @@ const SearchFilters = Type.Object(
         }),
         {
           maxItems: 20,
-          description: 'any of these protocols, declared by the listing or the Almanac registration',
+          description:
+            'any of these protocols, declared by the listing or the Almanac registration',
         },
       ),
     ),
@@ -116,7 +117,9 @@ const SearchFilters = Type.Object(
     n_interactions: Type.Optional(
       Type.Union(
         [
-          StringEnum(Object.keys(INTERACTION_THRESHOLDS) as (keyof typeof INTERACTION_THRESHOLDS)[]),
+          StringEnum(
+            Object.keys(INTERACTION_THRESHOLDS) as (keyof typeof INTERACTION_THRESHOLDS)[],
+          ),
           BoundedInteger({ maximum: MAX_OFFSET }),
           Type.Null(),
         ],
@@ -196,13 +199,13 @@ const EARTH_CIRCUMFERENCE_METRES = 40_075_017;
 
 const GeoFilter = Type.Object(
   {
-  latitude: Type.Number({ minimum: -90, maximum: 90 }),
-  longitude: Type.Number({ minimum: -180, maximum: 180 }),
-  radius: Type.Number({
-    exclusiveMinimum: 0,
-    maximum: EARTH_CIRCUMFERENCE_METRES,
-    description: 'metres',
-  }),
+    latitude: Type.Number({ minimum: -90, maximum: 90 }),
+    longitude: Type.Number({ minimum: -180, maximum: 180 }),
+    radius: Type.Number({
+      exclusiveMinimum: 0,
+      maximum: EARTH_CIRCUMFERENCE_METRES,
+      description: 'metres',
+    }),
   },
   { additionalProperties: false },
 );

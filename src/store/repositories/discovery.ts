@@ -292,7 +292,8 @@ export class DiscoveryRepository {
     const recent = sql<number>`(select count(*) from interactions i where i.target = a.address and i.created_at >= ${search.recentSince})`;
     const listingMetadata = sql`a.metadata`;
     const almanacMetadata = sql`r.metadata`;
-    const hasGeo = sql<boolean>`(${json.hasGeo(listingMetadata)} or ${json.hasGeo(almanacMetadata)})`;
+    // Null metadata makes the test null, never false: coalesce, so that `not` means without.
+    const hasGeo = sql<boolean>`coalesce(${json.hasGeo(listingMetadata)} or ${json.hasGeo(almanacMetadata)}, false)`;
 
     let query = db
       .selectFrom('agents as a')
