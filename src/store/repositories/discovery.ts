@@ -228,7 +228,7 @@ export class DiscoveryRepository {
       // A full page from the start is everything; otherwise the database counts.
       if (search.offset === 0 && rows.length < search.limit) return { rows, total: rows.length };
       const counted = await db
-        .selectFrom(this.filteredQuery(search, db).as('f'))
+        .selectFrom(this.filteredQuery(search, db).select('a.address').as('f'))
         .select(sql<number>`count(*)`.as('n'))
         .executeTakeFirstOrThrow();
       return { rows, total: Number(counted.n) };
@@ -276,54 +276,44 @@ export class DiscoveryRepository {
     };
   }
 
-  /** The listings matching the search's text and filters, with what its answer shows. */
-  private filteredQuery(search: AgentSearch, db: Kysely<Database>) {
-    const { now } = search;
+  /** What a search computes of each listing, in SQL. */
+  private expressions(search: AgentSearch) {
     const json = this.json();
     const endpoints = sql`coalesce(r.endpoints, a.endpoints)`;
-    const status = sql<SearchStatus>`case when ${activeAt(now)} then 'active' else 'inactive' end`;
-    const type = sql<SearchType>`case
-      when a.agent_type in ('hosted', 'custom', 'mailbox', 'proxy') then a.agent_type
-      when ${endpoints} like ${MAILBOX_PATH} then 'mailbox'
-      when ${endpoints} like ${PROXY_PATH} then 'proxy'
-      else 'local' end`;
-    const unresponsive = sql<number>`case when p.forward_failed_at is not null and coalesce(p.forward_ok_at, 0) < p.forward_failed_at then 1 else 0 end`;
-    const total = sql<number>`(select count(*) from interactions i where i.target = a.address)`;
-    const recent = sql<number>`(select count(*) from interactions i where i.target = a.address and i.created_at >= ${search.recentSince})`;
+    return {
+      status: sql<SearchStatus>`case when ${activeAt(search.now)} then 'active' else 'inactive' end`,
+      type: sql<SearchType>`case
+        when a.agent_type in ('hosted', 'custom', 'mailbox', 'proxy') then a.agent_type
+        when ${endpoints} like ${MAILBOX_PATH} then 'mailbox'
+        when ${endpoints} like ${PROXY_PATH} then 'proxy'
+        else 'local' end`,
+      unresponsive: sql<number>`case when p.forward_failed_at is not null and coalesce(p.forward_ok_at, 0) < p.forward_failed_at then 1 else 0 end`,
+      total: sql<number>`(select count(*) from interactions i where i.target = a.address)`,
+      recent: sql<number>`(select count(*) from interactions i where i.target = a.address and i.created_at >= ${search.recentSince})`,
+      // Null metadata makes the test null, never false: coalesce, so that `not` means without.
+      hasGeo: sql<boolean>`coalesce(${json.hasGeo(sql`a.metadata`)} or ${json.hasGeo(sql`r.metadata`)}, false)`,
+    };
+  }
+
+  /** The listings matching the search's text and filters (their columns chosen by the caller). */
+  private filteredQuery(search: AgentSearch, db: Kysely<Database>) {
+    const json = this.json();
+    const { status, type, unresponsive, total, hasGeo } = this.expressions(search);
     const listingMetadata = sql`a.metadata`;
     const almanacMetadata = sql`r.metadata`;
-    // Null metadata makes the test null, never false: coalesce, so that `not` means without.
-    const hasGeo = sql<boolean>`coalesce(${json.hasGeo(listingMetadata)} or ${json.hasGeo(almanacMetadata)}, false)`;
 
     let query = db
       .selectFrom('agents as a')
       .leftJoin('almanac_registrations as r', 'r.address', 'a.address')
       .leftJoin('almanac_statuses as s', 's.address', 'a.address')
       .leftJoin('domain_agents as d', 'd.address', 'a.address')
-      .leftJoin('agent_presence as p', 'p.address', 'a.address')
-      .select([
-        'a.address',
-        'a.name',
-        'a.handle',
-        'a.profile',
-        'a.protocols',
-        'a.metadata',
-        'r.metadata as almanac_metadata',
-        'r.protocols as almanac_protocols',
-        'r.prefix',
-        'a.registered_at',
-        'a.updated_at',
-        'd.domain',
-        status.as('status'),
-        unresponsive.as('unresponsive'),
-        type.as('type'),
-        total.as('total_interactions'),
-        recent.as('recent_interactions'),
-      ]);
+      .leftJoin('agent_presence as p', 'p.address', 'a.address');
     if (search.text) {
-      query = query
-        .innerJoin(this.fullText.matchingAgents(search.text).as('m'), 'm.address', 'a.address')
-        .select(sql<number>`m.score`.as('score'));
+      query = query.innerJoin(
+        this.fullText.matchingAgents(search.text).as('m'),
+        'm.address',
+        'a.address',
+      );
     }
     if (search.address !== undefined) query = query.where('a.address', '=', search.address);
     if (search.states.length > 0) {
@@ -392,7 +382,26 @@ export class DiscoveryRepository {
   }
 
   private pageQuery(search: AgentSearch, db: Kysely<Database>) {
-    let query = this.filteredQuery(search, db);
+    const { status, type, unresponsive, total, recent } = this.expressions(search);
+    let query = this.filteredQuery(search, db).select([
+      'a.address',
+      'a.name',
+      'a.handle',
+      'a.profile',
+      'a.protocols',
+      'a.metadata',
+      'r.metadata as almanac_metadata',
+      'r.protocols as almanac_protocols',
+      'r.prefix',
+      'a.registered_at',
+      'a.updated_at',
+      'd.domain',
+      status.as('status'),
+      unresponsive.as('unresponsive'),
+      type.as('type'),
+      total.as('total_interactions'),
+      recent.as('recent_interactions'),
+    ]);
     const direction = search.direction;
     switch (search.sort) {
       case 'created-at':
@@ -402,10 +411,7 @@ export class DiscoveryRepository {
         query = query.orderBy('a.updated_at', direction);
         break;
       case 'interactions':
-        query = query.orderBy(
-          sql<number>`(select count(*) from interactions i where i.target = a.address)`,
-          direction,
-        );
+        query = query.orderBy(total, direction);
         break;
       case 'relevancy':
         // The most relevant first, whatever the direction; without text, the newest.
