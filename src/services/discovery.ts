@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { NotFoundError, RequestValidationError } from '../errors.js';
+import { inBatches } from '../infra/batches.js';
 import type { Clock } from '../infra/clock.js';
 import type { Store } from '../store/index.js';
 import type { TextQuery } from '../store/search.js';
@@ -37,6 +38,9 @@ const DOMAIN = new RegExp(DOMAIN_NAME_PATTERN);
 const EARTH_RADIUS_M = 6_371_008.8;
 /** How long a search is kept for clicks to refer to it. */
 export const SEARCH_RETENTION_MS = 24 * 3600 * 1000;
+/** Expired searches are deleted this many rows at a time, up to so many batches a run. */
+const PURGE_BATCH = 5000;
+const PURGE_MAX_BATCHES = 1000;
 /** The most tags `GET /v1/search/agents/tags` lists. */
 const MAX_LISTED_TAGS = 1000;
 /** The Search API's networks, and the Almanac prefixes that stand for them. */
@@ -166,13 +170,13 @@ export class DiscoveryService {
     const now = this.clock.now();
     const searchId = feedback.search_id.toLowerCase();
     const discovery = this.store.repos.discovery;
-    const pages = await discovery.searchPages(searchId, now);
-    if (pages.length === 0) {
+    const kept = await discovery.keptSearch(searchId, feedback.address, now);
+    if (!kept) {
       throw new NotFoundError(
         `search ${searchId} is unknown or expired (searches are kept ${SEARCH_RETENTION_MS / 3600_000} hours); search again and send the search_id of its answer`,
       );
     }
-    if (!pages.some((page) => page.addresses.includes(feedback.address))) {
+    if (!kept.answered) {
       throw RequestValidationError.single(
         ['body', 'address'],
         `Value error, ${feedback.address} was not among the answers of search ${searchId}`,
@@ -187,7 +191,7 @@ export class DiscoveryService {
     await discovery.recordClick({
       ...click,
       created_at: now,
-      expires_at: Math.max(...pages.map((page) => page.expires_at)),
+      expires_at: kept.expiresAt,
     });
     return click;
   }
@@ -198,9 +202,20 @@ export class DiscoveryService {
     return { tags: rows.map((row) => ({ tag: row.tag })) };
   }
 
-  /** Forgets searches (and their clicks) kept longer than {@link SEARCH_RETENTION_MS}. */
-  purgeExpiredSearches(): Promise<number> {
-    return this.store.repos.discovery.purgeExpiredSearches(this.clock.now());
+  /**
+   * Forgets searches (and their clicks) kept longer than {@link SEARCH_RETENTION_MS}, a
+   * batch at a time; how many rows went.
+   */
+  async purgeExpiredSearches(): Promise<number> {
+    const now = this.clock.now();
+    const { discovery } = this.store.repos;
+    let removed = 0;
+    for (const table of ['search_pages', 'search_clicks'] as const) {
+      removed += await inBatches(PURGE_BATCH, PURGE_MAX_BATCHES, () =>
+        discovery.purgeExpiredSearches(table, now, PURGE_BATCH),
+      );
+    }
+    return removed;
   }
 
   /** The answer of a search, kept (what was asked, who was answered) under its search id. */

@@ -288,6 +288,27 @@ describeOnEachDialect('search api (agentverse-client)', (dialect) => {
       third.agents.map((a) => a.address),
       [ferry.address],
     );
+    // A click names the search, whichever of its pages answered the agent.
+    for (const [address, page] of [
+      [baker.address, 0],
+      [ferry.address, 1],
+    ] as const) {
+      const click = await call(t.url, 'POST', '/v1/search/agents/click', {
+        body: { address, search_id: second.search_id, page_index: page },
+      });
+      assert.equal(click.status, 200, click.text);
+    }
+    assert.deepEqual(
+      (await t.server.ctx.store.repos.discovery.clicks(second.search_id)).map((c) => [
+        c.address,
+        c.page_index,
+        c.contract,
+      ]),
+      [
+        [baker.address, 0, 'testnet'],
+        [ferry.address, 1, 'testnet'],
+      ],
+    );
   });
 
   it('applies every filter', async () => {

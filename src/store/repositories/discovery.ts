@@ -465,32 +465,29 @@ export class DiscoveryRepository {
       .execute();
   }
 
-  /** The unexpired answers kept under a search id. */
-  async searchPages(searchId: string, now: number): Promise<SearchPageRow[]> {
-    const rows = await this.db
+  /**
+   * Whether a search is kept (until when: its last page's expiry) and whether any of its
+   * pages answered `address`; undefined when no page of it is kept.
+   */
+  async keptSearch(
+    searchId: string,
+    address: string,
+    now: number,
+  ): Promise<{ expiresAt: number; answered: boolean } | undefined> {
+    const row = await this.db
       .selectFrom('search_pages')
       .select([
-        'search_id',
-        'request',
-        'addresses',
-        'page_offset',
-        'total',
-        'created_at',
-        'expires_at',
+        sql<number | null>`max(expires_at)`.as('expires_at'),
+        // Addresses are stored quoted in a JSON array: a quoted match is an exact one.
+        sql<number>`sum(case when addresses like ${`%"${address}"%`} then 1 else 0 end)`.as(
+          'answered',
+        ),
       ])
       .where('search_id', '=', searchId)
       .where('expires_at', '>', now)
-      .orderBy('seq')
-      .limit(MAX_PAGES_PER_SEARCH)
-      .execute();
-    return rows.map((row) => ({
-      ...row,
-      addresses: JSON.parse(row.addresses) as string[],
-      page_offset: Number(row.page_offset),
-      total: Number(row.total),
-      created_at: Number(row.created_at),
-      expires_at: Number(row.expires_at),
-    }));
+      .executeTakeFirst();
+    if (!row || row.expires_at === null) return undefined;
+    return { expiresAt: Number(row.expires_at), answered: Number(row.answered) > 0 };
   }
 
   async recordClick(click: SearchClickRow): Promise<void> {
@@ -513,26 +510,23 @@ export class DiscoveryRepository {
     }));
   }
 
-  /** Deletes expired searches and clicks, a batch at a time; how many rows went. */
-  async purgeExpiredSearches(now: number, batch = 5000): Promise<number> {
-    let removed = 0;
-    for (const table of ['search_pages', 'search_clicks'] as const) {
-      const result = await this.db
-        .deleteFrom(table)
-        .where(
-          'seq',
-          'in',
-          this.db.selectFrom(table).select('seq').where('expires_at', '<=', now).limit(batch),
-        )
-        .executeTakeFirst();
-      removed += Number(result.numDeletedRows);
-    }
-    return removed;
+  /** Deletes up to `batch` expired rows of `table`; how many went. */
+  async purgeExpiredSearches(
+    table: 'search_pages' | 'search_clicks',
+    now: number,
+    batch: number,
+  ): Promise<number> {
+    const result = await this.db
+      .deleteFrom(table)
+      .where(
+        'seq',
+        'in',
+        this.db.selectFrom(table).select('seq').where('expires_at', '<=', now).limit(batch),
+      )
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
   }
 }
-
-/** The most pages of one search a click is checked against. */
-const MAX_PAGES_PER_SEARCH = 1000;
 
 function numeric<T extends { expires_at: number; active: number }>(row: T): T {
   return { ...row, expires_at: Number(row.expires_at), active: Number(row.active) };
