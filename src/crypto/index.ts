@@ -24,10 +24,12 @@ export { protocolManifestDigest } from './manifest.js';
 export type { ProtocolManifestContent } from './manifest.js';
 export {
   agentAddressFromPublicKey,
+  agentAddressFromSeed,
   decodeSignature,
   encodeSignature,
   isAgentAddress,
   isUserAddress,
+  privateKeyFromSeed,
   publicKeyFromAgentAddress,
   userAddressOf,
 } from './keys.js';

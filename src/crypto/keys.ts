@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createECDH, createHash } from 'node:crypto';
 import { decodeBech32, encodeBech32 } from './bech32.js';
 import { CryptoFormatError, unlessMalformed } from './errors.js';
 import { isCompressedCurvePoint } from './secp256k1.js';
@@ -32,6 +32,29 @@ function assertCompressedPublicKey(bytes: Uint8Array): void {
 export function agentAddressFromPublicKey(publicKey: Uint8Array): string {
   assertCompressedPublicKey(publicKey);
   return encodeBech32(AGENT_PREFIX, publicKey);
+}
+
+/**
+ * The private key uAgents' `Identity.from_seed(seed, index)` derives:
+ * SHA-256(SHA-256("agent" ‖ index byte) ‖ SHA-256(seed as UTF-8)).
+ */
+export function privateKeyFromSeed(seed: string, index = 0): Uint8Array {
+  if (!Number.isInteger(index) || index < 0 || index > 255) {
+    throw new CryptoFormatError(`key index must be a byte, got ${index}`);
+  }
+  const derivation = createHash('sha256')
+    .update(AGENT_PREFIX, 'utf8')
+    .update(Uint8Array.of(index))
+    .digest();
+  const seedHash = createHash('sha256').update(seed, 'utf8').digest();
+  return createHash('sha256').update(derivation).update(seedHash).digest();
+}
+
+/** The `agent1…` address of `Identity.from_seed(seed, index)`. */
+export function agentAddressFromSeed(seed: string, index = 0): string {
+  const ecdh = createECDH('secp256k1');
+  ecdh.setPrivateKey(privateKeyFromSeed(seed, index));
+  return agentAddressFromPublicKey(ecdh.getPublicKey(null, 'compressed'));
 }
 
 /**

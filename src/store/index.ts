@@ -9,6 +9,7 @@ import { AlmanacRepository } from './repositories/almanac.js';
 import { DeliveriesRepository } from './repositories/deliveries.js';
 import { DiscoveryRepository } from './repositories/discovery.js';
 import { DomainsRepository } from './repositories/domains.js';
+import { EnrolmentsRepository } from './repositories/enrolments.js';
 import { ChallengesRepository, IdentitiesRepository } from './repositories/identity.js';
 import { InteractionsRepository } from './repositories/interactions.js';
 import { ApiKeysRepository } from './repositories/keys.js';
@@ -39,6 +40,7 @@ export interface Repositories {
   webhooks: WebhooksRepository;
   mailroom: MailroomRepository;
   storageAssets: StorageAssetsRepository;
+  enrolments: EnrolmentsRepository;
 }
 
 function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories {
@@ -60,6 +62,7 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     webhooks: new WebhooksRepository(db, dialect.name),
     mailroom: new MailroomRepository(db),
     storageAssets: new StorageAssetsRepository(db),
+    enrolments: new EnrolmentsRepository(db),
   };
 }
 

@@ -38,6 +38,7 @@ export interface Database {
   storage_delegations: StorageDelegationsTable;
   search_pages: SearchPagesTable;
   search_clicks: SearchClicksTable;
+  agent_enrolments: AgentEnrolmentsTable;
 }
 
 export interface UsersTable {
@@ -56,6 +57,19 @@ export interface ApiKeysTable {
   revoked_at: number | null;
   /** What the key is for, as its owner named it. */
   label: ColumnType<string | null, string | null | undefined, string | null>;
+  /** 1 for a key limited to safe methods (GET, HEAD). */
+  read_only: ColumnType<number, number | undefined, number>;
+  /** JSON array of the agent addresses the key may act on; null for every address. */
+  addresses: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** An address its owner provisioned: that agent may register itself under the owner. */
+export interface AgentEnrolmentsTable {
+  address: string;
+  user_id: string;
+  name: string;
+  handle: string;
+  created_at: number;
 }
 
 export interface ChallengesTable {

@@ -4,12 +4,14 @@ import { describe, it } from 'node:test';
 import { secp256k1 } from '@noble/curves/secp256k1.js';
 import {
   agentAddressFromPublicKey,
+  agentAddressFromSeed,
   CryptoFormatError,
   decodeSignature,
   encodeBech32,
   encodeSignature,
   isAgentAddress,
   isUserAddress,
+  privateKeyFromSeed,
   publicKeyFromAgentAddress,
 } from '../../src/crypto/index.js';
 import { identityVector, vectors } from '../kit/vectors.js';
@@ -129,5 +131,22 @@ describe('decodeSignature', () => {
     const rs = randomBytes(64);
     assert.equal(hex(decodeSignature(encodeSignature(rs))), hex(rs));
     assert.throws(() => encodeSignature(randomBytes(63)), CryptoFormatError);
+  });
+});
+
+describe('agentAddressFromSeed', () => {
+  it('derives the key and address of uagents Identity.from_seed for every vector', () => {
+    assert.ok(vectors.identities.length > 0);
+    for (const vector of vectors.identities) {
+      assert.equal(hex(privateKeyFromSeed(vector.seed, vector.index)), vector.private_key_hex);
+      assert.equal(agentAddressFromSeed(vector.seed, vector.index), vector.address);
+    }
+  });
+
+  it('defaults to index 0 and refuses an index that is not a byte', () => {
+    const seed = vectors.identities[0]!.seed;
+    assert.equal(agentAddressFromSeed(seed), agentAddressFromSeed(seed, 0));
+    assert.notEqual(agentAddressFromSeed(seed, 0), agentAddressFromSeed(seed, 1));
+    assert.throws(() => privateKeyFromSeed(seed, 256), CryptoFormatError);
   });
 });

@@ -18,6 +18,7 @@ import * as timelineKinds from './0016_timeline_kinds.js';
 import * as v1Tokens from './0017_v1_tokens.js';
 import * as storageAssets from './0019_storage_assets.js';
 import * as searchFeedback from './0020_search_feedback.js';
+import * as enrolmentAndKeyScopes from './0021_enrolment_and_key_scopes.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -43,4 +44,5 @@ export const migrations: Record<string, Migration> = {
   '0017_v1_tokens': v1Tokens,
   '0019_storage_assets': storageAssets,
   '0020_search_feedback': searchFeedback,
+  '0021_enrolment_and_key_scopes': enrolmentAndKeyScopes,
 };

@@ -1,0 +1,59 @@
+import type { Kysely, Selectable } from 'kysely';
+import type { AgentEnrolmentsTable, Database } from '../schema.js';
+
+export type EnrolmentRow = Selectable<AgentEnrolmentsTable>;
+
+/** Addresses their owners provisioned: each may register itself under its owner. */
+export class EnrolmentsRepository {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  find(address: string): Promise<EnrolmentRow | undefined> {
+    return this.db
+      .selectFrom('agent_enrolments')
+      .selectAll()
+      .where('address', '=', address)
+      .executeTakeFirst();
+  }
+
+  /**
+   * Enrols the address to the user unless someone else holds it, or renames the user's own
+   * enrolment; returns the owner after the attempt (the first of two racing claims wins).
+   */
+  async claim(row: EnrolmentRow): Promise<string> {
+    await this.db
+      .insertInto('agent_enrolments')
+      .values(row)
+      .onConflict((oc) => oc.column('address').doNothing())
+      .execute();
+    const owner = await this.find(row.address);
+    if (owner?.user_id === row.user_id) {
+      await this.db
+        .updateTable('agent_enrolments')
+        .set({ name: row.name, handle: row.handle })
+        .where('address', '=', row.address)
+        .execute();
+    }
+    return owner!.user_id;
+  }
+
+  listForUser(userId: string, limit: number, offset: number): Promise<EnrolmentRow[]> {
+    return this.db
+      .selectFrom('agent_enrolments')
+      .selectAll()
+      .where('user_id', '=', userId)
+      .orderBy('created_at')
+      .orderBy('address')
+      .limit(limit)
+      .offset(offset)
+      .execute();
+  }
+
+  async delete(address: string, userId: string): Promise<boolean> {
+    const result = await this.db
+      .deleteFrom('agent_enrolments')
+      .where('address', '=', address)
+      .where('user_id', '=', userId)
+      .executeTakeFirst();
+    return result.numDeletedRows > 0n;
+  }
+}
