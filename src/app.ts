@@ -21,6 +21,7 @@ import { installValidation } from './http/plugins/validation.js';
 import { agentsRoutes } from './http/routes/agents.js';
 import { almanacRoutes } from './http/routes/almanac.js';
 import { deliveriesRoutes } from './http/routes/deliveries.js';
+import { enrolmentsRoutes } from './http/routes/enrolments.js';
 import { almanacSearchRoutes, resolveRoutes, searchRoutes } from './http/routes/discovery.js';
 import { almanacDomainsRoutes, domainsRoutes } from './http/routes/domains.js';
 import { healthRoutes } from './http/routes/health.js';
@@ -143,6 +144,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   healthRoutes(app, ctx);
   identityRoutes(app, ctx);
   agentsRoutes(app, ctx);
+  enrolmentsRoutes(app, ctx);
   usageRoutes(app, ctx);
   mailboxRoutes(app, ctx);
   proxyRoutes(app, ctx);

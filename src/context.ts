@@ -17,6 +17,7 @@ import { IdentityService } from './services/identity.js';
 import { DeliveryTrace } from './services/deliveries.js';
 import { ActivityService } from './services/activity.js';
 import { InteractionsService } from './services/interactions.js';
+import { EnrolmentsService } from './services/enrolments.js';
 import { KeysService } from './services/keys.js';
 import { MailboxService } from './services/mailbox.js';
 import { MailroomService } from './services/mailroom.js';
@@ -57,6 +58,7 @@ export interface Services {
   sessions: SessionsService;
   webhooks: WebhooksService;
   storageAssets: StorageAssetsService;
+  enrolments: EnrolmentsService;
 }
 
 /** A job the server runs on a timer (expiry sweeps and the like). */
@@ -250,6 +252,13 @@ export function createContext(
   const domains = new DomainsService(store, clock);
   const discovery = new DiscoveryService(store, almanac, domains, clock);
   const sessions = new SessionsService(store, clock, keys, users, config.sessionTtlSeconds * 1000);
+  const enrolments = new EnrolmentsService(
+    store,
+    clock,
+    users,
+    config.publicUrl,
+    config.openAgentRegistration,
+  );
 
   const metrics = new Metrics();
   metrics.countHeldPolls(() => mailbox.heldPolls);
@@ -374,6 +383,7 @@ export function createContext(
       sessions,
       webhooks,
       storageAssets,
+      enrolments,
     },
     metrics,
     housekeeping,

@@ -1,3 +1,14 @@
+/**
+ * What a scoped API key may do: with `readOnly`, only safe methods (GET, HEAD); with
+ * `addresses`, only calls about one of those agents (the path's `:address`, or the body's
+ * `address` on a route without one). The auth plugin enforces both, for every route.
+ */
+export interface KeyScope {
+  readOnly: boolean;
+  /** The agents the key may act on; null for all of the user's agents. */
+  addresses: readonly string[] | null;
+}
+
 /** Who is calling. Set by the auth plugin before a route's handler runs. */
 export type Principal =
   | {
@@ -6,6 +17,8 @@ export type Principal =
       keyId: string;
       /** When the console session the user called through ends; absent for an API key. */
       sessionExpiresAt?: number;
+      /** Present for a scoped API key: what it is limited to. */
+      scope?: KeyScope;
     }
   | { kind: 'agent'; address: string; validTo: number }
   | { kind: 'anonymous' };

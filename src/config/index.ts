@@ -108,6 +108,11 @@ export interface Config {
    * each in a file there (for deployments with many or large assets).
    */
   assetsDir: string | undefined;
+  /**
+   * The user (by name or id) under whom any agent may register itself with its own
+   * attestation, enrolled or not; unset: only enrolled agents may.
+   */
+  openAgentRegistration: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -173,6 +178,7 @@ export const defaults: Config = {
   webhookRetryDelaysMs: [10_000, 30_000, 120_000, 600_000, 3_600_000],
   assetMaxBytes: 10 * MiB,
   assetsDir: undefined,
+  openAgentRegistration: undefined,
 };
 
 /** The largest `AGENTRY_ASSET_MAX_BYTES` admitted: one upload is held in memory whole. */
@@ -297,6 +303,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   int('AGENTRY_STREAMS_PER_USER', 1, (n) => (config.streamsPerUser = n));
   int('AGENTRY_WEBHOOK_TIMEOUT_MS', 1, (n) => (config.webhookTimeoutMs = n));
   const retryDelays = read('AGENTRY_WEBHOOK_RETRY_DELAYS_SECONDS');
+  config.openAgentRegistration = read('AGENTRY_OPEN_AGENT_REGISTRATION')?.trim() || undefined;
   if (retryDelays !== undefined) {
     config.webhookRetryDelaysMs = retryDelays
       .split(',')

@@ -119,6 +119,23 @@ export class AgentsService {
     await this.history.registered([registered(registration, isNew)]);
   }
 
+  /**
+   * Registers an agent that asked itself, with its attestation, under the user it is enrolled
+   * to (or the open registration user): that user holds its identity from then on, as if they
+   * had proven it.
+   */
+  async registerSelf(userId: string, registration: RegistrationRequest): Promise<void> {
+    const isNew = await this.store.transaction(async (tx) => {
+      const allowance = await this.lockAllowance(tx, userId);
+      const owner = await tx.identities.claim(registration.address, userId, this.clock.now());
+      if (owner !== userId) {
+        throw new ConflictError('Agent address is already registered by another account');
+      }
+      return this.save(tx, userId, registration, allowance);
+    });
+    await this.history.registered([registered(registration, isNew)]);
+  }
+
   /** Registers every agent or, if any is refused, none; the error names the item refused. */
   async registerBatch(userId: string, registrations: RegistrationRequest[]): Promise<void> {
     const added = await this.store.transaction(async (tx) => {

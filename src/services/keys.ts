@@ -1,5 +1,5 @@
 import { generateApiKey, parseApiKey, secretMatches } from '../auth/api-keys.js';
-import type { Principal } from '../auth/principal.js';
+import type { KeyScope, Principal } from '../auth/principal.js';
 import { NotFoundError, UnauthenticatedError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
 import type { Store } from '../store/index.js';
@@ -12,6 +12,25 @@ export interface ApiKeyInfo {
   createdAt: number;
   expiresAt: number | null;
   revokedAt: number | null;
+  /** True for a key limited to safe methods (GET, HEAD). */
+  readOnly: boolean;
+  /** The agents the key is limited to; null for all. */
+  addresses: string[] | null;
+}
+
+/** What a key is limited to when it is made; nothing given: the user's full power. */
+export interface KeyScopeInput {
+  readOnly?: boolean;
+  /** Agent addresses (canonical); an empty list is refused by the wire schema. */
+  addresses?: string[] | null;
+}
+
+function scopeOf(row: { read_only: number; addresses: string | null }): KeyScope | undefined {
+  if (row.read_only === 0 && row.addresses === null) return undefined;
+  return {
+    readOnly: row.read_only !== 0,
+    addresses: row.addresses === null ? null : (JSON.parse(row.addresses) as string[]),
+  };
 }
 
 /** A key just made, with the key itself (`token`), which is shown this once. */
@@ -31,12 +50,14 @@ export class KeysService {
   /** Creates a key for a user; the token is shown once. */
   async createKey(
     userId: string,
-    options: { label?: string | null; lifetimeMs?: number } = {},
+    options: { label?: string | null; lifetimeMs?: number } & KeyScopeInput = {},
   ): Promise<NewKey> {
     const now = this.clock.now();
     const key = generateApiKey();
     const expiresAt = options.lifetimeMs === undefined ? null : now + options.lifetimeMs;
     const label = options.label ?? null;
+    const readOnly = options.readOnly ?? false;
+    const addresses = options.addresses ? [...new Set(options.addresses)] : null;
     await this.store.repos.apiKeys.insert({
       id: key.id,
       user_id: userId,
@@ -45,8 +66,19 @@ export class KeysService {
       expires_at: expiresAt,
       revoked_at: null,
       label,
+      read_only: readOnly ? 1 : 0,
+      addresses: addresses === null ? null : JSON.stringify(addresses),
     });
-    return { id: key.id, label, createdAt: now, expiresAt, revokedAt: null, token: key.token };
+    return {
+      id: key.id,
+      label,
+      createdAt: now,
+      expiresAt,
+      revokedAt: null,
+      readOnly,
+      addresses,
+      token: key.token,
+    };
   }
 
   /** The keys of a user (by name or id), oldest first. */
@@ -59,6 +91,8 @@ export class KeysService {
       createdAt: r.created_at,
       expiresAt: r.expires_at,
       revokedAt: r.revoked_at,
+      readOnly: r.read_only !== 0,
+      addresses: r.addresses === null ? null : (JSON.parse(r.addresses) as string[]),
     }));
   }
 
@@ -86,6 +120,7 @@ export class KeysService {
     if (row.expires_at !== null && row.expires_at <= this.clock.now()) {
       throw new UnauthenticatedError('API key has expired');
     }
-    return { kind: 'user', userId: row.user_id, keyId: row.id };
+    const scope = scopeOf(row);
+    return { kind: 'user', userId: row.user_id, keyId: row.id, ...(scope ? { scope } : {}) };
   }
 }

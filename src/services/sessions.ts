@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Principal } from '../auth/principal.js';
-import { UnauthenticatedError } from '../errors.js';
+import { ForbiddenError, UnauthenticatedError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
 import type { Store } from '../store/index.js';
 import type { UserRow } from '../store/repositories/users.js';
@@ -36,6 +36,11 @@ export class SessionsService {
 
   async signIn(apiKey: string): Promise<OpenedSession> {
     const principal = await this.keys.authenticate(apiKey);
+    if (principal.scope) {
+      throw new ForbiddenError(
+        'A scoped API key (read-only or limited to agents) cannot open a console session: sign in with a key without limits',
+      );
+    }
     const key = await this.store.repos.apiKeys.findById(principal.keyId);
     const user = await this.users.findUser(principal.userId);
     const now = this.clock.now();

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AttestationAuthenticator } from '../../auth/attestations.js';
-import type { AuthRequirement, Principal } from '../../auth/principal.js';
+import type { AuthRequirement, KeyScope, Principal } from '../../auth/principal.js';
 import { ForbiddenError, UnauthenticatedError } from '../../errors.js';
 import type { KeysService } from '../../services/keys.js';
 import type { MailroomService } from '../../services/mailroom.js';
@@ -84,8 +84,37 @@ function readCredential(request: FastifyRequest): Credential {
  * `source`, read after validation, which made them canonical.
  */
 function actedOn(request: FastifyRequest, requirement: AuthRequirement): unknown {
-  if (requirement === 'user-or-agent') return (request.params as { address?: unknown }).address;
+  if (requirement === 'user-or-agent') return addressOf(request);
   return (request.body as { source?: unknown } | undefined)?.source;
+}
+
+/**
+ * The agent a request is about: the path's `:address`, or, on a route without one, the body's
+ * `address` (registering an agent, proving its identity). Undefined for any other request.
+ */
+function addressOf(request: FastifyRequest): unknown {
+  const params = request.params as { address?: unknown } | undefined;
+  if (params?.address !== undefined) return params.address;
+  const body = request.body as { address?: unknown } | null | undefined;
+  return body !== null && typeof body === 'object' && !Array.isArray(body)
+    ? body.address
+    : undefined;
+}
+
+/** Refuses what a scoped key may not do; one rule for every route (docs/console.md#api-keys). */
+function checkScope(request: FastifyRequest, scope: KeyScope): void {
+  if (scope.readOnly && request.method !== 'GET' && request.method !== 'HEAD') {
+    throw new ForbiddenError(
+      'This API key is read-only: it may only read (GET). Use a key without read_only for this call',
+    );
+  }
+  if (scope.addresses === null) return;
+  const about = addressOf(request);
+  if (typeof about !== 'string' || !scope.addresses.includes(about)) {
+    throw new ForbiddenError(
+      `This API key is limited to ${scope.addresses.length === 1 ? 'one agent' : `${scope.addresses.length} agents`}, and this call is not about ${scope.addresses.length === 1 ? 'it' : 'one of them'}: use a key without addresses for it`,
+    );
+  }
 }
 
 /** Counts a request whose credential was refused; throws when that is one too many. */
@@ -199,6 +228,7 @@ export function installAuth(
   app.addHook('preHandler', async (request) => {
     const { principal } = request;
     const requirement = request.routeOptions.config.auth;
+    if (principal.kind === 'user' && principal.scope) checkScope(request, principal.scope);
     // An attestation on an `agent` route, or a v1 token, is about the agent it stands for; an
     // agent acting on the assets it may reach names no agent.
     if (

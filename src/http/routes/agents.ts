@@ -18,7 +18,7 @@ import type { StoredAgent } from '../../store/repositories/agents.js';
 
 export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
-  const { agents, activity } = ctx.services;
+  const { agents, activity, enrolments } = ctx.services;
   /** Each agent as the API shows it, with its status now. */
   const records = async (list: StoredAgent[]) => {
     const statuses = await activity.statuses(list.map((agent) => agent.address));
@@ -47,18 +47,24 @@ export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.post(
     '/v2/agents',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user-or-agent' },
       schema: {
         tags: ['agents'],
         summary: 'Register Agent',
         description:
-          'Creates or replaces the listing of an agent whose identity the caller has proven, and its mailbox.',
+          'Creates or replaces the listing of an agent whose identity the caller has proven, and its mailbox. An enrolled agent (POST /v2/enrolments) may register itself with its own attestation (`Authorization: Agent …`), under the user it is enrolled to; one nobody enrolled is refused (403) unless the operator opened self-registration.',
         body: RegistrationRequest,
         response: { 200: Success, ...errorResponses(401, 403, 406, 409, 422) },
       },
     },
     async (request) => {
-      await agents.register(userOf(request), request.body);
+      if (request.principal.kind === 'agent') {
+        // The auth plugin has checked that the agent registers itself.
+        const owner = await enrolments.ownerForSelfRegistration(request.body.address);
+        await agents.registerSelf(owner, request.body);
+      } else {
+        await agents.register(userOf(request), request.body);
+      }
       return { success: true };
     },
   );
@@ -111,14 +117,15 @@ export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.put(
     '/v2/agents/:address',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user-or-agent' },
       schema: {
         tags: ['agents'],
         summary: 'Update Agent Details',
-        description: 'The fields given replace the stored ones.',
+        description:
+          'The fields given replace the stored ones. An enrolled agent may update itself with its own attestation.',
         params: AddressParams,
         body: AgentUpdates,
-        response: { 200: AgentRecord, ...errorResponses(401, 404, 409, 422) },
+        response: { 200: AgentRecord, ...errorResponses(401, 403, 404, 409, 422) },
       },
     },
     async (request) => {
@@ -126,7 +133,11 @@ export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
         loc: ['body', 'address'],
         msg: 'address must equal the agent address in the path',
       });
-      return record(await agents.update(userOf(request), request.body));
+      const owner =
+        request.principal.kind === 'agent'
+          ? await enrolments.ownerForSelfRegistration(request.params.address)
+          : userOf(request);
+      return record(await agents.update(owner, request.body));
     },
   );
 

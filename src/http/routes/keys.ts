@@ -39,15 +39,17 @@ export function keysRoutes(app: FastifyInstance, ctx: AppContext): void {
         tags: ['console'],
         summary: 'Create API Key',
         description:
-          'A new key for the caller, shown once. Short-lived keys suit a single task, such as connecting one agent.',
+          'A new key for the caller, shown once. Short-lived keys suit a single task, such as connecting one agent. `read_only` and `addresses` limit what the key may do; a key made by a scoped key is refused (it could not widen its power anyway: this call is a write about no agent).',
         body: CreateApiKeyRequest,
         response: { 200: NewApiKey, ...errorResponses(401, 403, 422) },
       },
     },
     async (request) => {
-      const { label, expires_in_seconds: lifetime } = request.body;
+      const { label, expires_in_seconds: lifetime, read_only, addresses } = request.body;
       const key = await keys.createKey(userOf(request), {
         label: label ?? null,
+        readOnly: read_only ?? false,
+        addresses: addresses ?? null,
         ...(lifetime == null ? {} : { lifetimeMs: lifetime * 1000 }),
       });
       return newApiKeyView(key);

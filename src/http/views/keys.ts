@@ -13,6 +13,8 @@ export function apiKeyView(key: ApiKeyInfo, currentKeyId: string): ApiKey {
     label: key.label,
     created_at: isoTimestamp(key.createdAt),
     expires_at: isoTimestampOrNull(key.expiresAt),
+    read_only: key.readOnly,
+    addresses: key.addresses,
     revoked_at: isoTimestampOrNull(key.revokedAt),
     current: key.id === currentKeyId,
   };
@@ -25,6 +27,8 @@ export function newApiKeyView(key: NewKey): NewApiKey {
     label: key.label,
     created_at: isoTimestamp(key.createdAt),
     expires_at: isoTimestampOrNull(key.expiresAt),
+    read_only: key.readOnly,
+    addresses: key.addresses,
     key: key.token,
   };
 }

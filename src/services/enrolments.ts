@@ -1,0 +1,124 @@
+import { randomBytes } from 'node:crypto';
+import { agentAddressFromSeed } from '../crypto/index.js';
+import { ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
+import type { Clock } from '../infra/clock.js';
+import type { Store } from '../store/index.js';
+import type { EnrolmentRow } from '../store/repositories/enrolments.js';
+import type { UsersService } from './users.js';
+
+/** An enrolled address as its owner sees it. */
+export interface EnrolmentInfo {
+  address: string;
+  name: string;
+  handle: string;
+  createdAt: number;
+}
+
+/** An agent just provisioned, with its Agent URI, which holds its key and is shown once. */
+export type ProvisionedAgent = EnrolmentInfo & { agentUri: string };
+
+function infoOf(row: EnrolmentRow): EnrolmentInfo {
+  return { address: row.address, name: row.name, handle: row.handle, createdAt: row.created_at };
+}
+
+const HANDLE_ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
+
+/**
+ * A handle made from a name: its letters and digits in dash-separated lower-case words, cut
+ * short, then a random word, so that two agents of one name do not collide.
+ */
+export function handleFromName(name: string): string {
+  const words = name
+    .toLowerCase()
+    .normalize('NFKD')
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 32)
+    .replace(/-+$/, '');
+  const suffix = Array.from(randomBytes(6), (b) => HANDLE_ALPHABET[b & 31]).join('');
+  return `${words || 'agent'}-${suffix}`;
+}
+
+/**
+ * `https://<handle>:<key>@<host>/<name>`, as the agentverse-sdk reads it: the scheme and host
+ * (with its port) of the public URL, the key as it is (its characters need no escaping), the
+ * name percent-encoded (the client decodes it). The client keeps no path before the name.
+ */
+export function agentUri(publicUrl: string, handle: string, seed: string, name: string): string {
+  const url = new URL(publicUrl);
+  return `${url.protocol}//${handle}:${seed}@${url.host}/${encodeURIComponent(name)}`;
+}
+
+/**
+ * Agent enrolment: an owner provisions an agent (Agentry makes its key, or takes one the
+ * owner brings), which enrols the agent's address to the owner; that agent may then register
+ * and update itself with its own attestation, under its owner. Only the address is kept.
+ * With open registration on (`AGENTRY_OPEN_AGENT_REGISTRATION`), an agent nobody enrolled
+ * registers itself under the user the operator chose.
+ */
+export class EnrolmentsService {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly users: UsersService,
+    private readonly publicUrl: string,
+    /** The user (name or id) open self-registration files agents under; unset: off. */
+    private readonly openRegistrationUser?: string,
+  ) {}
+
+  /** Enrols the address of the seed given, or of a new one, and answers its Agent URI once. */
+  async provision(
+    userId: string,
+    request: { name: string; handle?: string; seed?: string },
+  ): Promise<ProvisionedAgent> {
+    const seed = request.seed ?? randomBytes(32).toString('hex');
+    const address = agentAddressFromSeed(seed, 0);
+    const handle = request.handle ?? handleFromName(request.name);
+    const row: EnrolmentRow = {
+      address,
+      user_id: userId,
+      name: request.name,
+      handle,
+      created_at: this.clock.now(),
+    };
+    const enrolled = await this.store.transaction(async (tx) => {
+      const identity = await tx.identities.find(address);
+      if (identity && identity.user_id !== userId) {
+        throw new ConflictError('Agent address is already registered by another account');
+      }
+      if ((await tx.enrolments.claim(row)) !== userId) {
+        throw new ConflictError('Agent address is already enrolled by another account');
+      }
+      return tx.enrolments.find(address);
+    });
+    const info = infoOf(enrolled!);
+    return { ...info, agentUri: agentUri(this.publicUrl, handle, seed, request.name) };
+  }
+
+  async list(userId: string, limit: number, offset: number): Promise<EnrolmentInfo[]> {
+    return (await this.store.repos.enrolments.listForUser(userId, limit, offset)).map(infoOf);
+  }
+
+  /** Ends an enrolment: the agent may no longer register itself (its listing stays). */
+  async remove(userId: string, address: string): Promise<void> {
+    if (!(await this.store.repos.enrolments.delete(address, userId))) {
+      throw new NotFoundError(`No enrolment of ${address}`);
+    }
+  }
+
+  /**
+   * The user an agent registers itself under: its enrolling owner, else the open registration
+   * user; 403 saying how to enrol it when there is neither.
+   */
+  async ownerForSelfRegistration(address: string): Promise<string> {
+    const enrolment = await this.store.repos.enrolments.find(address);
+    if (enrolment) return enrolment.user_id;
+    if (this.openRegistrationUser !== undefined) {
+      const user = await this.users.findUser(this.openRegistrationUser).catch(() => undefined);
+      if (user) return user.id;
+    }
+    throw new ForbiddenError(
+      `Agent ${address} is not enrolled here, so it cannot register itself with its attestation. Its owner enrols it by provisioning it (POST /v2/enrolments with the agent's seed, "agentry agents provision", or the console's Agents page), then starts it from the Agent URI given; or registers it with an API key (GET /v2/identity/${address}/challenge, POST /v2/identity, POST /v2/agents)`,
+    );
+  }
+}
