@@ -25,9 +25,14 @@ import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
  * - `owner-or-granted-agent`: the owner's key, or the attestation of an agent the owner let
  *   reach the thing the path names (a storage asset's uploader, or an agent it is shared
  *   with); any other agent: 404, as for another user;
- * - `user-or-agent`: any user's key or any agent's attestation, about the caller's own things;
+ * - `user-or-agent`: any user's API key, or an agent's attestation about its own things (the
+ *   agent the body names registering itself; its own storage assets);
  * - `agent`: only an agent's attestation, for the agent the body names;
  * - `agent-token`: only a v1 mailroom access token, for the agent it was issued to.
+ *
+ * Scoped keys (read-only, limited to agents) are held to the same list: a read-only key is
+ * refused every operation but GET and HEAD, a key limited to agents every operation that is
+ * not about one of them.
  */
 type Rule =
   | 'public'
@@ -46,11 +51,14 @@ const RULES: Record<string, Rule> = {
   'GET /v2/identity/{address}/challenge': 'user',
   'POST /v2/identity': 'user',
   'GET /v2/agents': 'user',
-  'POST /v2/agents': 'user',
+  'POST /v2/agents': 'user-or-agent',
   'POST /v2/agents/batch': 'user',
   'GET /v2/agents/{address}': 'owner-or-agent',
-  'PUT /v2/agents/{address}': 'owner',
+  'PUT /v2/agents/{address}': 'owner-or-agent',
   'DELETE /v2/agents/{address}': 'owner',
+  'POST /v2/enrolments': 'user',
+  'GET /v2/enrolments': 'user',
+  'DELETE /v2/enrolments/{address}': 'owner',
   'GET /v2/agents/usage/current': 'user',
   'POST /v2/agents/mailbox/submit': 'public',
   'GET /v2/agents/mailbox/submit': 'public',
@@ -235,7 +243,10 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
 
   /** A body that passes validation, so that what answers is the authorization. */
   function bodyOf(operation: Operation): unknown {
-    if (operation.method === 'PUT' && operation.path === '/v2/agents/{address}') {
+    if (
+      (operation.method === 'PUT' && operation.path === '/v2/agents/{address}') ||
+      (operation.method === 'POST' && operation.path === '/v2/agents')
+    ) {
       return { address: alice.agent.address, name: 'taken over' };
     }
     if (operation.method === 'PUT' && operation.path === '/v1/agents/{address}') {
@@ -321,7 +332,9 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
 
   it('refuses the attestation of another agent on operations an agent may call for itself', async () => {
     const stranger = TestIdentity.random();
-    for (const operation of operations.filter(({ rule }) => rule === 'owner-or-agent')) {
+    const forAgents = operations.filter(({ rule }) => rule.endsWith('-or-agent'));
+    assert.ok(forAgents.length >= 5);
+    for (const operation of forAgents) {
       const res = await send(operation, { authorization: stranger.authorization(clock.now()) });
       assert.equal(res.status, 403, `${operation.method} ${operation.path}: ${res.text}`);
     }
@@ -372,6 +385,78 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
       if (operation.rule === 'agent-token') continue;
       const res = await send(operation, { authorization });
       assert.equal(res.status, 401, `${operation.method} ${operation.path}: ${res.text}`);
+    }
+  });
+
+  /** A key of Alice's made with a scope. */
+  async function scopedKey(scope: { read_only?: boolean; addresses?: string[] }) {
+    const res = await call(t.url, 'POST', '/v2/api-keys', { key: t.userKey, body: scope });
+    assert.equal(res.status, 200, res.text);
+    return res.body.key as string;
+  }
+  /** Every operation a user's key may call (an agent-only one answers 401 to any key). */
+  const forKeys = () => operations.filter(({ rule }) => rule !== 'public' && rule !== 'agent');
+
+  it('refuses a read-only key every operation but a read, and lets it read', async () => {
+    const key = await scopedKey({ read_only: true });
+    const writes = forKeys().filter(({ method }) => method !== 'GET' && method !== 'HEAD');
+    assert.ok(writes.length >= 15);
+    for (const operation of writes) {
+      const res = await send(operation, { key });
+      assert.equal(res.status, 403, `${operation.method} ${operation.path}: ${res.text}`);
+      assert.match(res.body.detail, /read-only/);
+    }
+    // Every read passes (some then want a query these calls do not give: 422).
+    for (const operation of forKeys().filter(({ method }) => method === 'GET')) {
+      const res = await send(operation, { key });
+      assert.ok(
+        [200, 422].includes(res.status),
+        `${operation.method} ${operation.path}: ${res.text}`,
+      );
+    }
+    // Its owner's things are as they were.
+    const listing = await call(t.url, 'GET', `/v2/agents/${alice.agent.address}`, { key });
+    assert.notEqual(listing.body.name, 'taken over');
+  });
+
+  it('refuses a key limited to other agents every operation, and one limited to this agent all but those about it', async () => {
+    const elsewhere = await scopedKey({ addresses: [TestIdentity.random().address] });
+    for (const operation of forKeys()) {
+      const res = await send(operation, { key: elsewhere });
+      assert.equal(res.status, 403, `${operation.method} ${operation.path}: ${res.text}`);
+      assert.match(res.body.detail, /limited to one agent/);
+    }
+    const mine = await scopedKey({ addresses: [alice.agent.address] });
+    const about = (operation: Operation) =>
+      operation.path.includes('{address}') ||
+      (operation.method === 'POST' && ['/v2/agents', '/v2/identity'].includes(operation.path));
+    for (const operation of forKeys()) {
+      if (about(operation)) {
+        // Reads only: the writes about Alice's agent would change what the other tests read.
+        if (operation.method !== 'GET') continue;
+        const res = await send(operation, { key: mine });
+        assert.equal(res.status, 200, `${operation.method} ${operation.path}: ${res.text}`);
+      } else {
+        const res = await send(operation, { key: mine });
+        assert.equal(res.status, 403, `${operation.method} ${operation.path}: ${res.text}`);
+      }
+    }
+    // A write about it passes the scope (and meets the service's own rules).
+    const renamed = await call(t.url, 'PUT', `/v2/agents/${alice.agent.address}`, {
+      key: mine,
+      body: { address: alice.agent.address.toUpperCase(), redirect_url: alice.redirectUrl },
+    });
+    assert.equal(renamed.status, 200, renamed.text);
+  });
+
+  it('opens no console session with a scoped key', async () => {
+    for (const scope of [{ read_only: true }, { addresses: [alice.agent.address] }]) {
+      const res = await call(t.url, 'POST', '/v2/session', {
+        body: { api_key: await scopedKey(scope) },
+        headers: { 'x-agentry-csrf': '1' },
+      });
+      assert.equal(res.status, 403, res.text);
+      assert.match(res.body.detail, /scoped API key/);
     }
   });
 

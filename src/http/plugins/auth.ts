@@ -101,7 +101,11 @@ function addressOf(request: FastifyRequest): unknown {
     : undefined;
 }
 
-/** Refuses what a scoped key may not do; one rule for every route (docs/console.md#api-keys). */
+/**
+ * Refuses what a scoped key may not do: one rule for every route (docs/console.md, "API
+ * keys"), checked before validation as credentials are. Addresses are compared in lower case,
+ * their canonical spelling; one that is not an address then fails validation anyway.
+ */
 function checkScope(request: FastifyRequest, scope: KeyScope): void {
   if (scope.readOnly && request.method !== 'GET' && request.method !== 'HEAD') {
     throw new ForbiddenError(
@@ -110,9 +114,10 @@ function checkScope(request: FastifyRequest, scope: KeyScope): void {
   }
   if (scope.addresses === null) return;
   const about = addressOf(request);
-  if (typeof about !== 'string' || !scope.addresses.includes(about)) {
+  if (typeof about !== 'string' || !scope.addresses.includes(about.toLowerCase())) {
+    const many = scope.addresses.length > 1;
     throw new ForbiddenError(
-      `This API key is limited to ${scope.addresses.length === 1 ? 'one agent' : `${scope.addresses.length} agents`}, and this call is not about ${scope.addresses.length === 1 ? 'it' : 'one of them'}: use a key without addresses for it`,
+      `This API key is limited to ${many ? `${scope.addresses.length} agents` : 'one agent'}, and this call is not about ${many ? 'one of them' : 'it'}: use a key without addresses for it`,
     );
   }
 }
@@ -225,10 +230,14 @@ export function installAuth(
       throw err;
     }
   });
+  // Not a refused credential (not counted as one): a valid key asked for more than it may.
+  app.addHook('preValidation', async (request) => {
+    const { principal } = request;
+    if (principal.kind === 'user' && principal.scope) checkScope(request, principal.scope);
+  });
   app.addHook('preHandler', async (request) => {
     const { principal } = request;
     const requirement = request.routeOptions.config.auth;
-    if (principal.kind === 'user' && principal.scope) checkScope(request, principal.scope);
     // An attestation on an `agent` route, or a v1 token, is about the agent it stands for; an
     // agent acting on the assets it may reach names no agent.
     if (
