@@ -258,6 +258,10 @@ export class AlmanacService {
   /** The registration of an agent; 404 when there is none, it expired, or is on another network. */
   async resolve(address: string, prefix?: AlmanacNetworkPrefix): Promise<AlmanacEntry> {
     const row = await this.store.repos.almanac.findResolvable(address);
+    if (!row || row.expires_at <= this.clock.now()) {
+      const listed = await this.resolveListing(address);
+      if (listed) return listed;
+    }
     if (
       !row ||
       row.expires_at <= this.clock.now() ||
@@ -275,6 +279,30 @@ export class AlmanacService {
       metadata: row.metadata === null ? null : (JSON.parse(row.metadata) as AlmanacMetadata),
       expiresAt: row.expires_at,
       domainName: row.domain,
+    };
+  }
+
+  /**
+   * An enrolled agent that registered itself (the agentverse-sdk registers at
+   * `POST /v2/agents` with its attestation, and never in the Almanac) resolves to the
+   * endpoints of its listing while it has no Almanac registration of its own, with the
+   * status it last set. A listing does not expire: its record resolves for the next 48 hours.
+   */
+  private async resolveListing(address: string): Promise<AlmanacEntry | undefined> {
+    const { enrolments, agents, almanac } = this.store.repos;
+    if (!(await enrolments.find(address))) return undefined;
+    const listing = await agents.find(address);
+    if (!listing || listing.endpoints.length === 0) return undefined;
+    const status = await almanac.findStatus(address);
+    return {
+      address,
+      active: status === undefined || status.is_active !== 0,
+      type: this.typeOf(listing.endpoints),
+      endpoints: listing.endpoints,
+      protocols: listing.protocols,
+      metadata: null,
+      expiresAt: this.clock.now() + REGISTRATION_LIFETIME_MS,
+      domainName: (await this.store.repos.domains.list(undefined, address))[0]?.name ?? null,
     };
   }
 

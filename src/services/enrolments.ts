@@ -29,8 +29,9 @@ const HANDLE_ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
  */
 export function handleFromName(name: string): string {
   const words = name
-    .toLowerCase()
     .normalize('NFKD')
+    .replace(/\p{M}/gu, '')
+    .toLowerCase()
     .replace(/[^a-z0-9]+/g, '-')
     .replace(/^-+|-+$/g, '')
     .slice(0, 32)
@@ -54,7 +55,7 @@ export function agentUri(publicUrl: string, handle: string, seed: string, name: 
  * owner brings), which enrols the agent's address to the owner; that agent may then register
  * and update itself with its own attestation, under its owner. Only the address is kept.
  * With open registration on (`AGENTRY_OPEN_AGENT_REGISTRATION`), an agent nobody enrolled
- * registers itself under the user the operator chose.
+ * registers itself under the user the operator chose, and is enrolled to that user by it.
  */
 export class EnrolmentsService {
   constructor(
@@ -108,14 +109,27 @@ export class EnrolmentsService {
 
   /**
    * The user an agent registers itself under: its enrolling owner, else the open registration
-   * user; 403 saying how to enrol it when there is neither.
+   * user, to whom a registration (`enrolAs`, its name and handle) enrols the agent; 403 saying
+   * how to enrol it when there is neither.
    */
-  async ownerForSelfRegistration(address: string): Promise<string> {
+  async ownerForSelfRegistration(
+    address: string,
+    enrolAs?: { name: string; handle?: string | null },
+  ): Promise<string> {
     const enrolment = await this.store.repos.enrolments.find(address);
     if (enrolment) return enrolment.user_id;
     if (this.openRegistrationUser !== undefined) {
       const user = await this.users.findUser(this.openRegistrationUser).catch(() => undefined);
-      if (user) return user.id;
+      if (user && !enrolAs) return user.id;
+      if (user && enrolAs) {
+        return this.store.repos.enrolments.claim({
+          address,
+          user_id: user.id,
+          name: enrolAs.name,
+          handle: enrolAs.handle ?? handleFromName(enrolAs.name),
+          created_at: this.clock.now(),
+        });
+      }
     }
     throw new ForbiddenError(
       `Agent ${address} is not enrolled here, so it cannot register itself with its attestation. Its owner enrols it by provisioning it (POST /v2/enrolments with the agent's seed, "agentry agents provision", or the console's Agents page), then starts it from the Agent URI given; or registers it with an API key (GET /v2/identity/${address}/challenge, POST /v2/identity, POST /v2/agents)`,

@@ -40,8 +40,9 @@ export type AgentProfile = Static<typeof AgentProfile>;
 const ProfileInput = Type.Object({
   description: Type.Optional(Type.String({ maxLength: 300, default: '' })),
   readme: Type.Optional(Type.String({ maxLength: 80000, default: '' })),
-  avatar_url: Type.Optional(Type.String({ maxLength: URL_MAX_LENGTH, default: '' })),
-  banner_url: Type.Optional(Type.String({ maxLength: URL_MAX_LENGTH, default: '' })),
+  // Null is empty: the agentverse-sdk sends an A2A agent card's absent icon as null.
+  avatar_url: Type.Optional(Nullable(Type.String({ maxLength: URL_MAX_LENGTH, default: '' }))),
+  banner_url: Type.Optional(Nullable(Type.String({ maxLength: URL_MAX_LENGTH, default: '' }))),
   starter_prompts: Type.Optional(Type.Array(Type.String(), { default: [] })),
 });
 export type ProfileInput = Static<typeof ProfileInput>;

@@ -60,7 +60,7 @@ export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
     async (request) => {
       if (request.principal.kind === 'agent') {
         // The auth plugin has checked that the agent registers itself.
-        const owner = await enrolments.ownerForSelfRegistration(request.body.address);
+        const owner = await enrolments.ownerForSelfRegistration(request.body.address, request.body);
         await agents.registerSelf(owner, request.body);
       } else {
         await agents.register(userOf(request), request.body);
