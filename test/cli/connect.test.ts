@@ -35,6 +35,11 @@ describeOnEachDialect('command line: connect', (dialect) => {
     assert.equal(record.body.redirect_url, null);
     const token = agent.calls.at(-1)!.body.user_token as string;
     assert.equal((await call(t.url, 'GET', '/v2/agents', { key: token })).status, 401);
+    // The key was limited to that one agent.
+    const keys = await call(t.url, 'GET', '/v2/api-keys', { key: t.userKey });
+    const used = keys.body.find((k: { label: string }) => k.label === `connect ${agent.address}`);
+    assert.deepEqual(used.addresses, [agent.address]);
+    assert.ok(used.revoked_at);
   });
 
   it('connects as a proxy with the endpoint given, then disconnects', async () => {

@@ -387,6 +387,69 @@ describeOnEachDialect('agents provisioned with an Agent URI (agentverse-sdk)', (
     assert.equal(twice.status, 404, twice.text);
   });
 
+  it('lets a key limited to one agent connect that agent, as the inspector does, and nothing else', async () => {
+    const agent = TestIdentity.random();
+    const made = await call(t.url, 'POST', '/v2/api-keys', {
+      key: t.userKey,
+      body: {
+        label: `connect ${agent.address}`,
+        expires_in_seconds: 300,
+        addresses: [agent.address.toUpperCase()],
+      },
+    });
+    assert.equal(made.status, 200, made.text);
+    assert.deepEqual(made.body.addresses, [agent.address]);
+    assert.equal(made.body.read_only, false);
+    const key = made.body.key as string;
+    // What a uAgent's /connect does with the key: challenge, proof, registration.
+    await registerAgent(hostOf(t), key, agent);
+    // Any other agent, or anything about no agent, is refused.
+    const other = TestIdentity.random();
+    const challenge = await call(t.url, 'GET', `/v2/identity/${other.address}/challenge`, { key });
+    assert.equal(challenge.status, 403, challenge.text);
+    assert.match(challenge.body.detail, /limited to one agent/);
+    for (const [method, path] of [
+      ['GET', '/v2/agents'],
+      ['GET', '/v2/api-keys'],
+      ['POST', '/v2/api-keys'],
+      ['GET', '/v2/enrolments'],
+    ] as const) {
+      const res = await call(t.url, method, path, {
+        key,
+        body: method === 'POST' ? {} : undefined,
+      });
+      assert.equal(res.status, 403, `${method} ${path}: ${res.text}`);
+    }
+    // The key list shows each key's scope.
+    const listed = await call(t.url, 'GET', '/v2/api-keys', { key: t.userKey });
+    const shown = listed.body.find((k: { id: string }) => k.id === made.body.id);
+    assert.deepEqual([shown.read_only, shown.addresses], [false, [agent.address]]);
+    const full = listed.body.find((k: { current: boolean }) => k.current);
+    assert.deepEqual([full.read_only, full.addresses], [false, null]);
+    // A read-only key limited to the agent reads it, and changes nothing.
+    const reader = await call(t.url, 'POST', '/v2/api-keys', {
+      key: t.userKey,
+      body: { read_only: true, addresses: [agent.address] },
+    });
+    const readKey = reader.body.key as string;
+    const read = await call(t.url, 'GET', `/v2/agents/${agent.address}`, { key: readKey });
+    assert.equal(read.status, 200, read.text);
+    const removal = await call(t.url, 'DELETE', `/v2/agents/${agent.address}`, { key: readKey });
+    assert.equal(removal.status, 403, removal.text);
+    assert.match(removal.body.detail, /read-only/);
+    // Limits are checked as given.
+    for (const addresses of [
+      [],
+      Array.from({ length: 101 }, () => TestIdentity.random().address),
+    ]) {
+      const res = await call(t.url, 'POST', '/v2/api-keys', {
+        key: t.userKey,
+        body: { addresses },
+      });
+      assert.equal(res.status, 422, res.text);
+    }
+  });
+
   it("counts a self-registered agent against its owner's agent quota", async () => {
     const limited = await startTestServer({
       dialect,

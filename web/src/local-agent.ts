@@ -110,7 +110,8 @@ export function defaultEndpoint(uri: string, info: LocalAgentInfo): string {
 
 /**
  * Asks the agent to connect to Agentry (as a mailbox, or as a proxy with `endpoint`) or to
- * disconnect, with a key minted for this one call and revoked straight after.
+ * disconnect, with a key minted for this one call, limited to this agent, and revoked straight
+ * after.
  */
 export async function askAgent(
   uri: string,
@@ -119,9 +120,11 @@ export async function askAgent(
   mode: 'mailbox' | 'proxy',
   endpoint: string,
 ): Promise<AgentAnswer> {
+  // Limited to this one agent: the agent holding it can do nothing else with it.
   const key = await api<NewApiKey>('POST', '/v2/api-keys', {
     label: `${kind} ${address}`,
     expires_in_seconds: 300,
+    addresses: [address],
   });
   try {
     return await (kind === 'connect'

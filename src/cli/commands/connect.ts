@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { isAgentAddress } from '../../crypto/index.js';
 import { withServices, withStoreOptions, type StoreFlags } from '../common.js';
 
 /** A local agent that cannot be reached or refuses, or a connect asked for wrongly. */
@@ -40,7 +41,7 @@ export function addDisconnectCommand(program: Command): void {
 
 /**
  * Connects or disconnects a running uAgent as the inspector does: mints a key for the user
- * that lives five minutes, hands it to the agent's `/connect` or `/disconnect`, and revokes it.
+ * that lives five minutes and is limited to that agent, hands it to the agent's `/connect` or `/disconnect`, and revokes it.
  */
 async function connectAgent(
   flags: StoreFlags & { agent: string; user: string },
@@ -51,9 +52,14 @@ async function connectAgent(
   const action = request.agent_type ? 'connect' : 'disconnect';
   await withServices(flags, async (ctx) => {
     const user = await ctx.services.users.findUser(flags.user);
+    if (!info.address || !isAgentAddress(info.address)) {
+      throw new ConnectError(`the agent at ${agent} did not say its address (/agent_info)`);
+    }
+    // Limited to this one agent: the agent holding it can do nothing else with it.
     const key = await ctx.services.keys.createKey(user.id, {
-      label: `${action} ${info.address ?? agent}`,
+      label: `${action} ${info.address}`,
       lifetimeMs: 300_000,
+      addresses: [info.address.toLowerCase()],
     });
     let answer: { success?: boolean; detail?: string | null };
     try {
