@@ -71,6 +71,7 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
 import type { AgentRecord } from '../../src/wire/agents';
 export type { AgentRecord };
 export type { ApiKey, NewApiKey } from '../../src/wire/keys';
+export type { Enrolment, ProvisionedAgent } from '../../src/wire/enrolments';
 export type { SessionInfo } from '../../src/wire/sessions';
 export type { AlmanacAgent } from '../../src/wire/almanac';
 export type { DeliveryEventView } from '../../src/wire/deliveries';

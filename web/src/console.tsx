@@ -4,6 +4,7 @@ import { ActivityPage } from './pages/activity';
 import { AgentPage } from './pages/agent';
 import { AgentsPage } from './pages/agents';
 import { KeysPage } from './pages/keys';
+import { ProvisionCard } from './pages/provision';
 import { NamesPage } from './pages/names';
 import { UsagePage } from './pages/usage';
 import { SignIn, useSession } from './session';
@@ -41,7 +42,14 @@ function Console() {
   } else if (route === '/usage') page = <UsagePage />;
   else if (route === '/keys') page = <KeysPage />;
   else if (route === '/names') page = <NamesPage />;
-  else page = <AgentsPage />;
+  else {
+    page = (
+      <>
+        <AgentsPage />
+        <ProvisionCard />
+      </>
+    );
+  }
   return (
     <>
       <header>

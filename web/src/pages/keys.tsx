@@ -9,20 +9,41 @@ function keyState(k: ApiKey): string {
   return k.current ? 'active (this session)' : 'active';
 }
 
-/** The user's API keys: create one (shown once), revoke one. */
+/** What a key may do: everything, or only reading, or only about some agents. */
+function keyScope(k: ApiKey): string {
+  const parts = [];
+  if (k.read_only) parts.push('read-only');
+  if (k.addresses) {
+    parts.push(
+      k.addresses.length === 1
+        ? `agent ${k.addresses[0]}`
+        : `${k.addresses.length} agents: ${k.addresses.join(', ')}`,
+    );
+  }
+  return parts.length ? parts.join(', ') : 'full';
+}
+
+/** The user's API keys: create one (shown once, optionally scoped), revoke one. */
 export function KeysPage() {
   const keys = useLoad(() => api<ApiKey[]>('GET', '/v2/api-keys'), []);
   const [label, setLabel] = useState('');
   const [lifetime, setLifetime] = useState('');
+  const [readOnly, setReadOnly] = useState(false);
+  const [agents, setAgents] = useState('');
   const [created, setCreated] = useState<NewApiKey | undefined>();
   const act = useAction();
   const create = act.submit(async () => {
+    const addresses = agents.split(/[\s,]+/).filter(Boolean);
     const key = await api<NewApiKey>('POST', '/v2/api-keys', {
       label: label || null,
       expires_in_seconds: lifetime ? Number(lifetime) : null,
+      read_only: readOnly,
+      addresses: addresses.length ? addresses : null,
     });
     setCreated(key);
     setLabel('');
+    setReadOnly(false);
+    setAgents('');
     keys.reload();
   });
   const revoke = (id: string) =>
@@ -52,6 +73,22 @@ export function KeysPage() {
           <option value="2592000">30 days</option>
           <option value="31536000">1 year</option>
         </select>
+        <label>
+          <input
+            type="checkbox"
+            name="read_only"
+            checked={readOnly}
+            onChange={(e) => setReadOnly((e.target as HTMLInputElement).checked)}
+          />{' '}
+          Read only
+        </label>
+        <input
+          name="agents"
+          placeholder="Only these agents (addresses; empty: all)"
+          aria-label="Only these agents"
+          value={agents}
+          onInput={(e) => setAgents((e.target as HTMLInputElement).value)}
+        />
         <button type="submit">Create key</button>
       </form>
       {act.error && <p class="error">{act.error}</p>}
@@ -69,6 +106,7 @@ export function KeysPage() {
               <th>Label</th>
               <th>Created</th>
               <th>Expires</th>
+              <th>Scope</th>
               <th>State</th>
               <th />
             </tr>
@@ -80,6 +118,7 @@ export function KeysPage() {
                 <td>{k.label ?? ''}</td>
                 <td>{when(k.created_at)}</td>
                 <td>{when(k.expires_at)}</td>
+                <td class="scope">{keyScope(k)}</td>
                 <td>{keyState(k)}</td>
                 <td>
                   {!k.revoked_at && (
