@@ -50,7 +50,7 @@ describeOnEachDialect('provisioning agents and scoped keys in the console', (dia
       assert.ok(match, uri);
       await card.getByRole('button', { name: 'Copy' }).click();
       await card.getByRole('button', { name: 'Copied' }).waitFor();
-      assert.equal(await page.evaluate(() => navigator.clipboard.readText()), uri);
+      assert.equal(await page.evaluate('navigator.clipboard.readText()'), uri);
       const identity = TestIdentity.fromSeed(match[2]!, 0);
       await card.getByTestId('enrolments').getByText(identity.address).waitFor();
 
