@@ -39,7 +39,7 @@ export function keysRoutes(app: FastifyInstance, ctx: AppContext): void {
         tags: ['console'],
         summary: 'Create API Key',
         description:
-          'A new key for the caller, shown once. Short-lived keys suit a single task, such as connecting one agent. `read_only` and `addresses` limit what the key may do; a key made by a scoped key is refused (it could not widen its power anyway: this call is a write about no agent).',
+          'A new key for the caller, shown once. Short-lived keys suit a single task, such as connecting one agent. `read_only` limits the key to GET and HEAD; `addresses` to calls about those agents (the path’s address, or the body’s where the path has none); a scoped key cannot make keys.',
         body: CreateApiKeyRequest,
         response: { 200: NewApiKey, ...errorResponses(401, 403, 422) },
       },
