@@ -169,3 +169,13 @@ describe('storage asset settings', () => {
     );
   });
 });
+
+describe('open agent self-registration setting', () => {
+  it('is off by default and takes a user name, trimmed; blank is off', () => {
+    assert.equal(loadConfig({}, {}).openAgentRegistration, undefined);
+    const open = loadConfig({}, { AGENTRY_OPEN_AGENT_REGISTRATION: ' walk-ins ' });
+    assert.equal(open.openAgentRegistration, 'walk-ins');
+    const blank = loadConfig({}, { AGENTRY_OPEN_AGENT_REGISTRATION: '   ' });
+    assert.equal(blank.openAgentRegistration, undefined);
+  });
+});
