@@ -29,6 +29,7 @@ import { identityRoutes } from './http/routes/identity.js';
 import { interactionsRoutes } from './http/routes/interactions.js';
 import { activityRoutes } from './http/routes/activity.js';
 import { keysRoutes } from './http/routes/keys.js';
+import { teamsRoutes } from './http/routes/teams.js';
 import { mailboxRoutes } from './http/routes/mailbox.js';
 import { mailroomRoutes } from './http/routes/mailroom.js';
 import { proxyRoutes } from './http/routes/proxy.js';
@@ -137,6 +138,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     publicUrl: config.publicUrl,
     agentCalled: (address) => ctx.services.deliveries.seen(address, 'call'),
     mailroom: ctx.services.mailroom,
+    teams: ctx.services.teams,
   });
 
   // The OpenAPI document lists paths in the order their routes are added: a resource whose
@@ -162,6 +164,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   searchRoutes(app, ctx);
   sessionsRoutes(app, ctx);
   keysRoutes(app, ctx);
+  teamsRoutes(app, ctx);
   usageHistoryRoutes(app, ctx);
   await webRoutes(app);
 

@@ -27,6 +27,7 @@ import { SessionsService } from './services/sessions.js';
 import { StorageAssetsService } from './services/storage-assets.js';
 import { AssetFiles } from './infra/asset-files.js';
 import { UsageService } from './services/usage.js';
+import { TeamsService } from './services/teams.js';
 import { UsersService } from './services/users.js';
 import { WebhooksService } from './services/webhooks.js';
 import { inlineEnvelopeVerifier, inlineSignatureChecker } from './infra/signature-checker.js';
@@ -43,6 +44,7 @@ import {
 export interface Services {
   users: UsersService;
   keys: KeysService;
+  teams: TeamsService;
   identity: IdentityService;
   usage: UsageService;
   agents: AgentsService;
@@ -154,6 +156,7 @@ export function createContext(
 
   const users = new UsersService(store, clock);
   const keys = new KeysService(store, clock, users);
+  const teams = new TeamsService(store, clock);
   const verifierPool =
     config.verifierThreads > 0
       ? new VerifierPool(config.verifierThreads, verifier.kind)
@@ -368,6 +371,7 @@ export function createContext(
     services: {
       users,
       keys,
+      teams,
       identity,
       usage,
       agents,

@@ -13,8 +13,11 @@ export interface KeyScope {
 export type Principal =
   | {
       kind: 'user';
+      /** The owner the request acts for: the user, or the team named by `x-team`. */
       userId: string;
       keyId: string;
+      /** With `x-team`: the member acting, and the team's slug. */
+      team?: { slug: string; actingUserId: string };
       /** When the console session the user called through ends; absent for an API key. */
       sessionExpiresAt?: number;
       /** Present for a scoped API key: what it is limited to. */

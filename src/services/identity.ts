@@ -29,10 +29,19 @@ export class IdentityService {
     return challenge;
   }
 
-  /** Returns the address of the proven identity. */
-  async prove(userId: string, proof: IdentityProof): Promise<string> {
+  /**
+   * Returns the address of the proven identity, which `userId` then owns. A member acting for
+   * a team (`actingUserId`) may use a challenge issued to themself: uagents-core asks for the
+   * challenge without `x-team` and sends the proof with it.
+   */
+  async prove(userId: string, proof: IdentityProof, actingUserId?: string): Promise<string> {
     const { address } = proof;
-    const issued = await this.store.repos.challenges.takeFor(proof.challenge, userId, address);
+    const challenges = this.store.repos.challenges;
+    const issued =
+      (await challenges.takeFor(proof.challenge, userId, address)) ??
+      (actingUserId === undefined
+        ? undefined
+        : await challenges.takeFor(proof.challenge, actingUserId, address));
     if (!issued || issued.expires_at <= this.clock.now()) {
       throw new InvalidChallengeError(
         'Invalid challenge: it is unknown, expired, already used, or was issued for another account or address',

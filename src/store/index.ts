@@ -17,6 +17,7 @@ import { MailboxRepository } from './repositories/mailbox.js';
 import { MailroomRepository } from './repositories/mailroom.js';
 import { SessionsRepository } from './repositories/sessions.js';
 import { StorageAssetsRepository } from './repositories/storage-assets.js';
+import { TeamsRepository } from './repositories/teams.js';
 import { UsageRepository } from './repositories/usage.js';
 import { UsersRepository } from './repositories/users.js';
 import { WebhooksRepository } from './repositories/webhooks.js';
@@ -41,6 +42,7 @@ export interface Repositories {
   mailroom: MailroomRepository;
   storageAssets: StorageAssetsRepository;
   enrolments: EnrolmentsRepository;
+  teams: TeamsRepository;
 }
 
 function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories {
@@ -63,6 +65,7 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     mailroom: new MailroomRepository(db),
     storageAssets: new StorageAssetsRepository(db),
     enrolments: new EnrolmentsRepository(db),
+    teams: new TeamsRepository(db),
   };
 }
 

@@ -29,6 +29,8 @@ export interface Database {
   agent_activity: AgentActivityTable;
   agent_presence: AgentPresenceTable;
   webhooks: WebhooksTable;
+  teams: TeamsTable;
+  team_members: TeamMembersTable;
   webhook_deliveries: WebhookDeliveriesTable;
   v1_tokens: V1TokensTable;
   v1_challenges: V1ChallengesTable;
@@ -452,4 +454,20 @@ export interface SearchClicksTable {
   page_index: number;
   created_at: number;
   expires_at: number;
+}
+
+/** A team: an owner like a user (its id is a row of `users`), with a slug and a name. */
+export interface TeamsTable {
+  id: string;
+  slug: string;
+  name: string;
+  created_at: number;
+}
+
+/** Who may act in a team's name, and with which role ('owner' or 'member'). */
+export interface TeamMembersTable {
+  team_id: string;
+  user_id: string;
+  role: string;
+  added_at: number;
 }

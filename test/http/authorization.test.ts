@@ -142,6 +142,13 @@ const RULES: Record<string, Rule> = {
   'GET /v1/storage/assets/{asset_id}/permissions/': 'owner-or-granted-agent',
   'PUT /v1/storage/assets/{asset_id}/permissions/': 'owner-or-granted-agent',
   'DELETE /v1/storage/assets/{asset_id}/permissions/': 'owner-or-granted-agent',
+  'GET /v2/teams': 'user',
+  'POST /v2/teams': 'user',
+  'GET /v2/teams/{slug}': 'owner',
+  'DELETE /v2/teams/{slug}': 'owner',
+  'POST /v2/teams/{slug}/members': 'owner',
+  'PUT /v2/teams/{slug}/members/{user}': 'owner',
+  'DELETE /v2/teams/{slug}/members/{user}': 'owner',
 };
 
 interface Operation {
@@ -167,9 +174,10 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
   let t: TestServer;
   let endpoint: Awaited<ReturnType<typeof startEndpoint>>;
   let bobKey: string;
+  let carolKey: string;
   let operations: Operation[];
-  /** Alice's things, named in the paths of the calls below. */
-  const alice = {} as {
+  /** What one owner holds, named in the paths of the calls below. */
+  interface Things {
     agent: TestIdentity;
     uuid: string;
     keyId: string;
@@ -177,77 +185,109 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     redirectUrl: string;
     webhookId: string;
     assetId: string;
-  };
+  }
+  /** Alice's things. */
+  const alice = {} as Things;
+  /**
+   * The things of Alice's team, made by Alice acting for it (`x-team`); Carol is a member,
+   * Bob is not.
+   */
+  const TEAM = 'alice-team';
+  const team = {} as Things;
+  const asTeam = { 'x-team': TEAM };
 
-  before(async () => {
-    endpoint = await startEndpoint();
-    t = await startTestServer({ dialect, clock, config: { allowPrivateTargets: true } });
-    bobKey = await t.addUser('bob');
-    operations = await operationsOf(t);
-    alice.redirectUrl = `${endpoint.url}/alice-only-path`;
-    alice.agent = await newRegisteredAgent(hostOf(t), t.userKey, {
-      redirectUrl: alice.redirectUrl,
+  /** Makes an owner's things: an agent with a message waiting, a key, a name and a webhook. */
+  async function makeThings(things: Things, tag: string, headers: Record<string, string>) {
+    const key = t.userKey;
+    things.redirectUrl = `${endpoint.url}/${tag}-only-path`;
+    things.agent = TestIdentity.random();
+    await registerAgent(hostOf(t), key, things.agent, {
+      redirectUrl: things.redirectUrl,
+      headers,
     });
     const sender = TestIdentity.random();
     const envelope = sender.signEnvelope(
-      makeEnvelope({ sender: sender.address, target: alice.agent.address, payloadJson: '{}' }),
+      makeEnvelope({ sender: sender.address, target: things.agent.address, payloadJson: '{}' }),
     );
     assert.equal(
       (await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: envelope })).status,
       200,
     );
-    alice.uuid = messageUuid(envelope);
-    const keys = await call(t.url, 'GET', '/v2/api-keys', { key: t.userKey });
-    alice.keyId = keys.body[0].id;
-    alice.domain = 'alice-private.agent';
+    things.uuid = messageUuid(envelope);
+    const made = await call(t.url, 'POST', '/v2/api-keys', { key, headers, body: {} });
+    assert.equal(made.status, 200, made.text);
+    things.keyId = made.body.id;
+    things.domain = `${tag}-private.agent`;
     const domain = await call(t.url, 'POST', '/v2/users/domains', {
-      key: t.userKey,
-      body: { domain_name: alice.domain, agent_records: [{ address: alice.agent.address }] },
+      key,
+      headers,
+      body: { domain_name: things.domain, agent_records: [{ address: things.agent.address }] },
     });
     assert.equal(domain.status, 201, domain.text);
     const webhook = await call(t.url, 'POST', '/v2/webhooks', {
-      key: t.userKey,
-      body: { url: `${endpoint.url}/alice-only-path`, kinds: ['message.refused'] },
+      key,
+      headers,
+      body: { url: `${endpoint.url}/${tag}-only-path`, kinds: ['message.refused'] },
     });
     assert.equal(webhook.status, 201, webhook.text);
-    alice.webhookId = webhook.body.id;
+    things.webhookId = webhook.body.id;
     const asset = await call(t.url, 'POST', '/v1/storage/assets/', {
-      key: t.userKey,
-      body: { lifetime_hours: 24, contents: Buffer.from('alice-only-path').toString('base64') },
+      key,
+      headers,
+      body: { lifetime_hours: 24, contents: Buffer.from(`${tag}-only-path`).toString('base64') },
     });
     assert.equal(asset.status, 201, asset.text);
-    alice.assetId = asset.body.asset_id;
+    things.assetId = asset.body.asset_id;
+  }
+
+  before(async () => {
+    endpoint = await startEndpoint();
+    t = await startTestServer({ dialect, clock, config: { allowPrivateTargets: true } });
+    bobKey = await t.addUser('bob');
+    carolKey = await t.addUser('carol');
+    operations = await operationsOf(t);
+    await makeThings(alice, 'alice', {});
+    const made = await call(t.url, 'POST', '/v2/teams', { key: t.userKey, body: { slug: TEAM } });
+    assert.equal(made.status, 201, made.text);
+    const added = await call(t.url, 'POST', `/v2/teams/${TEAM}/members`, {
+      key: t.userKey,
+      body: { user: 'carol' },
+    });
+    assert.equal(added.status, 201, added.text);
+    await makeThings(team, 'team', asTeam);
   });
   after(async () => {
     await t.close();
     await endpoint.close();
   });
 
-  /** The operation's path with Alice's things in it. */
-  function pathOf(operation: Operation): string {
+  /** The operation's path with an owner's things in it (Alice's unless told). */
+  function pathOf(operation: Operation, things: Things = alice): string {
     return operation.path
-      .replace('{address}', alice.agent.address)
-      .replace('{uuid}', alice.uuid)
-      .replace('{asset_id}', alice.assetId)
-      .replace('{id}', idOf(operation.path))
-      .replace('{domain_name}', alice.domain)
-      .replace('{name}', alice.domain)
+      .replace('{address}', things.agent.address)
+      .replace('{uuid}', things.uuid)
+      .replace('{asset_id}', things.assetId)
+      .replace('{id}', idOf(operation.path, things))
+      .replace('{domain_name}', things.domain)
+      .replace('{name}', things.domain)
+      .replace('{slug}', TEAM)
+      .replace('{user}', 'admin')
       .replace('{digest}', 'proto:' + '0'.repeat(64));
   }
 
-  function idOf(path: string): string {
-    if (path.startsWith('/v2/api-keys')) return alice.keyId;
-    if (path.startsWith('/v2/webhooks')) return alice.webhookId;
+  function idOf(path: string, things: Things): string {
+    if (path.startsWith('/v2/api-keys')) return things.keyId;
+    if (path.startsWith('/v2/webhooks')) return things.webhookId;
     return 'alice';
   }
 
   /** A body that passes validation, so that what answers is the authorization. */
-  function bodyOf(operation: Operation): unknown {
+  function bodyOf(operation: Operation, things: Things = alice): unknown {
     if (
       (operation.method === 'PUT' && operation.path === '/v2/agents/{address}') ||
       (operation.method === 'POST' && operation.path === '/v2/agents')
     ) {
-      return { address: alice.agent.address, name: 'taken over' };
+      return { address: things.agent.address, name: 'taken over' };
     }
     if (operation.method === 'PUT' && operation.path === '/v1/agents/{address}') {
       return { name: 'taken over' };
@@ -261,11 +301,20 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     if (operation.method === 'PUT' && operation.path.endsWith('/permissions/')) {
       return { agent_address: TestIdentity.random().address, read: true, write: true };
     }
+    if (operation.method === 'POST' && operation.path === '/v2/teams/{slug}/members') {
+      return { user: 'bob', role: 'owner' };
+    }
+    if (operation.method === 'PUT' && operation.path === '/v2/teams/{slug}/members/{user}') {
+      return { role: 'member' };
+    }
     return operation.method === 'GET' || operation.method === 'HEAD' ? undefined : {};
   }
 
-  const send = (operation: Operation, options: CallOptions) =>
-    call(t.url, operation.method, pathOf(operation), { body: bodyOf(operation), ...options });
+  const send = (operation: Operation, options: CallOptions, things: Things = alice) =>
+    call(t.url, operation.method, pathOf(operation, things), {
+      body: bodyOf(operation, things),
+      ...options,
+    });
 
   it('has a rule for every operation of the OpenAPI document, and none for an operation gone', () => {
     const documented = new Set(operations.map(({ method, path }) => `${method} ${path}`));
@@ -327,6 +376,73 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     for (const operation of reads) {
       const res = await send(operation, { key: t.userKey });
       assert.equal(res.status, 200, `${operation.method} ${operation.path}: ${res.text}`);
+    }
+  });
+
+  /** Every operation about an owner's things, but team administration (about the person). */
+  const ownersThings = () =>
+    operations.filter(
+      ({ rule, path }) =>
+        (rule.startsWith('owner') || rule === 'name-owner') && !path.startsWith('/v2/teams'),
+    );
+
+  it('answers 403 with a detail to x-team from a non-member, or for no such team, on every operation for users', async () => {
+    const forUsers = operations.filter(({ rule }) => rule !== 'public' && rule !== 'agent');
+    for (const operation of forUsers) {
+      for (const slug of [TEAM, 'no-such-team']) {
+        const res = await send(operation, { key: bobKey, headers: { 'x-team': slug } }, team);
+        assert.equal(res.status, 403, `${operation.method} ${operation.path}: ${res.text}`);
+        assert.match(res.body.detail, /Not a member of a team/);
+        assert.ok(!res.text.includes('team-only-path'), res.text);
+      }
+    }
+  });
+
+  it("answers as for another user across a team's boundary, both ways, on every operation about an owner's things", async () => {
+    for (const operation of ownersThings()) {
+      const expected = operation.rule === 'name-owner' ? 403 : 404;
+      const label = `${operation.method} ${operation.path}`;
+      // Bob is no member; Carol is, but without x-team she acts for herself.
+      for (const key of [bobKey, carolKey]) {
+        const res = await send(operation, { key }, team);
+        assert.equal(res.status, expected, `${label}: ${res.text}`);
+        assert.ok(!res.text.includes('team-only-path'), res.text);
+      }
+      // Alice acting for the team does not reach what is hers alone.
+      const res = await send(operation, { key: t.userKey, headers: asTeam }, alice);
+      assert.equal(res.status, expected, `${label} (as the team): ${res.text}`);
+      assert.ok(!res.text.includes('alice-only-path'), res.text);
+    }
+    // Nothing of the team's changed.
+    const listing = await call(t.url, 'GET', `/v2/agents/${team.agent.address}`, {
+      key: carolKey,
+      headers: asTeam,
+    });
+    assert.equal(listing.status, 200, listing.text);
+    assert.notEqual(listing.body.name, 'taken over');
+    const hook = await call(t.url, 'GET', `/v2/webhooks/${team.webhookId}`, {
+      key: carolKey,
+      headers: asTeam,
+    });
+    assert.equal(hook.status, 200, hook.text);
+    const pending = await call(t.url, 'GET', `/v2/agents/${team.agent.address}/mailbox`, {
+      key: carolKey,
+      headers: asTeam,
+    });
+    assert.deepEqual(
+      pending.body.map((message: { uuid: string }) => message.uuid),
+      [team.uuid],
+    );
+  });
+
+  it("answers every member acting for the team 200 on every read of the team's things", async () => {
+    const reads = ownersThings().filter(({ method }) => method === 'GET');
+    assert.ok(reads.length >= 5);
+    for (const key of [t.userKey, carolKey]) {
+      for (const operation of reads) {
+        const res = await send(operation, { key, headers: asTeam }, team);
+        assert.equal(res.status, 200, `${operation.method} ${operation.path}: ${res.text}`);
+      }
     }
   });
 
@@ -468,6 +584,9 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
       alice.keyId,
       alice.uuid,
       t.userKey,
+      'team-only-path',
+      team.keyId,
+      team.uuid,
     ];
     for (const operation of operations) {
       const res = await send(operation, {});

@@ -17,6 +17,8 @@ export interface RegisterOptions {
   redirectUrl?: string;
   /** Fields of the `RegistrationRequest` to send besides address, url and agent_type. */
   listing?: Record<string, unknown>;
+  /** Headers sent with each call, such as `x-team` to register for a team. */
+  headers?: Record<string, string>;
 }
 
 /** A new agent with a random key, registered by `ownerKey` as {@link registerAgent} does. */
@@ -40,13 +42,16 @@ export async function registerAgent(
   identity: TestIdentity,
   options: RegisterOptions = {},
 ): Promise<void> {
+  const { headers } = options;
   const issued = await call(host.url, 'GET', `/v2/identity/${identity.address}/challenge`, {
     key: ownerKey,
+    headers,
   });
   assert.equal(issued.status, 200, issued.text);
   const challenge = issued.body.challenge as string;
   const proof = await call(host.url, 'POST', '/v2/identity', {
     key: ownerKey,
+    headers,
     body: {
       address: identity.address,
       challenge,
@@ -57,6 +62,7 @@ export async function registerAgent(
 
   const registered = await call(host.url, 'POST', '/v2/agents', {
     key: ownerKey,
+    headers,
     body: {
       address: identity.address,
       name: `agent ${identity.address.slice(-8)}`,

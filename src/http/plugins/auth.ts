@@ -6,6 +6,9 @@ import type { KeysService } from '../../services/keys.js';
 import type { MailroomService } from '../../services/mailroom.js';
 import type { SessionsService } from '../../services/sessions.js';
 
+/** The header that makes a user's request act in the name of one of their teams. */
+export const TEAM_HEADER = 'x-team';
+
 /** The cookie that carries a web console session. */
 export const SESSION_COOKIE = 'agentry_session';
 /** The header a cookie-authenticated write must carry; other sites cannot set it. */
@@ -161,8 +164,27 @@ export function installAuth(
     agentCalled?: (address: string) => void;
     /** Checks the access tokens of the v1 mailroom. */
     mailroom: Pick<MailroomService, 'authenticate'>;
+    /** The owner id of the team a user may act for (`x-team`), or a refusal. */
+    teams?: { actAs(userId: string, slug: string): Promise<string> };
   },
 ): void {
+  // With `x-team`, a user's request acts for the team: the team is the owner every service
+  // sees, checked on each request so that a member removed loses access at once. An agent's
+  // attestation acts for the agent alone and ignores the header.
+  const actForTeam = async (request: FastifyRequest): Promise<void> => {
+    const principal = request.principal;
+    const slug = request.headers[TEAM_HEADER];
+    if (principal.kind !== 'user' || slug === undefined || slug === '') return;
+    if (typeof slug !== 'string' || !deps.teams) {
+      throw new ForbiddenError(`Send one ${TEAM_HEADER} header, naming one team`);
+    }
+    const teamId = await deps.teams.actAs(principal.userId, slug);
+    request.principal = {
+      ...principal,
+      userId: teamId,
+      team: { slug, actingUserId: principal.userId },
+    };
+  };
   // Fastify wants a null placeholder for object decorations; the hook sets the real value.
   app.decorateRequest<Principal | null>('principal', null);
   // Before validation, as FastAPI resolves security first (a caller without credentials learns
@@ -197,7 +219,9 @@ export function installAuth(
       } catch (err) {
         // A stale cookie must not stop what anyone may do.
         if (requirement !== 'optional-user') throw err;
+        return;
       }
+      await actForTeam(request);
       return;
     }
     if (!credential) {
@@ -212,6 +236,7 @@ export function installAuth(
         throw new UnauthenticatedError('This call needs an agent attestation', 'Agent');
       }
       request.principal = await deps.keys.authenticate(credential.token);
+      await actForTeam(request);
       return;
     }
     if (requirement !== 'user-or-agent' && requirement !== 'user-or-any-agent' && !agentOnly) {
@@ -254,7 +279,17 @@ export function installAuth(
   });
 }
 
-/** The user behind a request whose route requires `user`. */
+/**
+ * The user who makes the request, even when it acts for a team: team administration is about
+ * the person, not the owner they act for.
+ */
+export function actorOf(request: FastifyRequest): string {
+  const principal = request.principal;
+  if (principal.kind !== 'user') throw new UnauthenticatedError();
+  return principal.team?.actingUserId ?? principal.userId;
+}
+
+/** The owner behind a request whose route requires `user` (with `x-team`, the team). */
 export function userOf(request: FastifyRequest): string {
   const principal = request.principal;
   if (principal.kind !== 'user') throw new UnauthenticatedError();

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
-import { userOf } from '../plugins/auth.js';
+import { actorOf, userOf } from '../plugins/auth.js';
 import { AddressParams, errorResponses } from '../../wire/common.js';
 import { ChallengeResponse, IdentityProof, IdentityProven } from '../../wire/identity.js';
 
@@ -40,6 +40,8 @@ export function identityRoutes(app: FastifyInstance, ctx: AppContext): void {
         response: { 200: IdentityProven, ...errorResponses(400, 401, 409, 422) },
       },
     },
-    async (request) => ({ address: await identity.prove(userOf(request), request.body) }),
+    async (request) => ({
+      address: await identity.prove(userOf(request), request.body, actorOf(request)),
+    }),
   );
 }

@@ -16,6 +16,7 @@ import * as keptForwards from './0014_kept_forwards.js';
 import * as webhooks from './0015_webhooks.js';
 import * as timelineKinds from './0016_timeline_kinds.js';
 import * as v1Tokens from './0017_v1_tokens.js';
+import * as teams from './0018_teams.js';
 import * as storageAssets from './0019_storage_assets.js';
 import * as searchFeedback from './0020_search_feedback.js';
 import * as enrolmentAndKeyScopes from './0021_enrolment_and_key_scopes.js';
@@ -42,6 +43,7 @@ export const migrations: Record<string, Migration> = {
   '0015_webhooks': webhooks,
   '0016_timeline_kinds': timelineKinds,
   '0017_v1_tokens': v1Tokens,
+  '0018_teams': teams,
   '0019_storage_assets': storageAssets,
   '0020_search_feedback': searchFeedback,
   '0021_enrolment_and_key_scopes': enrolmentAndKeyScopes,

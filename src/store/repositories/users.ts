@@ -38,8 +38,15 @@ export class UsersRepository {
     return this.db.selectFrom('users').selectAll().where('name', '=', name).executeTakeFirst();
   }
 
+  /** Users, teams' owner accounts left out (they are listed as teams). */
   list(): Promise<UserRow[]> {
-    return this.db.selectFrom('users').selectAll().orderBy('created_at').orderBy('id').execute();
+    return this.db
+      .selectFrom('users')
+      .selectAll()
+      .where('id', 'not in', (eb) => eb.selectFrom('teams').select('id'))
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
   }
 
   async count(): Promise<number> {
