@@ -13,6 +13,7 @@ import { addDomainsCommand } from './commands/domains.js';
 import { addKeysCommand } from './commands/keys.js';
 import { addMigrateCommand } from './commands/migrate.js';
 import { addServeCommand } from './commands/serve.js';
+import { addTeamsCommand } from './commands/teams.js';
 import { addUsersCommand } from './commands/users.js';
 import type { AddCommand } from './common.js';
 
@@ -28,6 +29,7 @@ const commands: AddCommand[] = [
   addBackupCommand,
   addRestoreCommand,
   addUsersCommand,
+  addTeamsCommand,
   addKeysCommand,
   addDomainsCommand,
   addConnectCommand,

@@ -32,6 +32,12 @@ export interface TeamMemberInfo {
 
 export type TeamDetailInfo = TeamInfo & { members: TeamMemberInfo[] };
 
+/**
+ * Who manages a team: a user's id (their role in the team decides), or null for the operator
+ * (the command line), who may do what an owner does.
+ */
+export type TeamActor = string | null;
+
 function teamInfo(row: MembershipRow): TeamInfo {
   return {
     id: row.id,
@@ -103,7 +109,7 @@ export class TeamsService {
   }
 
   /** A team with its members, for a member; another user is answered as for no team at all. */
-  async getTeam(actorId: string, slug: string): Promise<TeamDetailInfo> {
+  async getTeam(actorId: TeamActor, slug: string): Promise<TeamDetailInfo> {
     const team = await this.memberOf(actorId, slug);
     const members = await this.store.repos.teams.members(team.id);
     return { ...team, members: members.map(memberInfo) };
@@ -111,7 +117,7 @@ export class TeamsService {
 
   /** Adds an existing user by name; owners only. */
   async addMember(
-    actorId: string,
+    actorId: TeamActor,
     slug: string,
     userName: string,
     role: TeamRole,
@@ -149,7 +155,7 @@ export class TeamsService {
 
   /** Changes a member's role; owners only, and the last owner stays one. */
   async setRole(
-    actorId: string,
+    actorId: TeamActor,
     slug: string,
     userName: string,
     role: TeamRole,
@@ -169,7 +175,7 @@ export class TeamsService {
    * Removes a member: an owner removes anyone, a member only themself (leaving). The last owner
    * cannot go; delete the team instead. The member's next request in the team's name is refused.
    */
-  async removeMember(actorId: string, slug: string, userName: string): Promise<void> {
+  async removeMember(actorId: TeamActor, slug: string, userName: string): Promise<void> {
     const team = await this.memberOf(actorId, slug);
     await this.store.transaction(async (tx) => {
       await tx.users.lock(team.id);
@@ -188,7 +194,7 @@ export class TeamsService {
    * register them again under another owner, first), so that nothing running is orphaned. Its
    * keys, webhooks, quotas and usage go with it.
    */
-  async deleteTeam(actorId: string, slug: string): Promise<void> {
+  async deleteTeam(actorId: TeamActor, slug: string): Promise<void> {
     const team = await this.ownerOf(actorId, slug);
     await this.store.transaction(async (tx) => {
       await tx.users.lock(team.id);
@@ -230,14 +236,19 @@ export class TeamsService {
     }
   }
 
-  private async memberOf(actorId: string, slug: string): Promise<TeamInfo> {
+  private async memberOf(actorId: TeamActor, slug: string): Promise<TeamInfo> {
+    if (actorId === null) {
+      const team = await this.store.repos.teams.findBySlug(slug);
+      if (!team) throw new NotFoundError(`No team "${slug}"`);
+      return teamInfo({ ...team, role: 'owner' });
+    }
     await this.requireUser(actorId);
     const membership = await this.store.repos.teams.membership(slug, actorId);
     if (!membership) throw new NotFoundError(`No team "${slug}" among yours`);
     return teamInfo(membership);
   }
 
-  private async ownerOf(actorId: string, slug: string): Promise<TeamInfo> {
+  private async ownerOf(actorId: TeamActor, slug: string): Promise<TeamInfo> {
     const team = await this.memberOf(actorId, slug);
     if (team.role !== 'owner') {
       throw new ForbiddenError(`Only an owner of "${slug}" may do this; you are a member`);

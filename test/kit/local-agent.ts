@@ -122,10 +122,17 @@ export class LocalAgent {
     path: string,
     token: unknown,
     body?: unknown,
+    team?: unknown,
   ): Promise<{ ok: boolean; data: any }> {
+    // As uagents' mailbox client: the team of the /connect request goes as x-team on each call.
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${String(token)}`,
+      'content-type': 'application/json',
+    };
+    if (typeof team === 'string' && team) headers['x-team'] = team;
     const res = await fetch(`${this.options.agentry}${path}`, {
       method,
-      headers: { authorization: `Bearer ${String(token)}`, 'content-type': 'application/json' },
+      headers,
       body: body === undefined ? null : JSON.stringify(body),
     });
     return { ok: res.ok, data: await res.json() };
@@ -135,25 +142,44 @@ export class LocalAgent {
     body: Record<string, unknown>,
   ): Promise<{ success: boolean; detail?: string | null }> {
     const token = body.user_token;
-    const issued = await this.agentry('GET', `/v2/identity/${this.address}/challenge`, token);
+    const team = body.team;
+    const issued = await this.agentry(
+      'GET',
+      `/v2/identity/${this.address}/challenge`,
+      token,
+      undefined,
+      team,
+    );
     if (!issued.ok) return { success: false, detail: issued.data.detail };
     const challenge = issued.data.challenge as string;
-    const proof = await this.agentry('POST', '/v2/identity', token, {
-      address: this.address,
-      challenge,
-      challenge_response: this.identity.signChallenge(challenge),
-    });
+    const proof = await this.agentry(
+      'POST',
+      '/v2/identity',
+      token,
+      {
+        address: this.address,
+        challenge,
+        challenge_response: this.identity.signChallenge(challenge),
+      },
+      team,
+    );
     if (!proof.ok) return { success: false, detail: proof.data.detail };
-    const registered = await this.agentry('POST', '/v2/agents', token, {
-      address: this.address,
-      name: this.options.name ?? `agent ${this.address.slice(-6)}`,
-      handle: null,
-      url: body.endpoint ?? null,
-      profile: { description: '', readme: this.options.readme ?? '' },
-      endpoints: [{ url: `${this.url}/submit`, weight: 1 }],
-      protocols: [],
-      metadata: this.options.metadata ?? {},
-    });
+    const registered = await this.agentry(
+      'POST',
+      '/v2/agents',
+      token,
+      {
+        address: this.address,
+        name: this.options.name ?? `agent ${this.address.slice(-6)}`,
+        handle: null,
+        url: body.endpoint ?? null,
+        profile: { description: '', readme: this.options.readme ?? '' },
+        endpoints: [{ url: `${this.url}/submit`, weight: 1 }],
+        protocols: [],
+        metadata: this.options.metadata ?? {},
+      },
+      team,
+    );
     if (!registered.ok) return { success: false, detail: registered.data.detail };
     return { success: true, detail: null };
   }
@@ -161,7 +187,13 @@ export class LocalAgent {
   private async disconnect(
     body: Record<string, unknown>,
   ): Promise<{ success: boolean; detail?: string | null }> {
-    const removed = await this.agentry('DELETE', `/v2/agents/${this.address}`, body.user_token);
+    const removed = await this.agentry(
+      'DELETE',
+      `/v2/agents/${this.address}`,
+      body.user_token,
+      undefined,
+      body.team,
+    );
     return removed.ok
       ? { success: true, detail: null }
       : { success: false, detail: removed.data.detail };

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { InvalidArgumentError, type Command } from 'commander';
+import { teamAccountName } from '../../services/teams.js';
 import { SEED_PATTERN } from '../../wire/enrolments.js';
 import { formatTime, withServices, withStoreOptions } from '../common.js';
 
@@ -34,13 +35,13 @@ export function addAgentsCommand(program: Command): void {
       .command('agents')
       .description('the registered agents: address, name, owner, status, last seen')
       .option('--user <name>', "only this user's agents")
+      .option('--team <slug>', "only this team's agents")
       .option('--json', 'one JSON object an agent instead of a line of text'),
   ).action(async (flags) => {
     await withServices(flags, async (ctx) => {
+      const owner = flags.team === undefined ? flags.user : teamAccountName(flags.team as string);
       const userId =
-        flags.user === undefined
-          ? undefined
-          : (await ctx.services.users.findUser(flags.user as string)).id;
+        owner === undefined ? undefined : (await ctx.services.users.findUser(owner as string)).id;
       let after = '';
       for (;;) {
         const page = await ctx.store.repos.agents.listWithOwners(userId, after, PAGE);

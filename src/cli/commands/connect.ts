@@ -13,6 +13,7 @@ export function addConnectCommand(program: Command): void {
       .description('connect a running uAgent to this Agentry, as the web inspector does')
       .requiredOption('--agent <url>', "the agent's local server, e.g. http://127.0.0.1:8001")
       .requiredOption('--user <user>', 'the user that will own the agent')
+      .option('--team <slug>', "connect it for this team of the user's (x-team), not the user")
       .option('--mailbox', 'Agentry keeps its messages until it collects them')
       .option('--proxy <endpoint>', "Agentry forwards messages to the agent's public endpoint"),
   ).action(async (flags) => {
@@ -33,7 +34,8 @@ export function addDisconnectCommand(program: Command): void {
       .command('disconnect')
       .description('unregister a running uAgent from this Agentry')
       .requiredOption('--agent <url>', "the agent's local server, e.g. http://127.0.0.1:8001")
-      .requiredOption('--user <user>', 'the user that owns the agent'),
+      .requiredOption('--user <user>', 'the user that owns the agent')
+      .option('--team <slug>', "the user's team that owns it (x-team)"),
   ).action(async (flags) => {
     await connectAgent(flags, {});
   });
@@ -44,7 +46,7 @@ export function addDisconnectCommand(program: Command): void {
  * that lives five minutes and is limited to that agent, hands it to the agent's `/connect` or `/disconnect`, and revokes it.
  */
 async function connectAgent(
-  flags: StoreFlags & { agent: string; user: string },
+  flags: StoreFlags & { agent: string; user: string; team?: string },
   request: { agent_type?: 'mailbox' | 'proxy'; endpoint?: string },
 ): Promise<void> {
   const agent = flags.agent.replace(/\/+$/, '');
@@ -52,6 +54,8 @@ async function connectAgent(
   const action = request.agent_type ? 'connect' : 'disconnect';
   await withServices(flags, async (ctx) => {
     const user = await ctx.services.users.findUser(flags.user);
+    // Refused here with the same words the agent would bring back.
+    if (flags.team) await ctx.services.teams.actAs(user.id, flags.team);
     if (!info.address || !isAgentAddress(info.address)) {
       throw new ConnectError(`the agent at ${agent} did not say its address (/agent_info)`);
     }
@@ -66,6 +70,8 @@ async function connectAgent(
       answer = (await callLocalAgent(agent, `/${action}`, {
         user_token: key.token,
         ...request,
+        // The agent sends it as x-team: the agent is registered for the team.
+        ...(flags.team ? { team: flags.team } : {}),
       })) as typeof answer;
     } finally {
       await ctx.services.keys.revokeKey(key.id, user.id);
@@ -77,7 +83,7 @@ async function connectAgent(
     }
     console.log(
       action === 'connect'
-        ? `connected ${info.address} as a ${request.agent_type} agent of ${user.name}`
+        ? `connected ${info.address} as a ${request.agent_type} agent of ${flags.team ? `team ${flags.team}` : user.name}`
         : `disconnected ${info.address}`,
     );
   });
