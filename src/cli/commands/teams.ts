@@ -1,4 +1,4 @@
-import { Command, InvalidArgumentError } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { TEAM_ROLES, TEAM_SLUG_PATTERN, type TeamRole } from '../../wire/teams.js';
 import { formatTime, withServices, withStoreOptions } from '../common.js';
 
