@@ -49,9 +49,48 @@ export function onSessionEnded(handler: SessionEnded | undefined): void {
   sessionEnded = handler;
 }
 
+/** Where the page keeps the team it acts for (only its slug; nothing secret). */
+const TEAM_STORAGE = 'agentry.team';
+/** The cookie a live stream takes its team from: EventSource cannot send `x-team`. */
+const TEAM_COOKIE = 'agentry_team';
+
+/** The team the pages act for (`x-team` on their calls), or undefined for the user's own. */
+export function currentTeam(): string | undefined {
+  return localStorage.getItem(TEAM_STORAGE) ?? undefined;
+}
+
+/** Switches the pages to a team, or back to the user's own things. */
+export function setCurrentTeam(slug: string | undefined): void {
+  if (slug) {
+    localStorage.setItem(TEAM_STORAGE, slug);
+    document.cookie = `${TEAM_COOKIE}=${encodeURIComponent(slug)}; path=/; SameSite=Strict`;
+  } else {
+    localStorage.removeItem(TEAM_STORAGE);
+    document.cookie = `${TEAM_COOKIE}=; path=/; max-age=0; SameSite=Strict`;
+  }
+}
+
+/**
+ * Whether a call acts for the current team: every call about owned things does; the session
+ * and team administration are about the person, and must work even once the team is gone.
+ */
+function actsForTeam(path: string): boolean {
+  return !path.startsWith('/v2/session') && !path.startsWith('/v2/teams');
+}
+
+type TeamLost = (reason: string) => void;
+let teamLost: TeamLost | undefined;
+
+/** Who is told when the current team refuses the user (removed, or the team deleted). */
+export function onTeamLost(handler: TeamLost | undefined): void {
+  teamLost = handler;
+}
+
 export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = { 'x-agentry-csrf': '1' };
   if (body !== undefined) headers['content-type'] = 'application/json';
+  const team = currentTeam();
+  if (team && actsForTeam(path)) headers['x-team'] = team;
   const res = await fetch(path, {
     method,
     credentials: 'same-origin',
@@ -62,6 +101,10 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
   if (!res.ok) {
     const error = new ApiError(res.status, detailOf(data) ?? `HTTP ${res.status}`);
     if (res.status === 401 && path !== '/v2/session') sessionEnded?.(error.message);
+    if (res.status === 403 && team && error.message.startsWith('Not a member of a team')) {
+      setCurrentTeam(undefined);
+      teamLost?.(error.message);
+    }
     throw error;
   }
   return data as T;
@@ -73,6 +116,7 @@ export type { AgentRecord };
 export type { ApiKey, NewApiKey } from '../../src/wire/keys';
 export type { Enrolment, ProvisionedAgent } from '../../src/wire/enrolments';
 export type { SessionInfo } from '../../src/wire/sessions';
+export type { Team, TeamDetail, TeamMember } from '../../src/wire/teams';
 export type { AlmanacAgent } from '../../src/wire/almanac';
 export type { DeliveryEventView } from '../../src/wire/deliveries';
 export type { Domain as DomainRecord } from '../../src/wire/domains';

@@ -6,7 +6,10 @@ import { AgentsPage } from './pages/agents';
 import { KeysPage } from './pages/keys';
 import { ProvisionCard } from './pages/provision';
 import { NamesPage } from './pages/names';
+import { TeamsPage, TeamSwitcher } from './pages/teams';
 import { UsagePage } from './pages/usage';
+import { api, currentTeam, onTeamLost, setCurrentTeam, type Team } from './api';
+import { useLoad } from './hooks';
 import { SignIn, useSession } from './session';
 import './style.css';
 
@@ -26,6 +29,27 @@ function Console() {
   const auth = useSession();
   const route = useHashRoute();
   const { session } = auth;
+  const signedIn = session.state === 'signed-in';
+  // The team the pages act for; every page is made anew when it changes.
+  const [team, setTeam] = useState(currentTeam());
+  const [teamNotice, setTeamNotice] = useState<string | undefined>();
+  const teams = useLoad(
+    () => (signedIn ? api<Team[]>('GET', '/v2/teams') : Promise.resolve(undefined)),
+    [signedIn],
+  );
+  const switchTeam = (slug: string | undefined) => {
+    setCurrentTeam(slug);
+    setTeam(slug);
+    setTeamNotice(undefined);
+  };
+  useEffect(() => {
+    onTeamLost((reason) => {
+      setTeam(undefined);
+      setTeamNotice(`Back to your own things: ${reason}`);
+      teams.reload();
+    });
+    return () => onTeamLost(undefined);
+  }, []);
   let page;
   if (session.state === 'loading') page = <p>Loading…</p>;
   else if (session.state === 'signed-out') {
@@ -42,7 +66,17 @@ function Console() {
   } else if (route === '/usage') page = <UsagePage />;
   else if (route === '/keys') page = <KeysPage />;
   else if (route === '/names') page = <NamesPage />;
-  else {
+  else if (route === '/teams' || route.startsWith('/teams/')) {
+    const slug = route.slice('/teams/'.length) || undefined;
+    page = (
+      <TeamsPage
+        me={session.session.user.name}
+        selected={slug && decodeURIComponent(slug)}
+        onChanged={() => teams.reload()}
+        onSwitch={switchTeam}
+      />
+    );
+  } else {
     page = (
       <>
         <AgentsPage />
@@ -62,16 +96,30 @@ function Console() {
             <a href="#/names">Names</a>
             <a href="#/usage">Usage</a>
             <a href="#/keys">API keys</a>
+            <a href="#/teams">Teams</a>
             <a href="/inspect/">Inspector</a>
             <a href="/docs">API docs</a>
             <span class="user">{session.session.user.name}</span>
+            <TeamSwitcher
+              user={session.session.user.name}
+              teams={teams.value}
+              current={team}
+              onSwitch={switchTeam}
+            />
             <button type="button" class="secondary" onClick={() => auth.signOut()}>
               Sign out
             </button>
           </nav>
         )}
       </header>
-      <main>{page}</main>
+      <main key={team ?? ''}>
+        {teamNotice && (
+          <p class="error" role="alert">
+            {teamNotice}
+          </p>
+        )}
+        {page}
+      </main>
     </>
   );
 }

@@ -42,6 +42,21 @@ export function checkSameOriginWrite(request: FastifyRequest, publicUrl?: string
   if (!own.includes(origin)) throw new ForbiddenError('Cross-origin request refused');
 }
 
+/** The cookie the console's live streams take their team from. */
+const TEAM_COOKIE = 'agentry_team';
+
+/**
+ * The team of a console's live stream: a browser's EventSource sends no headers of its own, so
+ * a stream opened with the session cookie reads the team from the console's team cookie. Only
+ * streams do: any other call names its team with `x-team`.
+ */
+function streamTeam(request: FastifyRequest): string | undefined {
+  const header = request.headers.cookie;
+  if (request.method !== 'GET' || !header) return undefined;
+  if (!(request.headers.accept ?? '').includes('text/event-stream')) return undefined;
+  return request.server.parseCookie(header)[TEAM_COOKIE] || undefined;
+}
+
 /**
  * The session cookie a request carries, if any. Cookies are read only where they are used:
  * parsing them for every request would give each one (every held mailbox poll among them) a
@@ -171,9 +186,9 @@ export function installAuth(
   // With `x-team`, a user's request acts for the team: the team is the owner every service
   // sees, checked on each request so that a member removed loses access at once. An agent's
   // attestation acts for the agent alone and ignores the header.
-  const actForTeam = async (request: FastifyRequest): Promise<void> => {
+  const actForTeam = async (request: FastifyRequest, viaSession = false): Promise<void> => {
     const principal = request.principal;
-    const slug = request.headers[TEAM_HEADER];
+    const slug = request.headers[TEAM_HEADER] ?? (viaSession ? streamTeam(request) : undefined);
     if (principal.kind !== 'user' || slug === undefined || slug === '') return;
     if (typeof slug !== 'string' || !deps.teams) {
       throw new ForbiddenError(`Send one ${TEAM_HEADER} header, naming one team`);
@@ -221,7 +236,7 @@ export function installAuth(
         if (requirement !== 'optional-user') throw err;
         return;
       }
-      await actForTeam(request);
+      await actForTeam(request, true);
       return;
     }
     if (!credential) {
