@@ -5,6 +5,7 @@ import { browserSkipReason, ensureWebBuild, launchBrowser, watchPage } from '../
 import { newRegisteredAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
+import { LocalAgent } from '../kit/local-agent.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 
 describeOnEachDialect('web console: teams and the team switcher', (dialect) => {
@@ -90,8 +91,29 @@ describeOnEachDialect('web console: teams and the team switcher', (dialect) => {
       await page.goto(`${t.url}/#/agents/${teams.address}/activity`);
       await page.getByTestId('live').getByText('Live').waitFor();
 
-      await page.getByLabel('Acting as').selectOption('');
+      // The inspector connects an agent for the team chosen in the console.
+      const local = await new LocalAgent({ agentry: t.url, name: 'team bot' }).start();
+      try {
+        await page.goto(local.inspectorLink());
+        await page.getByTestId('team').getByText('acme').waitFor();
+        await page.getByText('Not registered with Agentry under team acme').waitFor();
+        await page.getByRole('button', { name: 'Connect', exact: true }).click();
+        await page.getByText('Connected: the agent is registered').waitFor();
+      } finally {
+        await local.close();
+      }
+      const asMike = await call(t.url, 'GET', '/v2/agents', {
+        key: mike,
+        headers: { 'x-team': 'acme' },
+      });
+      assert.ok(asMike.text.includes(local.address), asMike.text);
+      for (const key of [mike, t.userKey]) {
+        const own = await call(t.url, 'GET', '/v2/agents', { key });
+        assert.ok(!own.text.includes(local.address), own.text);
+      }
+
       await page.goto(`${t.url}/#/agents`);
+      await page.getByLabel('Acting as').selectOption('');
       await agentsTable(page).getByText(personal.address).waitFor();
       assert.equal(await agentsTable(page).getByText(teams.address).count(), 0);
       assert.deepEqual(problems, []);

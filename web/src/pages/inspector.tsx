@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { api, ApiError, connection, encode, when, type AgentRecord } from '../api';
+import { api, ApiError, connection, currentTeam, encode, when, type AgentRecord } from '../api';
 import { useAction, useLoad } from '../hooks';
 import {
   askAgent,
@@ -110,7 +110,14 @@ function Registration(props: {
   return (
     <>
       <p>
-        Signed in as <strong>{props.user}</strong> · <a href="/">Console</a>
+        Signed in as <strong>{props.user}</strong>
+        {currentTeam() && (
+          <>
+            , acting for team <strong data-testid="team">{currentTeam()}</strong> (switch in the
+            console)
+          </>
+        )}{' '}
+        · <a href="/">Console</a>
       </p>
       <KnownState known={known} />
       {props.info && (
@@ -132,7 +139,8 @@ function KnownState(props: { known: { value?: AgentRecord | null; error?: string
   if (error) return <p class="error">{error}</p>;
   if (agent === undefined) return <p>Looking the agent up…</p>;
   if (agent === null) {
-    return <p class="status">Not registered with Agentry under your user yet.</p>;
+    const owner = currentTeam() ? `team ${currentTeam()}` : 'your user';
+    return <p class="status">Not registered with Agentry under {owner} yet.</p>;
   }
   return (
     <dl class="status">
