@@ -448,6 +448,21 @@ describeOnEachDialect('teams', (dialect) => {
     const viaCookie = () =>
       call(t.url, 'GET', '/v2/agents', { headers: { cookie, 'x-team': 'labs' } });
     assert.equal((await viaCookie()).status, 200);
+    // The session says who is signed in, whatever team the call names.
+    const who = await call(t.url, 'GET', '/v2/session', { headers: { cookie, 'x-team': 'labs' } });
+    assert.equal(who.body.user.name, 'mike');
+    // The console's team cookie counts for an event stream alone.
+    const teamCookie = `${cookie}; agentry_team=labs`;
+    const plain = await call(t.url, 'GET', '/v2/agents', { headers: { cookie: teamCookie } });
+    assert.ok(!plain.text.includes(agent.address), plain.text);
+    const stream = await call(t.url, 'GET', `/v2/agents/${agent.address}/activity/stream`, {
+      headers: { cookie: teamCookie, accept: 'text/event-stream' },
+    });
+    assert.equal(stream.status, 200, stream.text);
+    const noTeam = await call(t.url, 'GET', `/v2/agents/${agent.address}/activity/stream`, {
+      headers: { cookie, accept: 'text/event-stream' },
+    });
+    assert.equal(noTeam.status, 404, noTeam.text);
     // Leaving.
     assert.equal(
       (await call(t.url, 'DELETE', '/v2/teams/labs/members/mike', { key: mike })).status,

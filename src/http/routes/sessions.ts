@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
 import { errorResponses, Success } from '../../wire/common.js';
 import { SessionInfo, SignInRequest } from '../../wire/sessions.js';
-import { checkSameOriginWrite, SESSION_COOKIE, sessionCookie, userOf } from '../plugins/auth.js';
+import { actorOf, checkSameOriginWrite, SESSION_COOKIE, sessionCookie } from '../plugins/auth.js';
 import { sessionInfo } from '../views/sessions.js';
 
 function clearSessionCookie(reply: FastifyReply): void {
@@ -58,7 +58,8 @@ export function sessionsRoutes(app: FastifyInstance, ctx: AppContext): void {
       },
     },
     async (request) => {
-      const user = await users.findUser(userOf(request));
+      // The person signed in, even when the call names a team.
+      const user = await users.findUser(actorOf(request));
       const { principal } = request;
       return sessionInfo(user, principal.kind === 'user' ? principal.sessionExpiresAt : undefined);
     },
