@@ -3,7 +3,9 @@ import { ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
 import type { Store } from '../store/index.js';
 import type { MemberRow, MembershipRow, TeamRow } from '../store/repositories/teams.js';
-import type { TeamRole } from '../wire/teams.js';
+import { TEAM_SLUG_PATTERN, type TeamRole } from '../wire/teams.js';
+
+const SLUG = new RegExp(TEAM_SLUG_PATTERN);
 
 /** The most members a team has, and the most teams a user belongs to. */
 export const MAX_TEAM_MEMBERS = 500;
@@ -74,10 +76,13 @@ export class TeamsService {
    * a member removed loses access at once.
    */
   async actAs(userId: string, slug: string): Promise<string> {
-    const membership = await this.store.repos.teams.membership(slug, userId);
+    // A value no slug can be is refused without a look-up, and quoted only in part.
+    const membership = SLUG.test(slug)
+      ? await this.store.repos.teams.membership(slug, userId)
+      : undefined;
     if (!membership) {
       throw new ForbiddenError(
-        `Not a member of a team "${slug}": ask one of its owners to add you (GET /v2/teams lists your teams), or leave out the x-team header`,
+        `Not a member of a team "${slug.slice(0, 40)}": ask one of its owners to add you (GET /v2/teams lists your teams), or leave out the x-team header`,
       );
     }
     return membership.id;

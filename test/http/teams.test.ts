@@ -124,7 +124,7 @@ describeOnEachDialect('teams', (dialect) => {
   });
 
   it('refuses x-team to a non-member and for an unknown team with 403 and a detail', async () => {
-    for (const team of ['acme', 'no-such-team']) {
+    for (const team of ['acme', 'no-such-team', 'Not A Slug!', 'x'.repeat(5000)]) {
       const res = await call(t.url, 'GET', '/v2/agents', as(nina, team));
       assert.equal(res.status, 403, res.text);
       assert.match(res.body.detail, /Not a member of a team/);
