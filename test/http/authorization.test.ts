@@ -25,8 +25,10 @@ import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
  * - `owner-or-granted-agent`: the owner's key, or the attestation of an agent the owner let
  *   reach the thing the path names (a storage asset's uploader, or an agent it is shared
  *   with); any other agent: 404, as for another user;
- * - `user-or-agent`: any user's API key, or an agent's attestation about its own things (the
- *   agent the body names registering itself; its own storage assets);
+ * - `user-or-agent`: any user's API key, or the attestation of the agent the body names (an
+ *   agent registering itself);
+ * - `user-or-any-agent`: any user's API key or any agent's attestation, about the caller's own
+ *   things (the storage assets an agent makes);
  * - `agent`: only an agent's attestation, for the agent the body names;
  * - `agent-token`: only a v1 mailroom access token, for the agent it was issued to.
  *
@@ -42,6 +44,7 @@ type Rule =
   | 'owner-or-agent'
   | 'owner-or-granted-agent'
   | 'user-or-agent'
+  | 'user-or-any-agent'
   | 'agent'
   | 'agent-token';
 
@@ -133,7 +136,7 @@ const RULES: Record<string, Rule> = {
   'PUT /v1/storage/assets/delegations/{agent_address}': 'user',
   'DELETE /v1/storage/assets/delegations/{agent_address}': 'user',
   'GET /v1/storage/assets/delegations/': 'user',
-  'POST /v1/storage/assets/': 'user-or-agent',
+  'POST /v1/storage/assets/': 'user-or-any-agent',
   'GET /v1/storage/assets/': 'user',
   'GET /v1/storage/assets/{asset_id}/': 'owner-or-granted-agent',
   'DELETE /v1/storage/assets/{asset_id}/': 'owner-or-granted-agent',
@@ -387,7 +390,9 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     );
 
   it('answers 403 with a detail to x-team from a non-member, or for no such team, on every operation for users', async () => {
-    const forUsers = operations.filter(({ rule }) => rule !== 'public' && rule !== 'agent');
+    const forUsers = operations.filter(
+      ({ rule }) => rule !== 'public' && rule !== 'agent' && rule !== 'agent-token',
+    );
     for (const operation of forUsers) {
       for (const slug of [TEAM, 'no-such-team']) {
         const res = await send(operation, { key: bobKey, headers: { 'x-team': slug } }, team);
@@ -511,7 +516,10 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     return res.body.key as string;
   }
   /** Every operation a user's key may call (an agent-only one answers 401 to any key). */
-  const forKeys = () => operations.filter(({ rule }) => rule !== 'public' && rule !== 'agent');
+  const forKeys = () =>
+    operations.filter(
+      ({ rule }) => rule !== 'public' && rule !== 'agent' && rule !== 'agent-token',
+    );
 
   it('refuses a read-only key every operation but a read, and lets it read', async () => {
     const key = await scopedKey({ read_only: true });
