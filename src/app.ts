@@ -7,6 +7,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { AppContext } from './context.js';
 import { RateLimitedError } from './errors.js';
 import { installAuth, rateLimitKey, type RefusalHook } from './http/plugins/auth.js';
+import { installClients } from './http/plugins/clients.js';
 import { installDrain } from './http/plugins/drain.js';
 import {
   clientErrorHandler,
@@ -55,6 +56,11 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     // Each request's child logger is made when the request first logs, not when it arrives.
     childLoggerFactory: requestLoggerFactory,
     requestIdHeader: 'x-request-id',
+    // `request.ip` is the client's: behind a trusted proxy, the first untrusted hop of
+    // X-Forwarded-For (see installClients); with none trusted, the socket's address.
+    trustProxy: ctx.trustedProxies.none
+      ? false
+      : (address: string) => ctx.trustedProxies.trusts(address),
     genReqId: requestId,
     bodyLimit: config.bodyLimitBytes,
     // Requests arriving while the server closes are answered by the hook below, with `detail`.
@@ -80,12 +86,25 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
         .send({ detail: 'Service Unavailable: the server is shutting down' });
     }
   });
+  installClients(app, {
+    trusted: ctx.trustedProxies,
+    maxRequestsPerClient: config.maxConnectionsPerAddress,
+    logger: ctx.logger,
+    refused: (client) =>
+      ctx.logger.debug({ client }, 'request refused: too many in progress from this client'),
+  });
   // Every request at debug, or at info when asked for (AGENTRY_LOG_REQUESTS): the lines about
   // what happens to agents are the info level's own.
   const logRequest = config.logRequests ? 'info' : 'debug';
   app.addHook('onResponse', async (request, reply) => {
     request.log[logRequest](
-      { method: request.method, url: request.url, status: reply.statusCode, ms: reply.elapsedTime },
+      {
+        method: request.method,
+        url: request.url,
+        status: reply.statusCode,
+        ms: reply.elapsedTime,
+        client: request.ip,
+      },
       'request',
     );
   });

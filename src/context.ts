@@ -32,6 +32,7 @@ import { UsersService } from './services/users.js';
 import { WebhooksService } from './services/webhooks.js';
 import { inlineEnvelopeVerifier, inlineSignatureChecker } from './infra/signature-checker.js';
 import { SharedRateLimits } from './infra/rate-limit-store.js';
+import { TrustedProxies } from './infra/trusted-proxies.js';
 import { Lifecycle } from './infra/lifecycle.js';
 import { VerifierPool } from './infra/verifier-pool.js';
 import { Store } from './store/index.js';
@@ -102,6 +103,8 @@ export interface AppContext {
   rateLimits: SharedRateLimits | undefined;
   /** Serving or draining: readiness answers 503 from the moment a drain starts. */
   lifecycle: Lifecycle;
+  /** The reverse proxies whose forwarding headers are believed (AGENTRY_TRUSTED_PROXIES). */
+  trustedProxies: TrustedProxies;
   close(): Promise<void>;
 }
 
@@ -166,7 +169,7 @@ export function createContext(
   const usage = new UsageService(store, clock, config.quotas);
   // Held mailbox polls wait here; a serving process on PostgreSQL also hears (and tells) the
   // other processes on the same database through one LISTEN connection.
-  const deliveryNotifier = new DeliveryNotifier();
+  const deliveryNotifier = new DeliveryNotifier(config.maxHeldPollsPerAgent);
   const deliverySignals: DeliverySignals =
     store.dialect === 'postgres' && options.serving
       ? new PostgresDeliverySignals(config.databaseUrl, deliveryNotifier, logger)
@@ -394,6 +397,7 @@ export function createContext(
     loops,
     endHeldPolls: () => mailbox.endHeldPolls(),
     rateLimits,
+    trustedProxies: new TrustedProxies(config.trustedProxies),
     lifecycle: new Lifecycle(),
     close: async () => {
       mailbox.endHeldPolls();

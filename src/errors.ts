@@ -79,8 +79,11 @@ export class QuotaExceededError extends DomainError {
 }
 
 export class RateLimitedError extends DomainError {
-  constructor(readonly retryAfterSeconds: number) {
-    super('rate-limited', 'Too many requests, retry later');
+  constructor(
+    readonly retryAfterSeconds: number,
+    message = 'Too many requests, retry later',
+  ) {
+    super('rate-limited', message);
   }
 }
 

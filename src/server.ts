@@ -94,8 +94,13 @@ export class Server {
   /** Listens and starts housekeeping and the background loops; resolves to the URL it listens on. */
   async start(): Promise<string> {
     const { config, logger } = this.ctx;
-    limitConnectionsPerAddress(this.app.server, config.maxConnectionsPerAddress, (client) =>
-      logger.debug({ client }, 'connection refused: too many open from this address'),
+    // A trusted proxy's connections carry many clients: those are limited per forwarded
+    // client, request by request (installClients), not here.
+    limitConnectionsPerAddress(
+      this.app.server,
+      config.maxConnectionsPerAddress,
+      (client) => logger.debug({ client }, 'connection refused: too many open from this address'),
+      (address) => this.ctx.trustedProxies.trusts(address),
     );
     const address = await this.app.listen({ port: config.port, host: config.host });
     this.ctx.services.activity.start();

@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os';
+import { parseProxyEntry } from '../infra/trusted-proxies.js';
 
 /**
  * The only module that reads process.env. Every setting has one field here; CLI flags and
@@ -77,8 +78,18 @@ export interface Config {
   headersTimeoutMs: number;
   /** How long an idle keep-alive connection stays open between requests. */
   keepAliveTimeoutMs: number;
-  /** Connections one client address may hold open at once (0: no limit). */
+  /**
+   * Connections one client address may hold open at once (0: no limit). Behind a trusted
+   * proxy, requests in progress at once from one forwarded client address.
+   */
   maxConnectionsPerAddress: number;
+  /**
+   * Reverse proxies (addresses or CIDR ranges) whose `X-Forwarded-For` / `Forwarded` headers are
+   * believed: the client address is the first hop, from the end, that is not one of them.
+   */
+  trustedProxies: string[];
+  /** Polls one agent may have held at once; past it, its oldest held poll is answered (empty). */
+  maxHeldPollsPerAgent: number;
   /** Lifetime of a web console sign-in (never beyond the API key it was opened with). */
   sessionTtlSeconds: number;
   /** Redis that holds rate-limit counters shared by replicas; unset: each process counts alone. */
@@ -163,6 +174,8 @@ export const defaults: Config = {
   headersTimeoutMs: 10_000,
   keepAliveTimeoutMs: 5_000,
   maxConnectionsPerAddress: 256,
+  trustedProxies: [],
+  maxHeldPollsPerAgent: 4,
   sessionTtlSeconds: 12 * 3600,
   redisUrl: undefined,
   redisKeyPrefix: 'agentry:',
@@ -195,6 +208,22 @@ function parseInteger(name: string, raw: string, min: number): number {
     throw new ConfigError(`${name} must be an integer of at least ${min} (got "${raw}").`);
   }
   return value;
+}
+
+function parseTrustedProxies(raw: string): string[] {
+  const entries = raw
+    .split(',')
+    .map((part) => part.trim())
+    .filter((part) => part !== '');
+  for (const entry of entries) {
+    const problem = parseProxyEntry(entry);
+    if (typeof problem === 'string') {
+      throw new ConfigError(
+        `AGENTRY_TRUSTED_PROXIES must list the reverse proxies' addresses or CIDR ranges, separated by commas (e.g. 10.0.0.5,172.28.0.0/24): ${problem}.`,
+      );
+    }
+  }
+  return entries;
 }
 
 function parseBoolean(name: string, raw: string): boolean {
@@ -292,6 +321,9 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   int('AGENTRY_HEADERS_TIMEOUT_MS', 1, (n) => (config.headersTimeoutMs = n));
   int('AGENTRY_KEEP_ALIVE_TIMEOUT_MS', 1, (n) => (config.keepAliveTimeoutMs = n));
   int('AGENTRY_MAX_CONNECTIONS_PER_ADDRESS', 0, (n) => (config.maxConnectionsPerAddress = n));
+  const trusted = read('AGENTRY_TRUSTED_PROXIES');
+  if (trusted !== undefined) config.trustedProxies = parseTrustedProxies(trusted);
+  int('AGENTRY_MAX_HELD_POLLS_PER_AGENT', 1, (n) => (config.maxHeldPollsPerAgent = n));
   int('AGENTRY_SESSION_TTL_SECONDS', 60, (n) => (config.sessionTtlSeconds = n));
   config.redisUrl = read('AGENTRY_REDIS_URL') ?? config.redisUrl;
   config.redisKeyPrefix = read('AGENTRY_REDIS_KEY_PREFIX') ?? config.redisKeyPrefix;

@@ -1,5 +1,5 @@
 /** Why a held mailbox poll stopped waiting. */
-export type WakeReason = 'delivered' | 'timeout' | 'aborted' | 'closed';
+export type WakeReason = 'delivered' | 'timeout' | 'aborted' | 'closed' | 'superseded';
 
 /**
  * How a poll stops waiting when its client goes away: {@link leave} ends the wait under way
@@ -81,9 +81,13 @@ export interface NotifierObserver {
  * reads the store or runs on a timer loop. The waits' limits are kept in one heap ordered by
  * deadline, served by one unreferenced timer set for the earliest: a held poll costs a slot
  * in it, not a timer of its own. After {@link close} (shutdown, or a drain), every wait ends at
- * once and new ones end as they begin.
+ * once and new ones end as they begin. At most `maxPerAddress` waits are held for one agent:
+ * the next one ends the oldest (`superseded`), so that one agent's polls, however many clients
+ * or forwarded connections they come through, cannot pile up.
  */
 export class DeliveryNotifier {
+  constructor(private readonly maxPerAddress = Infinity) {}
+
   private readonly waiting = new Map<string, Set<Waiter>>();
   /** Every waiter waiting, as a binary min-heap on `deadline`. */
   private readonly deadlines: Waiter[] = [];
@@ -129,6 +133,13 @@ export class DeliveryNotifier {
     if (waiter.index >= 0) throw new Error('this waiter is waiting already');
     let set = this.waiting.get(waiter.address);
     if (!set) this.waiting.set(waiter.address, (set = new Set()));
+    else if (set.size >= this.maxPerAddress) {
+      // A Set keeps insertion order: the first is the oldest wait.
+      const [oldest] = set;
+      if (oldest) this.settle(oldest, 'superseded');
+      set = this.waiting.get(waiter.address);
+      if (!set) this.waiting.set(waiter.address, (set = new Set()));
+    }
     set.add(waiter);
     waiter.attach(this);
     waiter.index = this.deadlines.length;

@@ -540,7 +540,7 @@ class HeldPoll extends Waiter {
   }
 
   private after(reason: WakeReason): void {
-    if (reason === 'closed' || reason === 'aborted') {
+    if (reason === 'closed' || reason === 'aborted' || reason === 'superseded') {
       // Answered on its own turn, not from within the notifier's loop over the polls it ends.
       queueMicrotask(() => this.done(null, []));
     } else if (reason === 'timeout') {

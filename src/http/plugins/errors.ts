@@ -151,7 +151,7 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const answer = toErrorAnswer(err, request.id);
     if (answer.status >= 500) {
-      request.log.error({ err }, 'request failed');
+      request.log.error({ err, client: request.ip }, 'request failed');
     } else {
       request.log.debug({ status: answer.status, detail: answer.body.detail }, 'request refused');
     }
