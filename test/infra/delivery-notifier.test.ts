@@ -24,6 +24,23 @@ describe('delivery notifier', () => {
     assert.equal(notifier.held, 0);
   });
 
+  it('holds at most maxPerAddress waits for one address: the next ends the oldest', async () => {
+    const notifier = new DeliveryNotifier(2);
+    const [first, second, other] = [
+      notifier.hold('a', 10_000),
+      notifier.hold('a', 10_000),
+      notifier.hold('b', 10_000),
+    ];
+    const third = notifier.hold('a', 10_000);
+    assert.equal(await first.settled, 'superseded');
+    assert.equal(notifier.held, 3, 'the second and third for a, and the one for b, wait on');
+    notifier.wake(['a', 'b']);
+    assert.deepEqual(
+      await Promise.all([second.settled, third.settled, other.settled]),
+      ['delivered', 'delivered', 'delivered'],
+    );
+  });
+
   it('ends a hold when its client leaves or it is released', async () => {
     const notifier = new DeliveryNotifier();
     const departure = new Departure();

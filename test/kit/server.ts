@@ -1,5 +1,5 @@
 import { loadConfig, type Config } from '../../src/config/index.js';
-import { createLogger } from '../../src/logger.js';
+import { createLogger, type Logger } from '../../src/logger.js';
 import { Server } from '../../src/server.js';
 import type { Clock } from '../../src/infra/clock.js';
 import type { DialectName } from '../../src/store/index.js';
@@ -40,6 +40,8 @@ export interface TestServerOptions {
    * and the database goes when this one closes (`dialect` is this one's).
    */
   replicaOf?: TestServer;
+  /** Where the server logs; silent unless given. */
+  logger?: Logger;
 }
 
 /**
@@ -64,7 +66,7 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
   };
   const server = await Server.create(config, {
     overrides: {
-      logger: createLogger({ level: 'silent' }),
+      logger: options.logger ?? createLogger({ level: 'silent' }),
       ...(options.clock ? { clock: options.clock } : {}),
     },
   });

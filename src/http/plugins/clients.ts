@@ -35,7 +35,10 @@ export function installClients(app: FastifyInstance, options: ClientOptions): vo
     const socketAddress = request.raw.socket.remoteAddress;
     const headers = request.raw.headers;
     if (!trusted.trusts(socketAddress)) {
-      if (!warned && (headers['x-forwarded-for'] !== undefined || headers.forwarded !== undefined)) {
+      if (
+        !warned &&
+        (headers['x-forwarded-for'] !== undefined || headers.forwarded !== undefined)
+      ) {
         warned = true;
         logger.warn(
           { address: socketAddress, setting: 'AGENTRY_TRUSTED_PROXIES' },
