@@ -136,6 +136,12 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
       // else per client address. A refused credential counts against the address.
       hook: 'preValidation',
       keyGenerator: rateLimitKey,
+      // A trusted proxy's own requests (its health checks: it forwards no one) are never
+      // refused: a proxy that saw 429 from /ready would take every replica out of rotation.
+      allowList: (request) => {
+        const socketAddress = request.raw.socket.remoteAddress;
+        return ctx.trustedProxies.trusts(socketAddress) && request.ip === socketAddress;
+      },
       errorResponseBuilder: (_request, context) =>
         new RateLimitedError(Math.max(1, Math.ceil(context.ttl / 1000))),
       // Shared by the replicas through Redis when configured, else this process's own.

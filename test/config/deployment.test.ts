@@ -69,8 +69,14 @@ describe('deployment files and configuration', () => {
     assert.match(compose, /AGENTRY_REDIS_URL: redis:\/\/redis:6379/);
     assert.match(compose, /AGENTRY_PUBLIC_URL: /);
     const caddyfile = read('deploy/Caddyfile');
-    assert.match(caddyfile, /reverse_proxy agentry-1:8000 agentry-2:8000/);
+    assert.match(caddyfile, /reverse_proxy \{\$PROXY_UPSTREAMS:agentry-1:8000 agentry-2:8000\}/);
     assert.match(caddyfile, /health_uri \/ready/);
+    // The replicas trust the proxy's forwarding headers, and only the proxy's.
+    const trusted = /AGENTRY_TRUSTED_PROXIES: (\S+)/.exec(compose)?.[1];
+    const proxyAddress = /^  proxy:$[\s\S]*?ipv4_address: (\S+)/m.exec(compose)?.[1];
+    assert.ok(trusted && proxyAddress, 'compose names the proxy and trusts it');
+    assert.equal(trusted, proxyAddress);
+    assert.ok(compose.includes(`subnet: ${proxyAddress.replace(/\.\d+$/, '.0')}/24`));
   });
 
   it('the Dockerfile is valid, multi-stage, runs as an unprivileged user and checks /health', () => {

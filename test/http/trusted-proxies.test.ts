@@ -160,9 +160,13 @@ describeOnEachDialect('behind a trusted proxy', (dialect) => {
     });
     assert.equal(spoofing.status, 200, 'not the bucket of 203.0.113.10');
     assert.equal(loggedClient(spoofing), '203.0.113.12');
-    // Without forwarding headers, the proxy's own requests (its health checks) are its own.
-    const own = await call(t.url, 'GET', '/health', { localAddress: PROXY });
-    assert.equal(loggedClient(own), PROXY);
+    // Without forwarding headers, the proxy's own requests (its health checks) are its own,
+    // and never refused: a proxy that met 429 on /ready would take the replica out of rotation.
+    const own = await statuses(MAX + 2, { localAddress: PROXY });
+    assert.deepEqual(own, Array<number>(MAX + 2).fill(200));
+    const check = await call(t.url, 'GET', '/ready', { localAddress: PROXY });
+    assert.equal(check.status, 200);
+    assert.equal(loggedClient(check), PROXY);
   });
 
   it('reads the client of a trusted proxy’s RFC 7239 Forwarded header', async () => {
