@@ -99,6 +99,10 @@ export interface AppContext {
    * once. The app calls it when it starts closing; a drain may call it earlier.
    */
   endHeldPolls(): void;
+  /** Ends up to `count` held polls, leaving later ones to be held: a drain spreads its ends. */
+  endSomeHeldPolls(count: number): void;
+  /** Polls held now, in this process. */
+  heldPolls(): number;
   /** Rate-limit counters shared through Redis; undefined: each process counts for itself. */
   rateLimits: SharedRateLimits | undefined;
   /** Serving or draining: readiness answers 503 from the moment a drain starts. */
@@ -396,6 +400,8 @@ export function createContext(
     housekeeping,
     loops,
     endHeldPolls: () => mailbox.endHeldPolls(),
+    endSomeHeldPolls: (count) => mailbox.endSomeHeldPolls(count),
+    heldPolls: () => mailbox.heldPolls,
     rateLimits,
     trustedProxies: new TrustedProxies(config.trustedProxies),
     lifecycle: new Lifecycle(),

@@ -102,7 +102,9 @@ export class Server {
       (client) => logger.debug({ client }, 'connection refused: too many open from this address'),
       (address) => this.ctx.trustedProxies.trusts(address),
     );
-    const address = await this.app.listen({ port: config.port, host: config.host });
+    // A long queue of connections not yet accepted: thousands of agents may reconnect at once
+    // (after another replica stopped); the kernel caps it (net.core.somaxconn).
+    const address = await this.app.listen({ port: config.port, host: config.host, backlog: 4096 });
     this.ctx.services.activity.start();
     this.ctx.services.webhooks.start();
     for (const task of this.ctx.housekeeping) {
@@ -140,6 +142,7 @@ export class Server {
       this.ctx.lifecycle.startDraining();
       void this.stopLoops();
       this.ctx.logger.info({ graceMs }, 'draining: not ready; closing after the grace period');
+      const spreading = this.spreadHeldPollEnds(graceMs);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, graceMs);
         this.endGrace = () => {
@@ -147,9 +150,33 @@ export class Server {
           resolve();
         };
       });
+      clearInterval(spreading);
       await this.close();
     })();
     return this.draining;
+  }
+
+  /**
+   * During a drain, ends the held polls a slice at a time over the grace period (from its
+   * first quarter, once the balancer has seen `/ready` fail, to nine tenths of it) rather
+   * than all at once at its end: thousands of agents coming back together would reach the
+   * other replicas as one burst of new connections, more than they accept in time.
+   */
+  private spreadHeldPollEnds(graceMs: number): NodeJS.Timeout {
+    const slices = 20;
+    const start = performance.now() + graceMs / 4;
+    const end = performance.now() + (graceMs * 9) / 10;
+    const timer = setInterval(
+      () => {
+        const now = performance.now();
+        if (now < start) return;
+        const left = Math.max(1, Math.ceil(((end - now) / (end - start)) * slices));
+        this.ctx.endSomeHeldPolls(Math.ceil(this.ctx.heldPolls() / left));
+      },
+      Math.max(10, (graceMs * 13) / 20 / slices),
+    );
+    timer.unref();
+    return timer;
   }
 
   /** Ends the grace period of a drain under way now (a second signal). */

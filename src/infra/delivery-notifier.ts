@@ -171,6 +171,17 @@ export class DeliveryNotifier {
     this.observer?.lost();
   }
 
+  /**
+   * Ends up to `count` held polls now (the soonest to time out first), as {@link close} would,
+   * without closing: for a drain, which ends its polls a few at a time so that their clients
+   * come back to the other replicas gradually rather than all at once.
+   */
+  release(count: number): void {
+    for (let i = 0; i < count && this.deadlines.length > 0; i++) {
+      this.settle(this.deadlines[0]!, 'closed');
+    }
+  }
+
   /** Ends every held poll now, and every one that starts from now on. */
   close(): void {
     this.ended = true;

@@ -35,10 +35,28 @@ describe('delivery notifier', () => {
     assert.equal(await first.settled, 'superseded');
     assert.equal(notifier.held, 3, 'the second and third for a, and the one for b, wait on');
     notifier.wake(['a', 'b']);
-    assert.deepEqual(
-      await Promise.all([second.settled, third.settled, other.settled]),
-      ['delivered', 'delivered', 'delivered'],
-    );
+    assert.deepEqual(await Promise.all([second.settled, third.settled, other.settled]), [
+      'delivered',
+      'delivered',
+      'delivered',
+    ]);
+  });
+
+  it('release ends the given number of holds, soonest deadline first, and holds later ones', async () => {
+    const notifier = new DeliveryNotifier();
+    const late = notifier.hold('a', 30_000);
+    const soon = notifier.hold('b', 10_000);
+    const middle = notifier.hold('c', 20_000);
+    notifier.release(2);
+    assert.equal(await soon.settled, 'closed');
+    assert.equal(await middle.settled, 'closed');
+    assert.equal(notifier.held, 1);
+    assert.ok(!notifier.closed);
+    const next = notifier.hold('d', 10_000);
+    assert.equal(notifier.held, 2, 'a hold after a release waits');
+    notifier.release(5);
+    assert.equal(await late.settled, 'closed');
+    assert.equal(await next.settled, 'closed');
   });
 
   it('ends a hold when its client leaves or it is released', async () => {

@@ -94,7 +94,10 @@ export function mailboxRoutes(app: FastifyInstance, ctx: AppContext): void {
           try {
             if (err !== null) throw err;
             // Stopping: this connection must not stay open, idle, until its keep-alive ends.
-            if (mailbox.holdsEnded) void reply.header('connection', 'close');
+            // Draining: the next poll goes to another replica.
+            if (mailbox.holdsEnded || ctx.lifecycle.draining) {
+              void reply.header('connection', 'close');
+            }
             sendJsonText(reply, `[${messages.map(storedEnvelopeJson).join(',')}]`);
           } catch (failure) {
             // Sent, an error goes through the error handler as a thrown one does.
