@@ -73,7 +73,7 @@ describe('deployment files and configuration', () => {
     assert.match(caddyfile, /health_uri \/ready/);
     // The replicas trust the proxy's forwarding headers, and only the proxy's.
     const trusted = /AGENTRY_TRUSTED_PROXIES: (\S+)/.exec(compose)?.[1];
-    const proxyAddress = /^  proxy:$[\s\S]*?ipv4_address: (\S+)/m.exec(compose)?.[1];
+    const proxyAddress = /^ {2}proxy:$[\s\S]*?ipv4_address: (\S+)/m.exec(compose)?.[1];
     assert.ok(trusted && proxyAddress, 'compose names the proxy and trusts it');
     assert.equal(trusted, proxyAddress);
     assert.ok(compose.includes(`subnet: ${proxyAddress.replace(/\.\d+$/, '.0')}/24`));
