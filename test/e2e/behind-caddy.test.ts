@@ -15,11 +15,14 @@ import { redisAnswers, testRedisUrl, uniqueRedisPrefix } from '../kit/redis.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
 /**
- * The deployment compose.yaml ships, on this machine: the real Caddy (Debian's `caddy`) with
+ * The deployment compose.yaml ships, run without containers: the real Caddy (Debian's `caddy`) with
  * the shipped deploy/Caddyfile, its upstreams and port given through the file's environment
  * placeholders, in front of two replicas on PostgreSQL sharing rate limits through Redis.
  * Thousands of agents hold their mailbox polls through it while one sender floods and others
  * send, and one replica is drained under it.
+ *
+ * BEHIND_CADDY_AGENTS=n runs it with fewer agents; DEBUG_BEHIND_CADDY=1 prints its progress
+ * on stderr and leaves the proxy's log in the temporary directory (behind-caddy-proxy.log).
  */
 
 const AGENTS = Number(process.env.BEHIND_CADDY_AGENTS ?? 2000);
