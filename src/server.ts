@@ -72,27 +72,38 @@ export class Server {
     readonly app: FastifyInstance,
     /** The user created on first start, if this start created one. */
     readonly bootstrapped: NewUser | undefined,
+    /** The migrations this start applied, oldest first. */
+    readonly migrated: string[],
   ) {}
 
   static async create(config: Config, options: ServerOptions = {}): Promise<Server> {
     const ctx = createContext(config, options.overrides, { serving: true });
     try {
+      let migrated: string[] = [];
       if (config.migrateOnStart) {
-        const { applied } = await ctx.store.migrate();
-        if (applied.length > 0) ctx.logger.info({ applied }, 'database migrated');
+        migrated = (await ctx.store.migrate()).applied;
+        if (migrated.length > 0) {
+          ctx.logger.info(
+            { applied: migrated.length, latest: migrated[migrated.length - 1] },
+            'database migrated',
+          );
+        }
       }
       await ctx.rateLimits?.connect();
       const bootstrapped = config.bootstrapUser ? await ctx.services.users.bootstrap() : undefined;
       const app = await buildApp(ctx);
-      return new Server(ctx, app, bootstrapped);
+      return new Server(ctx, app, bootstrapped, migrated);
     } catch (err) {
       await ctx.close();
       throw err;
     }
   }
 
-  /** Listens and starts housekeeping and the background loops; resolves to the URL it listens on. */
-  async start(): Promise<string> {
+  /**
+   * Listens and starts housekeeping and the background loops; resolves to the URL it listens on.
+   * `listening` hears that URL once the socket listens, before the line that logs it.
+   */
+  async start(listening?: (address: string) => void): Promise<string> {
     const { config, logger } = this.ctx;
     // A trusted proxy's connections carry many clients: those are limited per forwarded
     // client, request by request (installClients), not here.
@@ -117,6 +128,7 @@ export class Server {
       this.timers.push(timer);
     }
     this.loops = this.ctx.loops.map((loop) => new RunningLoop(loop, logger));
+    listening?.(address);
     logger.info(
       {
         address,

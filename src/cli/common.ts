@@ -3,8 +3,10 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { loadConfig, parseDuration, type Config, type ConfigOverrides } from '../config/index.js';
 import { createContext, type AppContext } from '../context.js';
 import { createLogger } from '../logger.js';
+import { checkDatabase } from '../store/database.js';
 import { DOMAIN_NAME_PATTERN } from '../wire/domain-name.js';
 import { canonicalAgentAddress } from '../wire/formats.js';
+import { asUsageError } from './errors.js';
 
 /**
  * What the commands share: argument parsers, the store options every command takes, the
@@ -95,6 +97,10 @@ export async function withServices<T>(
   work: (ctx: AppContext) => Promise<T>,
 ): Promise<T> {
   const config = adminConfig(flags);
+  // An admin command never creates a database: only `serve` and `migrate` do.
+  await checkDatabase(config.databaseUrl, { create: false }).catch((err: unknown) => {
+    throw asUsageError(err, config.databaseUrl);
+  });
   // Admin output goes to stdout; keep logs on stderr.
   const ctx = createContext(config, { logger: adminLogger(config) });
   try {
@@ -107,4 +113,54 @@ export async function withServices<T>(
 
 export function formatTime(ms: number | null): string {
   return ms === null ? '-' : new Date(ms).toISOString();
+}
+
+/** One column of a listing: its header and how a row fills it. */
+export interface Column<T> {
+  header: string;
+  cell(row: T): unknown;
+}
+
+/** Adds `--json` to a command that prints a listing. */
+export function withJsonOption(command: Command): Command {
+  return command.option('--json', 'one JSON object a line instead of a table');
+}
+
+/**
+ * Prints a listing: a header line, then one tab-separated line a row (a missing value is `-`);
+ * with `json`, one JSON object a line (`toJson` of each row) and no header. An empty listing
+ * prints nothing on stdout and says so on stderr, so that a script reads no rows.
+ */
+export function printRows<T>(
+  rows: T[],
+  columns: Column<T>[],
+  options: { json: boolean; toJson(row: T): unknown; none: string; header?: boolean },
+): void {
+  if (rows.length === 0) {
+    if (options.header !== false) console.error(options.none);
+    return;
+  }
+  const lines: string[] = [];
+  if (!options.json && options.header !== false) {
+    lines.push(columns.map((column) => column.header).join('\t'));
+  }
+  for (const row of rows) {
+    if (options.json) lines.push(JSON.stringify(options.toJson(row)));
+    else {
+      lines.push(
+        columns
+          .map((column) => {
+            const value = column.cell(row);
+            return value === null || value === undefined || value === '' ? '-' : String(value);
+          })
+          .join('\t'),
+      );
+    }
+  }
+  process.stdout.write(`${lines.join('\n')}\n`);
+}
+
+/** A moment for JSON output: ISO-8601, or null. */
+export function isoTime(ms: number | null | undefined): string | null {
+  return ms === null || ms === undefined ? null : new Date(ms).toISOString();
 }

@@ -14,8 +14,10 @@ import { addKeysCommand } from './commands/keys.js';
 import { addMigrateCommand } from './commands/migrate.js';
 import { addServeCommand } from './commands/serve.js';
 import { addTeamsCommand } from './commands/teams.js';
+import { addStatusCommand } from './commands/status.js';
 import { addUsersCommand } from './commands/users.js';
 import type { AddCommand } from './common.js';
+import { explain, UsageError } from './errors.js';
 
 /**
  * The command line: the program, its commands (in commands/, each calling the server or the
@@ -25,40 +27,74 @@ import type { AddCommand } from './common.js';
 /** Every command, in the order `agentry --help` lists them. */
 const commands: AddCommand[] = [
   addServeCommand,
+  addStatusCommand,
   addMigrateCommand,
   addBackupCommand,
   addRestoreCommand,
   addUsersCommand,
   addTeamsCommand,
   addKeysCommand,
+  addAgentsCommand,
   addDomainsCommand,
   addConnectCommand,
-  addAgentsCommand,
   addDeliveriesCommand,
   addActivityCommand,
   addDisconnectCommand,
 ];
 
+/** Stack traces of failures are for `--debug` (anywhere on the line) or the debug log level. */
+const debug =
+  process.argv.includes('--debug') || /^(debug|trace)$/.test(process.env.AGENTRY_LOG_LEVEL ?? '');
+const argv = process.argv.filter((arg) => arg !== '--debug');
+
 const program = new Command('agentry')
   .description('Self-hostable identity, registry, mailbox and proxy service for uAgents')
-  .version(version);
+  .version(version)
+  .option('--debug', 'print the stack trace of a failure')
+  .showHelpAfterError('(run "agentry --help" for the commands, "agentry COMMAND --help" for one)')
+  .showSuggestionAfterError(true)
+  .addHelpText(
+    'after',
+    '\nStart with "agentry serve" (then open the console URL it prints). Admin commands open the\nsame database as the server: run them from its directory or give --data-dir/--database-url.',
+  );
 for (const add of commands) add(program);
 
 /**
- * An error whose message tells the person what to correct exits 2; any other is printed whole
- * and exits 1.
+ * An error whose message tells the person what to correct exits 2, as does a failure of the
+ * surroundings explained in a sentence (a port in use, a database that does not answer); any
+ * other is a fault, summarised in a line (printed whole under --debug) and exits 1.
  */
-program.parseAsync(process.argv).catch((err: unknown) => {
+function fail(err: unknown): never {
   if (
     err instanceof ConfigError ||
     err instanceof DomainError ||
     err instanceof InvalidArgumentError ||
     err instanceof ConnectError ||
-    err instanceof BackupError
+    err instanceof BackupError ||
+    err instanceof UsageError
   ) {
     console.error(`agentry: ${err.message}`);
+    if (debug && err.cause !== undefined) console.error(err.cause);
     process.exit(2);
   }
-  console.error(err);
+  const sentence = explain(err);
+  if (sentence !== undefined) {
+    console.error(`agentry: ${sentence}`);
+    if (debug) console.error(err);
+    process.exit(2);
+  }
+  if (debug) console.error(err);
+  else {
+    console.error(
+      `agentry: unexpected failure: ${err instanceof Error ? err.message : String(err)}\n(run again with --debug for the details)`,
+    );
+  }
   process.exit(1);
-});
+}
+
+// A bare `agentry` prints the help (exit 0); it starts nothing.
+if (argv.length <= 2) {
+  program.outputHelp();
+  process.exit(0);
+}
+program.parseAsync(argv).catch(fail);

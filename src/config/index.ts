@@ -27,6 +27,8 @@ export interface Config {
   /** The URL agents use to reach this service; mailbox and proxy endpoint URLs derive from it. */
   publicUrl: string;
   allowPrivateTargets: boolean;
+  /** SQLite: refuse a second serving process on the same file (AGENTRY_SQLITE_EXCLUSIVE). */
+  sqliteExclusive: boolean;
   migrateOnStart: boolean;
   logLevel: LogLevel;
   /** Human-readable lines on a terminal, JSON otherwise, unless set. */
@@ -137,10 +139,11 @@ const GiB = 1024 * MiB;
 export const defaults: Config = {
   databaseUrl: 'sqlite:./data/agentry.db',
   databasePoolSize: 10,
-  host: '0.0.0.0',
+  host: '127.0.0.1',
   port: 8000,
   publicUrl: 'http://127.0.0.1:8000',
   allowPrivateTargets: false,
+  sqliteExclusive: true,
   migrateOnStart: true,
   logLevel: 'info',
   logFormat: 'json',
@@ -286,6 +289,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   int('AGENTRY_PORT', 0, (n) => (config.port = n));
   const publicUrl = read('AGENTRY_PUBLIC_URL');
   bool('AGENTRY_ALLOW_PRIVATE_TARGETS', (b) => (config.allowPrivateTargets = b));
+  bool('AGENTRY_SQLITE_EXCLUSIVE', (b) => (config.sqliteExclusive = b));
   bool('AGENTRY_MIGRATE_ON_START', (b) => (config.migrateOnStart = b));
   bool('AGENTRY_BOOTSTRAP_USER', (b) => (config.bootstrapUser = b));
   bool('AGENTRY_DELIVERY_TRACE', (b) => (config.deliveryTrace = b));

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import {
@@ -181,4 +181,68 @@ export function openDatabase(url: string, options: DatabaseOptions = {}): Databa
 export function isUniqueViolation(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE';
+}
+
+/** The database a command was pointed at does not exist, and the command does not create one. */
+export class DatabaseMissingError extends Error {
+  override name = 'DatabaseMissingError';
+}
+
+/**
+ * Checks that the database answers before anything else uses it, so that a failure is one
+ * error rather than many. SQLite: unless `create`, the file must exist (only `serve` and
+ * `migrate` create a database; an admin command run from the wrong directory must not leave an
+ * empty one behind). PostgreSQL: connects and runs one statement; rejects with pg's error.
+ */
+export async function checkDatabase(url: string, options: { create: boolean }): Promise<void> {
+  if (url.startsWith('sqlite:')) {
+    const path = sqlitePath(url);
+    if (path === ':memory:' || options.create || existsSync(path)) return;
+    throw new DatabaseMissingError(
+      `there is no database at ${path}. Run this from the directory where the server runs, or point at its database with --data-dir or --database-url (AGENTRY_DATABASE_URL); "agentry serve" or "agentry migrate" creates a new one.`,
+    );
+  }
+  const client = new pg.Client({ ...postgresConnection(url), connectionTimeoutMillis: 10_000 });
+  // A connection that fails emits 'error' as well as rejecting connect().
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    await client.query('select 1');
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/** Another process serves the SQLite file already. */
+export class DatabaseInUseError extends Error {
+  override name = 'DatabaseInUseError';
+}
+
+/**
+ * Claims a SQLite file for one serving process: an exclusive lock on a file beside it
+ * (`agentry.db.lock`), held until this process exits, however it exits (the operating system
+ * drops the lock with the process). The database itself stays open to admin commands, backups
+ * and restores' own check. Throws {@link DatabaseInUseError} while another process holds it.
+ */
+export function claimSqliteFile(url: string): { release(): void } {
+  const path = sqlitePath(url);
+  if (path === ':memory:') return { release() {} };
+  const lockPath = `${path}.lock`;
+  mkdirSync(dirname(lockPath), { recursive: true });
+  const lock = new BetterSqlite3(lockPath);
+  try {
+    lock.pragma('busy_timeout = 0');
+    lock.pragma('locking_mode = EXCLUSIVE');
+    // Held while this connection is open: the transaction is never ended.
+    lock.exec('begin exclusive');
+  } catch (err) {
+    lock.close();
+    if ((err as { code?: string }).code === 'SQLITE_BUSY') {
+      throw new DatabaseInUseError(
+        `another Agentry server is already serving ${path} (one serving process per SQLite file). Stop it first, or give this one another database with --data-dir; to run several servers on one database, use PostgreSQL.`,
+      );
+    }
+    throw err;
+  }
+  return { release: () => lock.close() };
 }

@@ -32,9 +32,14 @@ function formatEntry(row: TimelineRow, json: boolean): string {
  * `--follow`, new entries as they are written, until SIGINT or SIGTERM.
  */
 export function addActivityCommand(program: Command): void {
+  addTimelineCommand(program, 'activity');
+}
+
+/** The timeline command, as `agentry activity` and as `agentry agents timeline`. */
+export function addTimelineCommand(parent: Command, name: string): void {
   withStoreOptions(
-    program
-      .command('activity <address>')
+    parent
+      .command(`${name} <address>`)
       .description(
         "an agent's timeline (delivery trace, reported events, registrations, status), newest last: time, kind, summary",
       )

@@ -1,8 +1,19 @@
 import { readFileSync } from 'node:fs';
 import { InvalidArgumentError, type Command } from 'commander';
+import { NotFoundError } from '../../errors.js';
 import { teamAccountName } from '../../services/teams.js';
 import { SEED_PATTERN } from '../../wire/enrolments.js';
-import { formatTime, withServices, withStoreOptions } from '../common.js';
+import {
+  checkedAgentAddress,
+  formatTime,
+  isoTime,
+  positive,
+  printRows,
+  withJsonOption,
+  withServices,
+  withStoreOptions,
+} from '../common.js';
+import { addTimelineCommand } from './activity.js';
 
 const HANDLE_PATTERN = /^[a-z0-9]+(-[a-z0-9]+)*$/;
 
@@ -25,51 +36,161 @@ function agentHandle(value: string): string {
 /** Agents read a page at a time, their statuses with them. */
 const PAGE = 500;
 
+/** Where an envelope's sender is, without reading the rest of it. */
+function senderOf(envelope: string): string | null {
+  try {
+    return (JSON.parse(envelope) as { sender?: string }).sender ?? null;
+  } catch {
+    return null;
+  }
+}
+
 /**
- * `agentry agents [--user NAME]`: the registered agents, by address, with their owner and
- * status (docs/activity.md, "Status"): one tab-separated line an agent, or JSON.
+ * `agentry agents list|show|mailbox|timeline`: the registered agents, as the operator sees
+ * them (any user's), with their status (docs/activity.md, "Status").
  */
 export function addAgentsCommand(program: Command): void {
-  const agents = withStoreOptions(
-    program
-      .command('agents')
-      .description('the registered agents: address, name, owner, status, last seen')
-      .option('--user <name>', "only this user's agents")
-      .option('--team <slug>', "only this team's agents")
-      .option('--json', 'one JSON object an agent instead of a line of text'),
+  const agents = program
+    .command('agents')
+    .description('the registered agents: list, show one, its mailbox, its timeline');
+
+  withStoreOptions(
+    withJsonOption(
+      agents
+        .command('list')
+        .description('every agent by address: address, name, owner, status, last seen')
+        .option('--user <name>', "only this user's agents")
+        .option('--team <slug>', "only this team's agents"),
+    ),
   ).action(async (flags) => {
+    const json = Boolean(flags.json);
     await withServices(flags, async (ctx) => {
       const owner = flags.team === undefined ? flags.user : teamAccountName(flags.team as string);
       const userId =
         owner === undefined ? undefined : (await ctx.services.users.findUser(owner as string)).id;
       let after = '';
-      for (;;) {
+      for (let first = true; ; first = false) {
         const page = await ctx.store.repos.agents.listWithOwners(userId, after, PAGE);
         const statuses = await ctx.services.activity.statuses(page.map((agent) => agent.address));
-        for (const agent of page) {
-          const { status, reason, lastSeen } = statuses.get(agent.address)!;
-          if (flags.json) {
-            console.log(
-              JSON.stringify({
-                address: agent.address,
-                name: agent.name,
-                owner: agent.owner,
-                status,
-                reason,
-                last_seen: lastSeen === null ? null : new Date(lastSeen).toISOString(),
+        const rows = page.map((agent) => ({ ...agent, ...statuses.get(agent.address)! }));
+        if (first || rows.length > 0) {
+          printRows(
+            rows,
+            [
+              { header: 'address', cell: (r) => r.address },
+              { header: 'name', cell: (r) => r.name },
+              { header: 'owner', cell: (r) => r.owner },
+              { header: 'status', cell: (r) => r.status },
+              { header: 'last_seen', cell: (r) => formatTime(r.lastSeen) },
+            ],
+            {
+              json,
+              header: first,
+              none: owner === undefined ? 'no agents' : `no agents of ${owner}`,
+              toJson: (r) => ({
+                address: r.address,
+                name: r.name,
+                owner: r.owner,
+                status: r.status,
+                reason: r.reason,
+                last_seen: isoTime(r.lastSeen),
               }),
-            );
-          } else {
-            console.log(
-              [agent.address, agent.name || '-', agent.owner, status, formatTime(lastSeen)].join(
-                '\t',
-              ),
-            );
-          }
+            },
+          );
         }
         if (page.length < PAGE) return;
         after = page[page.length - 1]!.address;
       }
+    });
+  });
+
+  withStoreOptions(
+    withJsonOption(
+      agents
+        .command('show <address>')
+        .description("one agent: its listing, owner, status, endpoints and mailbox's size"),
+    ),
+  ).action(async (address: string, flags) => {
+    const canonical = checkedAgentAddress(address);
+    await withServices(flags, async (ctx) => {
+      const agent = await ctx.store.repos.agents.find(canonical);
+      if (agent === undefined) {
+        throw new NotFoundError(
+          `no agent ${canonical} is registered here; "agentry agents list" lists those that are`,
+        );
+      }
+      const owner = (await ctx.services.users.listUsers()).find((u) => u.id === agent.user_id);
+      const { status, reason, lastSeen } = (await ctx.services.activity.statuses([canonical])).get(
+        canonical,
+      )!;
+      const shown = {
+        address: agent.address,
+        name: agent.name,
+        handle: agent.handle,
+        owner: owner?.name ?? agent.user_id,
+        type: agent.agent_type,
+        status,
+        reason,
+        last_seen: isoTime(lastSeen),
+        registered: isoTime(agent.registered_at),
+        endpoints: agent.endpoints.map((endpoint) => endpoint.url),
+        pending_messages: Number(agent.mailbox.pending_messages),
+        bytes_stored: Number(agent.mailbox.bytes_stored),
+      };
+      if (flags.json) {
+        console.log(JSON.stringify(shown));
+        return;
+      }
+      for (const [field, value] of Object.entries(shown)) {
+        const text = Array.isArray(value) ? value.join(' ') : value;
+        console.log(`${field.padEnd(17)}${text === null || text === '' ? '-' : String(text)}`);
+      }
+    });
+  });
+
+  withStoreOptions(
+    withJsonOption(
+      agents
+        .command('mailbox <address>')
+        .description(
+          "the messages waiting in an agent's mailbox, oldest first: uuid, sender, size, received, expires",
+        )
+        .option('--limit <n>', 'most messages shown (default 100)', positive),
+    ),
+  ).action(async (address: string, flags) => {
+    const canonical = checkedAgentAddress(address);
+    await withServices(flags, async (ctx) => {
+      if (!(await ctx.store.repos.agents.isRegistered(canonical))) {
+        throw new NotFoundError(
+          `no agent ${canonical} is registered here; "agentry agents list" lists those that are`,
+        );
+      }
+      const messages = await ctx.store.repos.mailbox.listPending(canonical, ctx.clock.now(), {
+        limit: (flags.limit as number | undefined) ?? 100,
+        offset: 0,
+      });
+      printRows(
+        messages,
+        [
+          { header: 'uuid', cell: (m) => m.uuid },
+          { header: 'sender', cell: (m) => senderOf(m.envelope) },
+          { header: 'size', cell: (m) => m.size },
+          { header: 'received', cell: (m) => formatTime(Number(m.received_at)) },
+          { header: 'expires', cell: (m) => formatTime(Number(m.expires_at)) },
+        ],
+        {
+          json: Boolean(flags.json),
+          none: `no messages wait for ${canonical}`,
+          toJson: (m) => ({
+            uuid: m.uuid,
+            sender: senderOf(m.envelope),
+            size: Number(m.size),
+            received: isoTime(Number(m.received_at)),
+            expires: isoTime(Number(m.expires_at)),
+            polled: isoTime(m.polled_at === null ? null : Number(m.polled_at)),
+          }),
+        },
+      );
     });
   });
 
@@ -82,9 +203,7 @@ export function addAgentsCommand(program: Command): void {
       .requiredOption('--name <name>', "the agent's name (1 to 32 characters)", agentName)
       .option('--handle <handle>', 'its handle; made from the name when not given', agentHandle)
       .option('--seed-stdin', 'read the agent key (seed) from standard input instead'),
-  ).action(async (user: string, _flags, command: Command) => {
-    // The store options given after the subcommand are parsed as the `agents` command's.
-    const flags = command.optsWithGlobals();
+  ).action(async (user: string, flags) => {
     let seed: string | undefined;
     if (flags.seedStdin) {
       seed = readFileSync(0, 'utf8').trim();
@@ -107,19 +226,42 @@ export function addAgentsCommand(program: Command): void {
   });
 
   withStoreOptions(
-    agents.command('enrolments <user>').description('list the agents a user enrolled'),
-  ).action(async (user: string, _flags, command: Command) => {
-    const flags = command.optsWithGlobals();
+    withJsonOption(
+      agents
+        .command('enrolments <user>')
+        .description('the agents a user enrolled: address, name, handle, enrolled'),
+    ),
+  ).action(async (user: string, flags) => {
     await withServices(flags, async (ctx) => {
       const owner = await ctx.services.users.findUser(user);
-      console.log('address\tname\thandle\tenrolled');
       for (let offset = 0; ; offset += PAGE) {
         const page = await ctx.services.enrolments.list(owner.id, PAGE, offset);
-        for (const e of page) {
-          console.log([e.address, e.name, e.handle, formatTime(e.createdAt)].join('\t'));
+        if (offset === 0 || page.length > 0) {
+          printRows(
+            page,
+            [
+              { header: 'address', cell: (e) => e.address },
+              { header: 'name', cell: (e) => e.name },
+              { header: 'handle', cell: (e) => e.handle },
+              { header: 'enrolled', cell: (e) => formatTime(e.createdAt) },
+            ],
+            {
+              json: Boolean(flags.json),
+              header: offset === 0,
+              none: `${owner.name} enrolled no agents`,
+              toJson: (e) => ({
+                address: e.address,
+                name: e.name,
+                handle: e.handle,
+                enrolled: isoTime(e.createdAt),
+              }),
+            },
+          );
         }
         if (page.length < PAGE) return;
       }
     });
   });
+
+  addTimelineCommand(agents, 'timeline');
 }

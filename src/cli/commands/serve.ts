@@ -1,15 +1,21 @@
 import { Option, type Command } from 'commander';
-import { loadConfig, logFormats, logLevels } from '../../config/index.js';
+import { loadConfig, logFormats, logLevels, redactUrl, type Config } from '../../config/index.js';
 import type { Server } from '../../server.js';
+import { checkDatabase, claimSqliteFile, sqlitePath } from '../../store/database.js';
 import { integer, storeOverrides, withStoreOptions } from '../common.js';
+import { asUsageError } from '../errors.js';
 
-/** `agentry serve`, the default command: runs the HTTP service until a signal stops it. */
+/** This process's claim on its SQLite file (see {@link claimSqliteFile}). */
+let claimed: { release(): void } | undefined;
+
+/** `agentry serve`: runs the HTTP service until a signal stops it. */
 export function addServeCommand(program: Command): void {
-  withStoreOptions(
-    program.command('serve', { isDefault: true }).description('run the HTTP service'),
-  )
+  withStoreOptions(program.command('serve').description('run the HTTP service'))
     .option('-p, --port <port>', 'port to listen on (AGENTRY_PORT, default 8000)', integer)
-    .option('--host <host>', 'address to bind (AGENTRY_HOST, default 0.0.0.0)')
+    .option(
+      '--host <host>',
+      'address to bind (AGENTRY_HOST, default 127.0.0.1: this machine only; 0.0.0.0 for every interface)',
+    )
     .option('--public-url <url>', 'URL agents use to reach this service (AGENTRY_PUBLIC_URL)')
     .option('--allow-private-targets', 'let the proxy forward to loopback and private networks')
     .option('--no-migrate', 'do not migrate the database at start')
@@ -35,27 +41,76 @@ export function addServeCommand(program: Command): void {
         logFormat: flags.logFormat,
         logRequests: flags.logRequests,
       });
+      // One error that says what to do, before anything else tries the database.
+      try {
+        await checkDatabase(config.databaseUrl, { create: true });
+        if (config.databaseUrl.startsWith('sqlite:') && config.sqliteExclusive) {
+          // Kept for the life of the process: a lock collected as garbage would be released.
+          claimed = claimSqliteFile(config.databaseUrl);
+        }
+      } catch (err) {
+        throw asUsageError(err, config.databaseUrl);
+      }
       // Loaded here: the HTTP stack is for serving; admin commands start faster without it.
       const { Server } = await import('../../server.js');
-      const server = await Server.create(config);
+      const server = await Server.create(config).catch((err: unknown) => {
+        throw asUsageError(err, config.databaseUrl);
+      });
       closeOnSignals(server);
-      // The key comes before the listening line, so whoever waits for that line has it too.
-      if (server.bootstrapped) {
-        const { user, token } = server.bootstrapped;
-        process.stdout.write(
-          [
-            '',
-            `First start: created user "${user.name}". Its API key (shown once; keep it safe):`,
-            '',
-            `    ${token}`,
-            '',
-            `Use it as "Authorization: Bearer <key>". Make more with "agentry keys add ${user.name}".`,
-            '',
-          ].join('\n') + '\n',
-        );
-      }
-      await server.start();
+      // The block comes before the listening line, so whoever waits for that line has the key.
+      await server
+        .start((address) => process.stdout.write(startupBlock(server, config, address)))
+        .catch(async (err: unknown) => {
+          await server.close().catch(() => {});
+          throw asUsageError(err, config.databaseUrl);
+        });
     });
+}
+
+/** The database in use: a SQLite file by its full path, PostgreSQL without its password. */
+function databaseLabel(url: string): string {
+  return url.startsWith('sqlite:') ? `SQLite ${sqlitePath(url)}` : redactUrl(url);
+}
+
+/**
+ * What a person starting the server needs, in one block: where the console and the API docs
+ * are, the database in use and what start did to it, the key made on first start, and how to
+ * open the service to other machines when it listens on loopback only.
+ */
+export function startupBlock(server: Server, config: Config, address: string): string {
+  const base = address.replace(/\/+$/, '');
+  const loopback = /^(127\.|::1$|localhost$)/.test(config.host);
+  const migrated = server.migrated;
+  const lines = [
+    '',
+    `Agentry is running on ${base}${loopback ? ' (this machine only)' : ''}`,
+    `  Console    ${base}/`,
+    `  API docs   ${base}/docs`,
+    `  Public URL ${config.publicUrl}`,
+    `  Database   ${databaseLabel(config.databaseUrl)}${
+      migrated.length > 0
+        ? ` (migrated: ${migrated.length} migration${migrated.length === 1 ? '' : 's'} applied, now at ${migrated[migrated.length - 1]})`
+        : ''
+    }`,
+  ];
+  if (server.bootstrapped) {
+    const { user, token } = server.bootstrapped;
+    lines.push(
+      '',
+      `First start: created user "${user.name}". Its API key (shown once; keep it safe):`,
+      '',
+      `    ${token}`,
+      '',
+      `Use it as "Authorization: Bearer <key>", or sign in to the console with it. Make more with "agentry keys add ${user.name}".`,
+    );
+  }
+  if (loopback) {
+    lines.push(
+      '',
+      'Only this machine can connect. To accept others, start with --host 0.0.0.0 (AGENTRY_HOST) and set --public-url.',
+    );
+  }
+  return `${lines.join('\n')}\n\n`;
 }
 
 /**
@@ -76,6 +131,7 @@ function closeOnSignals(server: Server): void {
     server.drain(graceMs).then(
       () => {
         server.ctx.logger.info('stopped');
+        claimed?.release();
         process.exit(0);
       },
       (err: unknown) => {

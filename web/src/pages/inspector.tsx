@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { api, ApiError, connection, currentTeam, encode, when, type AgentRecord } from '../api';
+import { api, ApiError, connection, currentTeam, encode, type AgentRecord } from '../api';
 import { useAction, useLoad } from '../hooks';
 import {
   askAgent,

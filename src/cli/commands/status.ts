@@ -1,0 +1,130 @@
+import type { Command } from 'commander';
+import { sql } from 'kysely';
+import { AGENT_STATUSES, type AgentStatusName } from '../../wire/activity.js';
+import { formatTime, isoTime, withJsonOption, withServices, withStoreOptions } from '../common.js';
+
+/** Agents read a page at a time for their statuses. */
+const PAGE = 500;
+/** How far back "recent failures" look. */
+const RECENT_MS = 3600_000;
+/** Failures listed one by one, newest first. */
+const SHOWN_FAILURES = 5;
+
+/** Whether the service answers its readiness check at `url`, and how. */
+async function probe(url: string): Promise<{ url: string; answers: boolean; detail: string }> {
+  try {
+    const res = await fetch(`${url}/ready`, { signal: AbortSignal.timeout(3000) });
+    return { url, answers: res.ok, detail: res.ok ? 'ready' : `not ready (${res.status})` };
+  } catch {
+    return { url, answers: false, detail: 'does not answer (is "agentry serve" running?)' };
+  }
+}
+
+/**
+ * `agentry status`: a summary of the service: whether it answers, its agents by status, the
+ * messages waiting in mailboxes, and the failures of the last hour.
+ */
+export function addStatusCommand(program: Command): void {
+  withStoreOptions(
+    withJsonOption(
+      program
+        .command('status')
+        .description(
+          'summarise the service: whether it answers, agents by status, pending messages, recent failures',
+        )
+        .option('--url <url>', 'where the server answers (default: AGENTRY_PUBLIC_URL)'),
+    ),
+  ).action(async (flags) => {
+    await withServices(flags, async (ctx) => {
+      const server = await probe(
+        ((flags.url as string | undefined) ?? ctx.config.publicUrl).replace(/\/+$/, ''),
+      );
+      const byStatus = Object.fromEntries(AGENT_STATUSES.map((s) => [s, 0])) as Record<
+        AgentStatusName,
+        number
+      >;
+      let agents = 0;
+      for (let after = ''; ;) {
+        const page = await ctx.store.repos.agents.listWithOwners(undefined, after, PAGE);
+        const statuses = await ctx.services.activity.statuses(page.map((agent) => agent.address));
+        for (const { status } of statuses.values()) byStatus[status]++;
+        agents += page.length;
+        if (page.length < PAGE) break;
+        after = page[page.length - 1]!.address;
+      }
+      const { db } = ctx.store;
+      const pending = await db
+        .selectFrom('mailboxes')
+        .select((eb) => [
+          eb.fn.coalesce(eb.fn.sum<number>('pending_messages'), sql<number>`0`).as('messages'),
+          eb.fn.coalesce(eb.fn.sum<number>('bytes_stored'), sql<number>`0`).as('bytes'),
+        ])
+        .executeTakeFirstOrThrow();
+      const since = ctx.clock.now() - RECENT_MS;
+      const failures = await db
+        .selectFrom('delivery_events')
+        .select(['at', 'address', 'event', 'status_code', 'detail'])
+        .where('at', '>=', since)
+        .where((eb) =>
+          eb.or([
+            eb('event', 'in', ['refused', 'quarantined', 'expired']),
+            eb.and([
+              eb('event', '=', 'forwarded'),
+              eb.or([
+                eb('status_code', 'is', null),
+                eb('status_code', '<', 200),
+                eb('status_code', '>=', 300),
+              ]),
+            ]),
+          ]),
+        )
+        .orderBy('at', 'desc')
+        .orderBy('id', 'desc')
+        .limit(1000)
+        .execute();
+      const counts: Record<string, number> = {};
+      for (const row of failures) {
+        const kind = row.event === 'forwarded' ? 'forward_failed' : row.event;
+        counts[kind] = (counts[kind] ?? 0) + 1;
+      }
+      const summary = {
+        server,
+        database: ctx.config.databaseUrl.startsWith('sqlite:') ? 'sqlite' : 'postgres',
+        agents: { total: agents, ...byStatus },
+        pending_messages: Number(pending.messages),
+        bytes_stored: Number(pending.bytes),
+        failures_last_hour: { total: failures.length, ...counts },
+        recent_failures: failures.slice(0, SHOWN_FAILURES).map((row) => ({
+          at: isoTime(Number(row.at)),
+          agent: row.address,
+          event: row.event === 'forwarded' ? 'forward_failed' : row.event,
+          status_code: row.status_code,
+          detail: row.detail,
+        })),
+      };
+      if (flags.json) {
+        console.log(JSON.stringify(summary));
+        return;
+      }
+      const lines = [
+        `server            ${server.url}: ${server.detail}`,
+        `agents            ${agents}${agents > 0 ? ` (${AGENT_STATUSES.map((s) => `${byStatus[s]} ${s}`).join(', ')})` : ''}`,
+        `pending messages  ${summary.pending_messages} (${summary.bytes_stored} bytes)`,
+        `failures, 1 hour  ${
+          failures.length === 0
+            ? 'none'
+            : `${failures.length}${failures.length === 1000 ? '+' : ''} (${Object.entries(counts)
+                .map(([kind, n]) => `${n} ${kind}`)
+                .join(', ')})`
+        }`,
+      ];
+      for (const row of failures.slice(0, SHOWN_FAILURES)) {
+        lines.push(
+          `  ${formatTime(Number(row.at))}  ${row.address}  ${row.event === 'forwarded' ? 'forward_failed' : row.event}${row.status_code === null ? '' : ` ${row.status_code}`}  ${row.detail ?? ''}`.trimEnd(),
+        );
+      }
+      console.log(lines.join('\n'));
+      if (!server.answers) process.exitCode = 3;
+    });
+  });
+}
