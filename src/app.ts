@@ -121,6 +121,19 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   installJsonParser(app);
   installValidation(app);
   installMetrics(app, ctx.metrics);
+  // A preflight without the headers that make it one is refused before CORS sees it, which
+  // would refuse it in plain text: every error answer is JSON.
+  app.addHook('onRequest', async (request, reply) => {
+    if (
+      request.method === 'OPTIONS' &&
+      (!request.headers.origin || !request.headers['access-control-request-method'])
+    ) {
+      return reply.code(400).type('application/json').send({
+        detail:
+          'Invalid preflight request: an OPTIONS request needs the Origin and Access-Control-Request-Method headers (browsers send them; other clients need not send OPTIONS at all).',
+      });
+    }
+  });
   await app.register(cors, {
     origin: '*',
     methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS'],

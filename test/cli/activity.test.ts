@@ -171,15 +171,11 @@ describeOnEachDialect('command line: activity and agents', (dialect) => {
     // What the server saw in memory is written once a second.
     await t.server.ctx.services.activity.flush();
 
-    const all = await runAgentry(['agents', ...db]);
+    const all = await runAgentry(['agents', 'list', ...db]);
     assert.equal(all.code, 0, all.stderr);
-    const rows = new Map(
-      all.stdout
-        .trim()
-        .split('\n')
-        .map((line) => line.split('\t'))
-        .map((cells) => [cells[0]!, cells]),
-    );
+    const [header, ...lines] = all.stdout.trim().split('\n');
+    assert.equal(header, 'address\tname\towner\tstatus\tlast_seen');
+    const rows = new Map(lines.map((line) => line.split('\t')).map((cells) => [cells[0]!, cells]));
     const owner = (await t.server.ctx.services.users.listUsers())[0]!.name;
     const failingRow = rows.get(failing.address)!;
     assert.deepEqual(failingRow.slice(1, 4), ['Failing Agent', owner, 'failing']);
@@ -192,7 +188,14 @@ describeOnEachDialect('command line: activity and agents', (dialect) => {
       '-',
     ]);
 
-    const mine = await runAgentry(['agents', '--user', 'agents-cli-other', '--json', ...db]);
+    const mine = await runAgentry([
+      'agents',
+      'list',
+      '--user',
+      'agents-cli-other',
+      '--json',
+      ...db,
+    ]);
     assert.equal(mine.code, 0, mine.stderr);
     assert.deepEqual(
       mine.stdout
@@ -210,7 +213,7 @@ describeOnEachDialect('command line: activity and agents', (dialect) => {
         },
       ],
     );
-    const nobody = await runAgentry(['agents', '--user', 'nobody-of-that-name', ...db]);
+    const nobody = await runAgentry(['agents', 'list', '--user', 'nobody-of-that-name', ...db]);
     assert.equal(nobody.code, 2);
     assert.match(nobody.stderr, /No user named/);
   });

@@ -28,7 +28,8 @@ describeOnEachDialect('command line: deliveries', (dialect) => {
 
     const all = runAgentry(['deliveries', target.address, ...db]);
     assert.equal(all.code, 0, all.stderr);
-    const lines = all.stdout.trim().split('\n');
+    const [header, ...lines] = all.stdout.trim().split('\n');
+    assert.equal(header, 'time\tevent\tuuid\tsender\tsize\tstatus\tms\tdetail');
     assert.deepEqual(
       lines.map((line) => line.split('\t').slice(1, 4)),
       [
@@ -39,11 +40,20 @@ describeOnEachDialect('command line: deliveries', (dialect) => {
     assert.ok(!Number.isNaN(Date.parse(lines[0]!.split('\t')[0]!)));
 
     const stored = runAgentry(['deliveries', target.address, '--status', 'stored', ...db]);
-    assert.equal(stored.stdout.trim().split('\n').length, 1);
+    assert.equal(stored.stdout.trim().split('\n').length, 2);
+    const json = runAgentry(['deliveries', target.address, '--status', 'stored', '--json', ...db]);
+    const [entry] = json.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    assert.equal(entry!.event, 'stored');
+    assert.equal(entry!.uuid, uuid);
+    assert.equal(entry!.sender, sender.address);
     const later = new Date(Date.now() + 60_000).toISOString();
     const none = runAgentry(['deliveries', target.address, '--since', later, ...db]);
     assert.equal(none.code, 0, none.stderr);
     assert.equal(none.stdout, '');
+    assert.match(none.stderr, /no delivery events/);
 
     const bad = runAgentry(['deliveries', 'not-an-address', ...db]);
     assert.equal(bad.code, 2);

@@ -19,6 +19,7 @@ describeOnEachDialect('command line: domains', (dialect) => {
   before(async () => {
     database = await createTestDatabase(dialect);
     db = ['--database-url', database.url];
+    assert.equal(runAgentry(['migrate', ...db]).code, 0);
     for (const user of ['alice', 'bob']) {
       const res = runAgentry(['users', 'add', user, ...db]);
       assert.equal(res.code, 0, res.stderr);
@@ -52,7 +53,8 @@ describeOnEachDialect('command line: domains', (dialect) => {
     assert.equal(weighted.code, 0, weighted.stderr);
     const listed = runAgentry(['domains', 'list', ...db]);
     assert.equal(listed.code, 0, listed.stderr);
-    const [line] = listed.stdout.trimEnd().split('\n');
+    const [header, line] = listed.stdout.trimEnd().split('\n');
+    assert.equal(header, 'name\towner\tagents');
     const [name, owner, agents] = line!.split('\t');
     assert.equal(name, 'alice.agent');
     assert.equal(owner, 'alice');
@@ -125,7 +127,9 @@ describeOnEachDialect('command line: domains', (dialect) => {
     }
     const removed = runAgentry(['domains', 'remove', 'alice.agent', ...db]);
     assert.equal(removed.code, 0, removed.stderr);
-    assert.equal(runAgentry(['domains', 'list', ...db]).stdout, '');
+    const empty = runAgentry(['domains', 'list', ...db]);
+    assert.equal(empty.stdout, '');
+    assert.match(empty.stderr, /no names/);
     assert.equal(runAgentry(['domains', 'remove', 'alice.agent', ...db]).code, 2);
   });
 });

@@ -1,6 +1,6 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config/index.js';
@@ -19,6 +19,20 @@ describe('command line: users and keys', () => {
   const db = ['--data-dir', dir];
   after(() => rmSync(dir, { recursive: true, force: true }));
 
+  it('never creates a database: only migrate (or serve) does', () => {
+    const refused = runAgentry(['users', 'add', 'bob', ...db]);
+    assert.equal(refused.code, 2);
+    assert.match(
+      refused.stderr,
+      /^agentry: there is no database at .*agentry\.db\. Run this from the directory where the server runs/,
+    );
+    assert.doesNotMatch(refused.stderr, /\n\s+at /, 'no stack trace');
+    assert.deepEqual(readdirSync(dir), []);
+    const migrated = runAgentry(['migrate', ...db]);
+    assert.equal(migrated.code, 0, migrated.stderr);
+    assert.match(migrated.stdout, /^applied \d+ migrations, now at \d{4}_/);
+  });
+
   it('adds a user and prints its key alone on the last line', () => {
     const res = runAgentry(['users', 'add', 'bob', ...db]);
     assert.equal(res.code, 0, res.stderr);
@@ -28,7 +42,14 @@ describe('command line: users and keys', () => {
   it('lists each user with the user1… address they send messages from', () => {
     const res = runAgentry(['users', 'list', ...db]);
     assert.equal(res.code, 0, res.stderr);
+    assert.equal(res.stdout.split('\n')[0], 'name\tid\tcreated\taddress');
     const bob = res.stdout.split('\n').find((line) => line.startsWith('bob\t'));
+    const json = runAgentry(['users', 'list', '--json', ...db]);
+    const users = json.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { name: string; address: string });
+    assert.equal(users.find((u) => u.name === 'bob')!.address, bob!.split('\t')[3]);
     const [, id, , address] = bob!.split('\t');
     assert.equal(address, userAddressOf(id!));
     assert.match(address!, /^user1[02-9ac-hj-np-z]{58}$/);

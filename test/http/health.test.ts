@@ -54,6 +54,19 @@ describe('service endpoints', () => {
     assert.equal(res.headers.get('access-control-allow-origin'), '*');
   });
 
+  it('refuses an OPTIONS request that is no preflight in JSON, body or not', async () => {
+    for (const body of [undefined, '{"a":1}']) {
+      const res = await fetch(`${t.url}/v2/agents`, {
+        method: 'OPTIONS',
+        ...(body === undefined ? {} : { body, headers: { 'content-type': 'application/json' } }),
+      });
+      assert.equal(res.status, 400);
+      assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+      const answer = (await res.json()) as { detail: string };
+      assert.match(answer.detail, /Origin and Access-Control-Request-Method/);
+    }
+  });
+
   it('answers the proxy readiness probe on GET and HEAD', async () => {
     const get = await call(t.url, 'GET', '/v2/agents/proxy/submit');
     assert.equal(get.status, 200);

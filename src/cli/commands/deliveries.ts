@@ -3,8 +3,10 @@ import { DELIVERY_EVENTS } from '../../wire/deliveries.js';
 import {
   checkedAgentAddress,
   formatTime,
+  isoTime,
   moment,
   positive,
+  printRows,
   withServices,
   withStoreOptions,
 } from '../common.js';
@@ -21,7 +23,8 @@ export function addDeliveriesCommand(program: Command): void {
       .addOption(
         new Option('--status <event>', 'only events of this kind').choices(DELIVERY_EVENTS),
       )
-      .option('--limit <n>', 'most events shown (default 100)', positive),
+      .option('--limit <n>', 'most events shown (default 100)', positive)
+      .option('--json', 'one JSON object a line instead of a table'),
   ).action(async (address: string, flags) => {
     const agent = checkedAgentAddress(address);
     const since = flags.since === undefined ? undefined : moment(flags.since as string);
@@ -32,23 +35,33 @@ export function addDeliveriesCommand(program: Command): void {
         limit: (flags.limit as number | undefined) ?? 100,
         offset: 0,
       });
-      const cell = (value: unknown): string => (value == null ? '-' : String(value));
-      for (const row of rows) {
-        console.log(
-          [
-            formatTime(Number(row.at)),
-            row.event,
-            row.uuid,
-            row.sender,
-            row.size,
-            row.status_code,
-            row.latency_ms,
-            row.detail,
-          ]
-            .map(cell)
-            .join('\t'),
-        );
-      }
+      printRows(
+        rows,
+        [
+          { header: 'time', cell: (r) => formatTime(Number(r.at)) },
+          { header: 'event', cell: (r) => r.event },
+          { header: 'uuid', cell: (r) => r.uuid },
+          { header: 'sender', cell: (r) => r.sender },
+          { header: 'size', cell: (r) => r.size },
+          { header: 'status', cell: (r) => r.status_code },
+          { header: 'ms', cell: (r) => r.latency_ms },
+          { header: 'detail', cell: (r) => r.detail },
+        ],
+        {
+          json: Boolean(flags.json),
+          none: `no delivery events for ${agent}`,
+          toJson: (r) => ({
+            at: isoTime(Number(r.at)),
+            event: r.event,
+            uuid: r.uuid,
+            sender: r.sender,
+            size: r.size === null ? null : Number(r.size),
+            status_code: r.status_code,
+            latency_ms: r.latency_ms === null ? null : Number(r.latency_ms),
+            detail: r.detail,
+          }),
+        },
+      );
     });
   });
 }

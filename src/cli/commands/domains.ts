@@ -3,6 +3,8 @@ import {
   checkedAgentAddress,
   checkedDomainName,
   positive,
+  printRows,
+  withJsonOption,
   withServices,
   withStoreOptions,
 } from '../common.js';
@@ -45,16 +47,35 @@ export function addDomainsCommand(program: Command): void {
   });
 
   withStoreOptions(
-    domains.command('list').description('list every name, its owner and agents'),
+    withJsonOption(
+      domains
+        .command('list')
+        .description('list every name, its owner and agents (address:weight, space-separated)'),
+    ),
   ).action(async (flags) => {
     await withServices(flags, async (ctx) => {
       const owners = new Map((await ctx.services.users.listUsers()).map((u) => [u.id, u.name]));
-      for (const domain of await ctx.services.domains.list()) {
-        const agents = domain.agents.map((agent) => `${agent.address}:${agent.weight}`).join(' ');
-        console.log(
-          `${domain.name}\t${owners.get(domain.user_id) ?? domain.user_id}\t${agents || '-'}`,
-        );
-      }
+      const owner = (userId: string): string => owners.get(userId) ?? userId;
+      printRows(
+        await ctx.services.domains.list(),
+        [
+          { header: 'name', cell: (d) => d.name },
+          { header: 'owner', cell: (d) => owner(d.user_id) },
+          {
+            header: 'agents',
+            cell: (d) => d.agents.map((agent) => `${agent.address}:${agent.weight}`).join(' '),
+          },
+        ],
+        {
+          json: Boolean(flags.json),
+          none: 'no names',
+          toJson: (d) => ({
+            name: d.name,
+            owner: owner(d.user_id),
+            agents: d.agents.map((agent) => ({ address: agent.address, weight: agent.weight })),
+          }),
+        },
+      );
     });
   });
 

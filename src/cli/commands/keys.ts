@@ -4,6 +4,9 @@ import {
   checkedAgentAddress,
   duration,
   formatTime,
+  isoTime,
+  printRows,
+  withJsonOption,
   withServices,
   withStoreOptions,
 } from '../common.js';
@@ -55,18 +58,39 @@ export function addKeysCommand(program: Command): void {
     });
   });
 
-  withStoreOptions(keys.command('list <user>').description("list a user's keys")).action(
-    async (user: string, flags) => {
-      await withServices(flags, async (ctx) => {
-        console.log('id\tcreated\texpires\trevoked\tscope');
-        for (const key of await ctx.services.keys.listKeys(user)) {
-          console.log(
-            `${key.id}\t${formatTime(key.createdAt)}\t${formatTime(key.expiresAt)}\t${formatTime(key.revokedAt)}\t${scopeText(key)}`,
-          );
-        }
-      });
-    },
-  );
+  withStoreOptions(
+    withJsonOption(
+      keys
+        .command('list <user>')
+        .description("list a user's keys: id, created, expires, revoked, scope"),
+    ),
+  ).action(async (user: string, flags) => {
+    await withServices(flags, async (ctx) => {
+      printRows(
+        await ctx.services.keys.listKeys(user),
+        [
+          { header: 'id', cell: (k) => k.id },
+          { header: 'created', cell: (k) => formatTime(k.createdAt) },
+          { header: 'expires', cell: (k) => formatTime(k.expiresAt) },
+          { header: 'revoked', cell: (k) => formatTime(k.revokedAt) },
+          { header: 'scope', cell: (k) => scopeText(k) },
+        ],
+        {
+          json: Boolean(flags.json),
+          none: `no keys for ${user}`,
+          toJson: (k) => ({
+            id: k.id,
+            label: k.label,
+            created: isoTime(k.createdAt),
+            expires: isoTime(k.expiresAt),
+            revoked: isoTime(k.revokedAt),
+            read_only: k.readOnly,
+            addresses: k.addresses,
+          }),
+        },
+      );
+    });
+  });
 
   withStoreOptions(keys.command('revoke <keyId>').description('revoke an API key')).action(
     async (keyId: string, flags) => {

@@ -1,7 +1,15 @@
 import type { Command } from 'commander';
 import type { Quotas } from '../../config/index.js';
 import { userAddressOf } from '../../crypto/index.js';
-import { formatTime, integer, withServices, withStoreOptions } from '../common.js';
+import {
+  formatTime,
+  integer,
+  isoTime,
+  printRows,
+  withJsonOption,
+  withServices,
+  withStoreOptions,
+} from '../common.js';
 
 /** `agentry users add|list|limits`: the users, and what each may use. */
 export function addUsersCommand(program: Command): void {
@@ -19,13 +27,29 @@ export function addUsersCommand(program: Command): void {
     });
   });
 
-  withStoreOptions(users.command('list').description('list users')).action(async (flags) => {
+  withStoreOptions(
+    withJsonOption(users.command('list').description('list users: name, id, created, address')),
+  ).action(async (flags) => {
     await withServices(flags, async (ctx) => {
-      for (const user of await ctx.services.users.listUsers()) {
-        console.log(
-          `${user.name}\t${user.id}\t${formatTime(user.created_at)}\t${userAddressOf(user.id)}`,
-        );
-      }
+      printRows(
+        await ctx.services.users.listUsers(),
+        [
+          { header: 'name', cell: (u) => u.name },
+          { header: 'id', cell: (u) => u.id },
+          { header: 'created', cell: (u) => formatTime(u.created_at) },
+          { header: 'address', cell: (u) => userAddressOf(u.id) },
+        ],
+        {
+          json: Boolean(flags.json),
+          none: 'no users',
+          toJson: (u) => ({
+            name: u.name,
+            id: u.id,
+            created: isoTime(u.created_at),
+            address: userAddressOf(u.id),
+          }),
+        },
+      );
     });
   });
 
