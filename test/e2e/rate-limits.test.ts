@@ -32,6 +32,8 @@ async function twoReplicas(
   const settings = {
     AGENTRY_RATE_LIMIT_MAX: String(max),
     AGENTRY_RATE_LIMIT_WINDOW_MS: '60000',
+    // Two servers on one SQLite file must be allowed to share it.
+    AGENTRY_SQLITE_EXCLUSIVE: 'false',
     ...env,
   };
   const a = await spawnServer(['--database-url', database.url], settings);
