@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { messageUuid } from '../../src/services/mailbox.js';
 import { registerAgent } from '../kit/agents.js';
+import { testPgUrl } from '../kit/databases.js';
 import { call } from '../kit/http.js';
 import { agentryArgs, ChildRun, runAgentry, runAgentryInBackground } from '../kit/process.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
@@ -158,6 +159,15 @@ describe('command line: the first hour', () => {
     ]);
     assert.equal(admin.code, 2);
     assert.match(admin.stderr, /cannot reach the database/);
+  });
+
+  it('says so when PostgreSQL answers but has no such database', { skip: !testPgUrl }, async () => {
+    const url = new URL(testPgUrl!);
+    url.pathname = '/agentry_no_such_database';
+    const res = runAgentry(['users', 'list', '--database-url', url.href]);
+    assert.equal(res.code, 2, res.stderr);
+    assert.match(res.stderr, /database "agentry_no_such_database" does not exist .*Create it/);
+    assert.doesNotMatch(res.stderr, NO_STACK);
   });
 
   it('an admin command from another directory says where the database is expected and creates nothing', async () => {
