@@ -204,7 +204,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   keysRoutes(app, ctx);
   teamsRoutes(app, ctx);
   usageHistoryRoutes(app, ctx);
-  await webRoutes(app);
+  await webRoutes(app, undefined, { allowPrivateTargets: config.allowPrivateTargets });
 
   return app;
 }

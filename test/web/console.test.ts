@@ -35,7 +35,8 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
   before(async () => {
     if (browserSkipReason) return;
     ensureWebBuild();
-    t = await startTestServer({ dialect });
+    // The agents of these tests listen on loopback, where a proxy agent's messages go.
+    t = await startTestServer({ dialect, config: { allowPrivateTargets: true } });
     browser = await launchBrowser();
   });
   after(async () => {
@@ -115,6 +116,40 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
       assert.equal(await page.evaluate('document.cookie'), '');
       assert.equal(await page.evaluate('JSON.stringify(localStorage)'), '{}');
       assert.deepEqual(problems, []);
+    },
+  );
+
+  it(
+    'refuses, with the fix, a proxy endpoint that this server would never forward to',
+    opts,
+    async () => {
+      // A server as it starts by default: it forwards to public addresses only.
+      const strict = await startTestServer({ dialect });
+      try {
+        const agent = await new LocalAgent({ agentry: strict.url, name: 'strict' }).start();
+        agents.push(agent);
+        const { page, problems } = await openPage(agent.inspectorLink(), strict.userKey);
+        await page.getByText('Not registered with Agentry').waitFor();
+        await page.getByLabel(/^Proxy/).check();
+        await page.getByRole('button', { name: 'Connect', exact: true }).click();
+        await page
+          .getByText(
+            /Agentry would not forward to 127\.0\.0\.1:\d+: it is a loopback or private address.*--allow-private-targets/,
+          )
+          .waitFor();
+        assert.equal(await page.getByText('Connected').count(), 0);
+        const record = await call(strict.url, 'GET', `/v2/agents/${agent.address}`, {
+          key: strict.userKey,
+        });
+        assert.equal(record.status, 404, 'the agent was not asked to connect');
+        // As a mailbox agent it connects.
+        await page.getByLabel(/^Mailbox/).check();
+        await page.getByRole('button', { name: 'Connect', exact: true }).click();
+        await page.getByText('Connected').waitFor();
+        assert.deepEqual(problems, []);
+      } finally {
+        await strict.close();
+      }
     },
   );
 

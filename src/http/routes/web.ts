@@ -61,7 +61,11 @@ function pageHeaders(reply: FastifyReply, agentOrigin?: string): FastifyReply {
  * The web console (`/`) and the agent inspector (`/inspect/`), built by Vite into dist/web
  * and served by this process. Without a build the pages say how to make one.
  */
-export async function webRoutes(app: FastifyInstance, root = WEB_ROOT): Promise<void> {
+export async function webRoutes(
+  app: FastifyInstance,
+  root = WEB_ROOT,
+  options: { allowPrivateTargets: boolean } = { allowPrivateTargets: false },
+): Promise<void> {
   const page = (name: string): (() => string | undefined) => {
     let cached: string | undefined;
     return () => {
@@ -73,7 +77,12 @@ export async function webRoutes(app: FastifyInstance, root = WEB_ROOT): Promise<
     };
   };
   const consolePage = page('index.html');
-  const inspectorPage = page('inspect/index.html');
+  const inspectorFile = page('inspect/index.html');
+  // The inspector refuses a proxy endpoint this server would never forward to: it is told
+  // whether the server forwards to loopback and private addresses.
+  const privateTargets = `<meta name="agentry-private-targets" content="${options.allowPrivateTargets ? 'allowed' : 'refused'}">`;
+  const inspectorPage = (): string | undefined =>
+    inspectorFile()?.replace('<head>', `<head>\n    ${privateTargets}`);
   const notBuilt = 'The web pages are not built: run `npm run build`.';
 
   await app.register(fastifyStatic, {

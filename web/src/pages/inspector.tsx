@@ -158,6 +158,49 @@ function KnownState(props: { known: { value?: AgentRecord | null; error?: string
   );
 }
 
+/** Whether this server forwards to loopback and private addresses (the page is told). */
+function privateTargetsRefused(): boolean {
+  const meta = document.querySelector<HTMLMetaElement>('meta[name="agentry-private-targets"]');
+  return meta?.content === 'refused';
+}
+
+/** A loopback, private or link-local host, written as such (names are not resolved here). */
+function isPrivateHost(hostname: string): boolean {
+  const host = hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  if (host === 'localhost' || host.endsWith('.localhost') || host === '::1' || host === '::') {
+    return true;
+  }
+  const v4 = /^(\d{1,3})\.(\d{1,3})\.\d{1,3}\.\d{1,3}$/.exec(host);
+  if (v4) {
+    const [a, b] = [Number(v4[1]), Number(v4[2])];
+    return (
+      a === 127 ||
+      a === 10 ||
+      a === 0 ||
+      (a === 172 && b >= 16 && b <= 31) ||
+      (a === 192 && b === 168) ||
+      (a === 169 && b === 254) ||
+      (a === 100 && b >= 64 && b <= 127)
+    );
+  }
+  return /^(fc|fd|fe8|fe9|fea|feb)/.test(host) && host.includes(':');
+}
+
+/**
+ * Why this server would never forward to `endpoint`, with the fix; undefined when it would.
+ * A proxy agent connected to such an endpoint would look connected and receive nothing.
+ */
+export function unreachableEndpoint(endpoint: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(endpoint);
+  } catch {
+    return `The endpoint "${endpoint}" is not a URL: give the agent's public address, such as https://agent.example.com/submit.`;
+  }
+  if (!privateTargetsRefused() || !isPrivateHost(url.hostname)) return undefined;
+  return `Agentry would not forward to ${url.host}: it is a loopback or private address, and this server forwards to public addresses only. Give the agent's public endpoint, connect it as a mailbox agent instead, or start the server with --allow-private-targets (AGENTRY_ALLOW_PRIVATE_TARGETS=true) when Agentry and the agent share a private network.`;
+}
+
 /** Connect as a mailbox or a proxy, or disconnect; then says how it went. */
 function Connect(props: {
   uri: string;
@@ -175,6 +218,10 @@ function Connect(props: {
   const change = async (kind: 'connect' | 'disconnect') => {
     await act.run(async () => {
       setResult(undefined);
+      if (kind === 'connect' && mode === 'proxy') {
+        const refusal = unreachableEndpoint(endpoint);
+        if (refusal) throw new Error(refusal);
+      }
       const answer = await askAgent(uri, props.address, kind, mode, endpoint);
       if (answer.success) {
         setResult({
