@@ -144,15 +144,19 @@ export function when(iso: string | null): string {
   return new Date(iso).toLocaleString();
 }
 
-/** How long ago, in words ("just now", "5 min ago", "3 h ago", "2 days ago"). */
+/**
+ * How long ago, or how long until, in words ("just now", "5 min ago", "3 h ago", "2 days ago",
+ * "in 6 days").
+ */
 export function ago(iso: string, now = Date.now()): string {
-  const seconds = Math.round((now - Date.parse(iso)) / 1000);
+  const signed = Math.round((now - Date.parse(iso)) / 1000);
+  const seconds = Math.abs(signed);
   if (seconds < 45) return 'just now';
   const minutes = Math.round(seconds / 60);
-  if (minutes < 60) return `${minutes} min ago`;
   const hours = Math.round(minutes / 60);
-  if (hours < 48) return `${hours} h ago`;
-  return `${Math.round(hours / 24)} days ago`;
+  const span =
+    minutes < 60 ? `${minutes} min` : hours < 48 ? `${hours} h` : `${Math.round(hours / 24)} days`;
+  return signed >= 0 ? `${span} ago` : `in ${span}`;
 }
 
 export function bytes(n: number): string {

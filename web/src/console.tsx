@@ -84,6 +84,25 @@ function Console() {
       </>
     );
   }
+  const title =
+    session.state !== 'signed-in'
+      ? 'Sign in'
+      : route.startsWith('/agents/')
+        ? route.endsWith('/activity')
+          ? 'Agent activity'
+          : 'Agent'
+        : route === '/usage'
+          ? 'Usage'
+          : route === '/keys'
+            ? 'API keys'
+            : route === '/names'
+              ? 'Names'
+              : route.startsWith('/teams')
+                ? 'Teams'
+                : 'Agents';
+  useEffect(() => {
+    document.title = `${title} · Agentry`;
+  }, [title]);
   return (
     <>
       <header>

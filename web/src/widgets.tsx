@@ -33,7 +33,7 @@ export function ConfirmButton(props: {
 /** Lines of code-like text (endpoints, protocol digests), one a line; `empty` when none. */
 export function MonoLines(props: { items: readonly string[] | undefined; empty?: string }) {
   const items = props.items ?? [];
-  if (items.length === 0) return <>{props.empty ?? 'none'}</>;
+  if (items.length === 0) return props.empty === undefined ? <None /> : <>{props.empty}</>;
   return (
     <>
       {items.map((item) => (
@@ -70,12 +70,42 @@ export function StatusReason(props: { status: AgentStatus }) {
   return <span class={`reason reason-${status}`}>{reason}</span>;
 }
 
-/** A moment as how long ago, with the exact time on hover; `never` when there is none. */
+/**
+ * A moment as how long ago (or until), with the exact time on hover; `never` when there is
+ * none (or {@link None} when `never` is empty).
+ */
 export function Moment(props: { iso: string | null; never?: string }) {
-  if (!props.iso) return <>{props.never ?? 'never'}</>;
+  if (!props.iso) return props.never === '' ? <None /> : <>{props.never ?? 'never'}</>;
   return (
     <time dateTime={props.iso} title={when(props.iso)}>
       {ago(props.iso)}
     </time>
+  );
+}
+
+/** The one way the console shows that there is no value. */
+export function None() {
+  return <span class="none">none</span>;
+}
+
+/** A value, or {@link None} when it is missing or empty. */
+export function OrNone(props: { value: string | null | undefined }) {
+  return props.value ? <>{props.value}</> : <None />;
+}
+
+/** A button that copies `text` (an address, a key) and says so for a moment. */
+export function Copy(props: { text: string; what: string }) {
+  const [copied, setCopied] = useState<boolean | undefined>();
+  const copy = () => {
+    navigator.clipboard.writeText(props.text).then(
+      () => setCopied(true),
+      () => setCopied(false),
+    );
+    setTimeout(() => setCopied(undefined), 2000);
+  };
+  return (
+    <button type="button" class="copy secondary" aria-label={`Copy ${props.what}`} onClick={copy}>
+      {copied === undefined ? 'Copy' : copied ? 'Copied' : 'Select and copy'}
+    </button>
   );
 }

@@ -11,7 +11,16 @@ import {
 } from '../api';
 import { useAction, useLoad } from '../hooks';
 import { Markdown } from '../markdown';
-import { ConfirmButton, Moment, MonoLines, StatusBadge, StatusReason } from '../widgets';
+import {
+  ConfirmButton,
+  Copy,
+  Moment,
+  MonoLines,
+  None,
+  OrNone,
+  StatusBadge,
+  StatusReason,
+} from '../widgets';
 import { Mailbox } from './mailbox';
 
 /** One agent: what it says of itself, its Almanac entry, edit and delete, and its mailbox. */
@@ -54,7 +63,9 @@ export function AgentPage(props: { address: string }) {
     <>
       <section class="card">
         <h2 data-testid="agent-name">{a.name}</h2>
-        <p class="mono">{a.address}</p>
+        <p class="mono">
+          {a.address} <Copy text={a.address} what="address" />
+        </p>
         <p>
           <a href={`#/agents/${encode(a.address)}/activity`}>Activity, charts and live timeline</a>
         </p>
@@ -72,9 +83,13 @@ export function AgentPage(props: { address: string }) {
           <dt>Connection</dt>
           <dd>{connection(a)}</dd>
           <dt>Handle</dt>
-          <dd>{a.handle ?? '—'}</dd>
+          <dd>
+            <OrNone value={a.handle} />
+          </dd>
           <dt>Description</dt>
-          <dd>{a.profile.description || '—'}</dd>
+          <dd>
+            <OrNone value={a.profile.description} />
+          </dd>
           <dt>Endpoints</dt>
           <dd>
             <MonoLines items={a.endpoints.map((e) => e.url)} empty="" />
@@ -84,11 +99,11 @@ export function AgentPage(props: { address: string }) {
             <MonoLines items={a.protocols} />
           </dd>
           <dt>Metadata</dt>
-          <dd>
-            <pre>{a.metadata ? JSON.stringify(a.metadata, null, 2) : '—'}</pre>
-          </dd>
+          <dd>{a.metadata ? <pre>{JSON.stringify(a.metadata, null, 2)}</pre> : <None />}</dd>
           <dt>Registered</dt>
-          <dd>{when(a.registered_at)}</dd>
+          <dd>
+            <Moment iso={a.registered_at} never="" />
+          </dd>
           <dt>Almanac</dt>
           <dd>
             {almanac.value === undefined
@@ -100,7 +115,13 @@ export function AgentPage(props: { address: string }) {
         </dl>
         <h3>Readme</h3>
         <div class="readme" data-testid="readme">
-          {a.profile.readme ? <Markdown source={a.profile.readme} /> : <p>(none)</p>}
+          {a.profile.readme ? (
+            <Markdown source={a.profile.readme} />
+          ) : (
+            <p>
+              <None />
+            </p>
+          )}
         </div>
         <ConfirmButton
           label="Delete agent…"

@@ -96,6 +96,13 @@ export function AgentsPage() {
             </tr>
           </thead>
           <tbody>
+            {shown.length === 0 && (
+              <tr>
+                <td colSpan={7} class="empty" data-testid="no-matches">
+                  No matches: no agent fits the search and filters.
+                </td>
+              </tr>
+            )}
             {shown.map((a) => (
               <tr key={a.address} class={a.status.status === 'failing' ? 'failing' : undefined}>
                 <td>

@@ -9,7 +9,7 @@ import {
   type LocalAgentInfo,
 } from '../local-agent';
 import { SignIn, type Auth } from '../session';
-import { MonoLines } from '../widgets';
+import { Moment, MonoLines, OrNone } from '../widgets';
 
 /** The agent a link names: what it says of itself, and what Agentry knows of it. */
 export function Inspector(props: { uri: string; address: string; auth: Auth }) {
@@ -66,9 +66,13 @@ function LocalInfo(props: { info: LocalAgentInfo; history: HistoryEntry[] | unde
   return (
     <dl>
       <dt>Network</dt>
-      <dd>{info.prefix ?? '—'}</dd>
+      <dd>
+        <OrNone value={info.prefix} />
+      </dd>
       <dt>Configured as</dt>
-      <dd>{info.agent_type ?? '—'}</dd>
+      <dd>
+        <OrNone value={info.agent_type} />
+      </dd>
       <dt>Endpoints</dt>
       <dd>
         <MonoLines items={info.endpoints?.map((e) => e.url)} />
@@ -153,7 +157,9 @@ function KnownState(props: { known: { value?: AgentRecord | null; error?: string
       <dt>Pending messages</dt>
       <dd>{agent.mailbox.pending_messages}</dd>
       <dt>Updated</dt>
-      <dd>{when(agent.updated_at)}</dd>
+      <dd>
+        <Moment iso={agent.updated_at} never="" />
+      </dd>
     </dl>
   );
 }

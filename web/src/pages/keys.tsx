@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api, encode, when, type ApiKey, type NewApiKey } from '../api';
 import { useAction, useLoad } from '../hooks';
+import { Copy, Moment } from '../widgets';
 
 /** What a key is now: revoked, expired or active. */
 function keyState(k: ApiKey): string {
@@ -95,7 +96,7 @@ export function KeysPage() {
       {created && (
         <div class="once" role="status">
           <p>Your new key, shown this once only. Copy it now:</p>
-          <code data-testid="new-key">{created.key}</code>
+          <code data-testid="new-key">{created.key}</code> <Copy text={created.key} what="key" />
         </div>
       )}
       {keys.value && (
@@ -116,8 +117,12 @@ export function KeysPage() {
               <tr key={k.id} data-key={k.id}>
                 <td class="mono">{k.id}</td>
                 <td>{k.label ?? ''}</td>
-                <td>{when(k.created_at)}</td>
-                <td>{when(k.expires_at)}</td>
+                <td>
+                  <Moment iso={k.created_at} never="" />
+                </td>
+                <td>
+                  <Moment iso={k.expires_at} never="" />
+                </td>
                 <td class="scope">{keyScope(k)}</td>
                 <td>{keyState(k)}</td>
                 <td>

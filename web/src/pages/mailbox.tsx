@@ -1,4 +1,5 @@
-import { bytes, encode, when, type AgentRecord, type StoredEnvelope } from '../api';
+import { bytes, encode, type AgentRecord, type StoredEnvelope } from '../api';
+import { Moment } from '../widgets';
 import { DeliveryTrace } from './deliveries';
 
 /** A payload's text: base64-decoded UTF-8, or as it is when it is not base64. */
@@ -43,12 +44,16 @@ export function Mailbox(props: {
           <tbody>
             {messages.map((m) => (
               <tr key={m.uuid}>
-                <td>{when(m.received_at)}</td>
+                <td>
+                  <Moment iso={m.received_at} never="" />
+                </td>
                 <td class="mono">{m.envelope.sender}</td>
                 <td>
                   <code>{payloadText(m.envelope.payload).slice(0, 200)}</code>
                 </td>
-                <td>{when(m.expires_at)}</td>
+                <td>
+                  <Moment iso={m.expires_at} never="" />
+                </td>
                 <td>
                   <DeliveryTrace path={`${props.path}/deliveries/${encode(m.uuid)}`} />{' '}
                   <button type="button" class="secondary" onClick={() => props.onDelete(m.uuid)}>
