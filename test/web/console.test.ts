@@ -299,6 +299,74 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
     },
   );
 
+  it(
+    'guides on a phone: a wrapping header, a title per page, a favicon, none, relative times, copy buttons, no matches',
+    opts,
+    async () => {
+      const agent = TestIdentity.random();
+      await registerAgent(t, t.userKey, agent, { listing: { name: 'phone agent' } });
+      const context = await browser.newContext({ viewport: { width: 375, height: 740 } });
+      await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: t.url });
+      const page = await context.newPage();
+      const problems = watchPage(page);
+      await page.goto(`${t.url}/#/agents`);
+      assert.equal(await page.title(), 'Sign in · Agentry');
+      await page.getByLabel('API key').fill(t.userKey);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByRole('link', { name: 'phone agent' }).waitFor();
+      assert.equal(await page.title(), 'Agents · Agentry');
+      // The header wraps: nothing is wider than the phone's screen.
+      const widths = (await page.evaluate(`({
+        page: document.documentElement.scrollWidth,
+        header: document.querySelector('header').scrollWidth,
+        screen: window.innerWidth,
+      })`)) as { page: number; header: number; screen: number };
+      assert.ok(widths.header <= widths.screen, JSON.stringify(widths));
+      assert.ok(
+        await page.getByRole('button', { name: 'Sign out' }).isVisible(),
+        'the last item of the header is on screen',
+      );
+      const favicon = await page.locator('link[rel="icon"]').getAttribute('href');
+      assert.match(favicon ?? '', /^data:image\/svg\+xml,/);
+
+      // A search that finds nothing says so.
+      await page.getByLabel('Search agents').fill('no-agent-is-called-this');
+      await page.getByTestId('no-matches').getByText('No matches').waitFor();
+      await page.getByLabel('Search agents').fill('');
+
+      await page.getByRole('link', { name: 'phone agent' }).click();
+      await page.getByRole('button', { name: 'Copy address' }).waitFor();
+      assert.equal(await page.title(), 'Agent · Agentry');
+      // Relative, with the exact time on hover.
+      const registered = page.locator('dd time').first();
+      assert.match((await registered.textContent()) ?? '', /^(just now|\d+ min ago)$/);
+      const exact = await registered.getAttribute('title');
+      assert.ok(
+        exact && !Number.isNaN(Date.parse((await registered.getAttribute('datetime')) ?? '')),
+      );
+      assert.notEqual(exact, await registered.textContent());
+      // One way to show none: no handle, no description, no readme.
+      assert.ok((await page.locator('.none').count()) >= 2);
+      const text = (await page.locator('main').textContent()) ?? '';
+      assert.doesNotMatch(text, /—|\(none\)/);
+      // The copy button copies the address.
+      await page.getByRole('button', { name: 'Copy address' }).click();
+      await page.getByRole('button', { name: 'Copy address' }).getByText('Copied').waitFor();
+      assert.equal(await page.evaluate('navigator.clipboard.readText()'), agent.address);
+
+      await page.goto(`${t.url}/#/keys`);
+      await page.waitForFunction(`document.title === 'API keys · Agentry'`);
+      const inspector = await context.newPage();
+      await inspector.goto(`${t.url}/inspect/`);
+      assert.match(
+        (await inspector.locator('link[rel="icon"]').getAttribute('href')) ?? '',
+        /^data:image\/svg\+xml,/,
+      );
+      assert.deepEqual(problems, []);
+      await context.close();
+    },
+  );
+
   it('creates a key shown once and revokes it', opts, async () => {
     const { page, problems } = await openPage(`${t.url}/#/keys`, t.userKey);
     await page.getByLabel('Label').fill('deploy script');
