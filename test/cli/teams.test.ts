@@ -48,6 +48,19 @@ describeOnEachDialect('command line: teams', (dialect) => {
     const list = await agentry('teams', 'list');
     assert.equal(list.code, 0, list.output);
     assert.match(list.output, /^acme\tAcme\t.*\tolga:owner,mike:member$/m);
+    assert.match(list.output, /^slug\tname\tcreated\tmembers$/m);
+    const json = await agentry('teams', 'list', '--json');
+    assert.equal(json.code, 0, json.output);
+    const [acme] = json.output
+      .trim()
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as { slug: string; members: unknown[] });
+    assert.equal(acme?.slug, 'acme');
+    assert.deepEqual(acme?.members, [
+      { user: 'olga', role: 'owner' },
+      { user: 'mike', role: 'member' },
+    ]);
     const users = await agentry('users', 'list');
     assert.ok(!users.output.includes('team:acme'), users.output);
 
@@ -71,7 +84,7 @@ describeOnEachDialect('command line: teams', (dialect) => {
     assert.ok((await listed(olga, 'acme')).includes(agent.address));
     assert.ok((await listed(mike, 'acme')).includes(agent.address));
     for (const key of [olga, mike, nina]) assert.ok(!(await listed(key)).includes(agent.address));
-    const byTeam = await agentry('agents', '--team', 'acme');
+    const byTeam = await agentry('agents', 'list', '--team', 'acme');
     assert.match(byTeam.output, new RegExp(`^${agent.address}\tteam agent\tteam:acme\t`, 'm'));
   });
 

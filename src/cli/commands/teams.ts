@@ -1,6 +1,13 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { TEAM_ROLES, TEAM_SLUG_PATTERN, type TeamRole } from '../../wire/teams.js';
-import { formatTime, withServices, withStoreOptions } from '../common.js';
+import {
+  formatTime,
+  isoTime,
+  printRows,
+  withJsonOption,
+  withServices,
+  withStoreOptions,
+} from '../common.js';
 
 function slug(value: string): string {
   if (!new RegExp(TEAM_SLUG_PATTERN).test(value)) {
@@ -27,13 +34,33 @@ export function addTeamsCommand(program: Command): void {
   const teams = program.command('teams').description('manage teams and their members');
 
   withStoreOptions(
-    teams.command('list').description('list every team: slug, name, created, members with roles'),
+    withJsonOption(
+      teams.command('list').description('list every team: slug, name, created, members with roles'),
+    ),
   ).action(async (flags) => {
     await withServices(flags, async (ctx) => {
-      for (const team of await ctx.services.teams.listAll()) {
-        const members = team.members.map((m) => `${m.userName}:${m.role}`).join(',');
-        console.log(`${team.slug}\t${team.name}\t${formatTime(team.created_at)}\t${members}`);
-      }
+      printRows(
+        await ctx.services.teams.listAll(),
+        [
+          { header: 'slug', cell: (team) => team.slug },
+          { header: 'name', cell: (team) => team.name },
+          { header: 'created', cell: (team) => formatTime(team.created_at) },
+          {
+            header: 'members',
+            cell: (team) => team.members.map((m) => `${m.userName}:${m.role}`).join(','),
+          },
+        ],
+        {
+          json: Boolean(flags.json),
+          none: 'no teams',
+          toJson: (team) => ({
+            slug: team.slug,
+            name: team.name,
+            created: isoTime(team.created_at),
+            members: team.members.map((m) => ({ user: m.userName, role: m.role })),
+          }),
+        },
+      );
     });
   });
 
