@@ -1,4 +1,4 @@
-import { after, describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -16,6 +16,11 @@ describe('command line: agent provisioning and scoped keys', () => {
   const db = ['--data-dir', dir];
   const publicUrl = { AGENTRY_PUBLIC_URL: 'https://agentry.example.com' };
   after(() => rmSync(dir, { recursive: true, force: true }));
+  before(() => {
+    // Admin commands never create a database: the server (or migrate) does.
+    const migrated = runAgentry(['migrate', ...db]);
+    assert.equal(migrated.code, 0, migrated.stderr);
+  });
 
   it('provisions an agent and prints its Agent URI last, with a key it made', () => {
     assert.equal(runAgentry(['users', 'add', 'dana', ...db]).code, 0);

@@ -288,7 +288,7 @@ describe('command line: the first hour', () => {
 
   it('keys list has a header and --json', async () => {
     const listed = await runAgentryInBackground(['keys', 'list', 'admin', ...db]);
-    assert.equal(listed.output.split('\n')[0], 'id\tcreated\texpires\trevoked');
+    assert.equal(listed.output.split('\n')[0], 'id\tcreated\texpires\trevoked\tscope');
     const json = await runAgentryInBackground(['keys', 'list', 'admin', '--json', ...db]);
     const keys = json.output.split('\n').map((line) => JSON.parse(line) as { id: string });
     assert.ok(keys.some((k) => key.includes(k.id)));
