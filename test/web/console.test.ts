@@ -27,6 +27,15 @@ const HOSTILE_README = [
   '**Markdown** still works: [the docs](https://example.com/docs) and ![a picture](https://example.com/x.png)',
 ].join('\n');
 
+/** Waits for the page's title (set once the page has rendered), failing after five seconds. */
+async function titleIs(page: Page, title: string): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while ((await page.title()) !== title && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  assert.equal(await page.title(), title);
+}
+
 describeOnEachDialect('web console and inspector in a browser', (dialect) => {
   let t: TestServer;
   let browser: Browser;
@@ -310,11 +319,11 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
       const page = await context.newPage();
       const problems = watchPage(page);
       await page.goto(`${t.url}/#/agents`);
-      assert.equal(await page.title(), 'Sign in · Agentry');
+      await titleIs(page, 'Sign in · Agentry');
       await page.getByLabel('API key').fill(t.userKey);
       await page.getByRole('button', { name: 'Sign in' }).click();
       await page.getByRole('link', { name: 'phone agent' }).waitFor();
-      assert.equal(await page.title(), 'Agents · Agentry');
+      await titleIs(page, 'Agents · Agentry');
       // The header wraps: nothing is wider than the phone's screen.
       const widths = (await page.evaluate(`({
         page: document.documentElement.scrollWidth,
@@ -336,7 +345,7 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
 
       await page.getByRole('link', { name: 'phone agent' }).click();
       await page.getByRole('button', { name: 'Copy address' }).waitFor();
-      assert.equal(await page.title(), 'Agent · Agentry');
+      await titleIs(page, 'Agent · Agentry');
       // Relative, with the exact time on hover.
       const registered = page.locator('dd time').first();
       assert.match((await registered.textContent()) ?? '', /^(just now|\d+ min ago)$/);
