@@ -26,6 +26,7 @@ import {
 import type { PendingMessage } from '../../store/repositories/mailbox.js';
 import { userOf } from '../plugins/auth.js';
 import { v1Agent, v1MailboxPageJson } from '../views/mailroom.js';
+import { forwardSubmitted } from './proxy.js';
 import { readinessProbe } from './readiness.js';
 
 const TAG = 'v1 mailroom';
@@ -237,16 +238,7 @@ export function mailroomRoutes(app: FastifyInstance, ctx: AppContext): void {
         },
       },
     },
-    async (request, reply) => {
-      const connection = request.headers['x-uagents-connection'];
-      const relayed = await proxy.forward(
-        request.body,
-        request.principal,
-        Array.isArray(connection) ? connection[0] : connection,
-      );
-      if (!relayed) return {};
-      return reply.type(relayed.contentType).send(relayed.body);
-    },
+    (request, reply) => forwardSubmitted(proxy, request.body, request, reply),
   );
 
   readinessProbe(

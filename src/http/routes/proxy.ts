@@ -1,9 +1,30 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
+import type { ProxyService } from '../../services/proxy.js';
 import { EmptyObject, errorResponses } from '../../wire/common.js';
 import { Envelope } from '../../wire/mailbox.js';
 import { readinessProbe } from './readiness.js';
+
+/**
+ * Forwards a submitted envelope (`POST /v2/agents/proxy/submit` and its v1 twin): with
+ * `x-uagents-connection: sync` the target's reply is relayed unchanged, otherwise `{}`.
+ */
+export async function forwardSubmitted(
+  proxy: ProxyService,
+  envelope: Envelope,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<unknown> {
+  const connection = request.headers['x-uagents-connection'];
+  const relayed = await proxy.forward(
+    envelope,
+    request.principal,
+    Array.isArray(connection) ? connection[0] : connection,
+  );
+  if (!relayed) return {};
+  return reply.type(relayed.contentType).send(relayed.body);
+}
 
 export function proxyRoutes(app: FastifyInstance, ctx: AppContext): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
@@ -26,16 +47,7 @@ export function proxyRoutes(app: FastifyInstance, ctx: AppContext): void {
         },
       },
     },
-    async (request, reply) => {
-      const connection = request.headers['x-uagents-connection'];
-      const relayed = await proxy.forward(
-        request.body,
-        request.principal,
-        Array.isArray(connection) ? connection[0] : connection,
-      );
-      if (!relayed) return {};
-      return reply.type(relayed.contentType).send(relayed.body);
-    },
+    (request, reply) => forwardSubmitted(proxy, request.body, request, reply),
   );
 
   readinessProbe(
