@@ -94,6 +94,20 @@ describeOnEachDialect('teams', (dialect) => {
     });
     assert.equal(nobody.status, 404, nobody.text);
     assert.match(nobody.body.detail, /No user named/);
+    // A role that is none of the roles, on adding and on changing, is refused as bad input.
+    const badRole = await call(t.url, 'POST', '/v2/teams/acme/members', {
+      key: olga,
+      body: { user: 'nina', role: 'boss' },
+    });
+    assert.equal(badRole.status, 422, badRole.text);
+    assert.ok(badRole.body.detail, badRole.text);
+    const badChange = await call(t.url, 'PUT', '/v2/teams/acme/members/mike', {
+      key: olga,
+      body: { role: 'boss' },
+    });
+    assert.equal(badChange.status, 422, badChange.text);
+    const noUser = await call(t.url, 'POST', '/v2/teams/acme/members', { key: olga, body: {} });
+    assert.equal(noUser.status, 422, noUser.text);
     // A member does not manage members; a stranger does not even see the team.
     const byMember = await call(t.url, 'POST', '/v2/teams/acme/members', {
       key: mike,
