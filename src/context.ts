@@ -18,6 +18,8 @@ import { DeliveryTrace } from './services/deliveries.js';
 import { ActivityService } from './services/activity.js';
 import { InteractionsService } from './services/interactions.js';
 import { EnrolmentsService } from './services/enrolments.js';
+import { HostingService } from './services/hosting.js';
+import { HostingKey, type HostingKeySource } from './infra/hosting-key.js';
 import { KeysService } from './services/keys.js';
 import { MailboxService } from './services/mailbox.js';
 import { MailroomService } from './services/mailroom.js';
@@ -36,6 +38,7 @@ import { TrustedProxies } from './infra/trusted-proxies.js';
 import { Lifecycle } from './infra/lifecycle.js';
 import { VerifierPool } from './infra/verifier-pool.js';
 import { Store } from './store/index.js';
+import { sqlitePath } from './store/database.js';
 import {
   localDeliverySignals,
   PostgresDeliverySignals,
@@ -62,6 +65,7 @@ export interface Services {
   webhooks: WebhooksService;
   storageAssets: StorageAssetsService;
   enrolments: EnrolmentsService;
+  hosting: HostingService;
 }
 
 /** A job the server runs on a timer (expiry sweeps and the like). */
@@ -270,6 +274,19 @@ export function createContext(
     config.openAgentRegistration,
   );
 
+  const hosting = new HostingService(
+    store,
+    clock,
+    agents,
+    activity,
+    new HostingKey(hostingKeySource(config)),
+    {
+      logLines: config.hosting.logLines,
+      storageKeys: config.hosting.storageKeys,
+      storageBytes: config.hosting.storageBytes,
+    },
+  );
+
   const metrics = new Metrics();
   metrics.countHeldPolls(() => mailbox.heldPolls);
   metrics.countEvents(() => activity.counters.eventsIngested);
@@ -395,6 +412,7 @@ export function createContext(
       webhooks,
       storageAssets,
       enrolments,
+      hosting,
     },
     metrics,
     housekeeping,
@@ -417,4 +435,17 @@ export function createContext(
       await store.close();
     },
   };
+}
+
+/**
+ * Where the key that seals hosted agents' seeds and secrets comes from: the setting; else, on
+ * SQLite, a file beside the database (made when first needed); on PostgreSQL, nowhere.
+ */
+function hostingKeySource(config: Config): HostingKeySource {
+  if (config.hosting.key !== undefined) return { kind: 'setting', hex: config.hosting.key };
+  if (!config.databaseUrl.startsWith('sqlite:')) return { kind: 'missing' };
+  const path = sqlitePath(config.databaseUrl);
+  return path === ':memory:'
+    ? { kind: 'ephemeral' }
+    : { kind: 'file', path: `${path}.hosting-key` };
 }

@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 import { parseProxyEntry } from '../infra/trusted-proxies.js';
 
 /**
@@ -17,6 +18,46 @@ export interface Quotas {
   bytesStored: number;
   bytesTransferredPerMonth: number;
 }
+
+/** How hosted agents are run (docs/hosting.md). */
+export interface HostingConfig {
+  /** The Python interpreter that runs agents (with uagents installed); unset: none run here. */
+  python: string | undefined;
+  /** `serve`: the serving process runs agents (when `python` is set); `separate`: only `agentry runner` does. */
+  runner: 'serve' | 'separate';
+  /** `off`: agents run as plain processes; `bwrap`: each in a bubblewrap sandbox. */
+  sandbox: 'off' | 'bwrap';
+  /** `agentry`: agents may reach only this Agentry; `any`: anywhere. */
+  egress: 'agentry' | 'any';
+  /** Whether an agent's requirements.txt is installed into an environment of its own. */
+  allowRequirements: boolean;
+  /** Where each agent gets its private directory. */
+  dir: string;
+  /** Agents one runner runs at most. */
+  maxAgents: number;
+  memoryMb: number;
+  cpuPercent: number;
+  processes: number;
+  openFiles: number;
+  diskMb: number;
+  /** Log lines kept per agent (the newest). */
+  logLines: number;
+  /** Log lines one agent may write a second; beyond them lines are dropped. */
+  logLinesPerSecond: number;
+  /** Keys one agent's storage holds at most. */
+  storageKeys: number;
+  /** Bytes (keys and values) one agent's storage holds at most. */
+  storageBytes: number;
+  /**
+   * The key (64 hex digits) that seals seeds and secrets; unset: on SQLite, one made and kept
+   * beside the database; on PostgreSQL, hosting refuses to create agents and secrets.
+   */
+  key: string | undefined;
+}
+
+export const hostingRunners: readonly HostingConfig['runner'][] = ['serve', 'separate'];
+export const hostingSandboxes: readonly HostingConfig['sandbox'][] = ['off', 'bwrap'];
+export const hostingEgresses: readonly HostingConfig['egress'][] = ['agentry', 'any'];
 
 export interface Config {
   databaseUrl: string;
@@ -126,6 +167,7 @@ export interface Config {
    * attestation, enrolled or not; unset: only enrolled agents may.
    */
   openAgentRegistration: string | undefined;
+  hosting: HostingConfig;
 }
 
 export class ConfigError extends Error {
@@ -195,7 +237,43 @@ export const defaults: Config = {
   assetMaxBytes: 10 * MiB,
   assetsDir: undefined,
   openAgentRegistration: undefined,
+  hosting: {
+    python: undefined,
+    runner: 'serve',
+    sandbox: 'off',
+    egress: 'agentry',
+    allowRequirements: false,
+    // Follows the database unless set (see hostingDirBeside).
+    dir: '',
+    maxAgents: 50,
+    memoryMb: 512,
+    cpuPercent: 50,
+    processes: 64,
+    openFiles: 256,
+    diskMb: 100,
+    logLines: 1000,
+    logLinesPerSecond: 100,
+    storageKeys: 1000,
+    storageBytes: MiB,
+    key: undefined,
+  },
 };
+
+/** The largest `AGENTRY_HOSTING_STORAGE_BYTES`: a whole storage is read into memory at once. */
+export const HOSTING_STORAGE_BYTES_LIMIT = 64 * MiB;
+/** The most lines `AGENTRY_HOSTING_LOG_LINES` keeps per agent. */
+export const HOSTING_LOG_LINES_LIMIT = 100_000;
+
+/**
+ * Where hosted agents' directories go by default: `hosted` beside the SQLite database, or in
+ * `./data` for PostgreSQL (and an in-memory database).
+ */
+export function hostingDirBeside(databaseUrl: string): string {
+  const path = databaseUrl.startsWith('sqlite:')
+    ? databaseUrl.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '')
+    : ':memory:';
+  return path === ':memory:' ? resolve('data', 'hosted') : join(dirname(resolve(path)), 'hosted');
+}
 
 /** The largest `AGENTRY_ASSET_MAX_BYTES` admitted: one upload is held in memory whole. */
 export const ASSET_MAX_BYTES_LIMIT = 256 * MiB;
@@ -350,12 +428,67 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   int('AGENTRY_ASSET_MAX_BYTES', 1, (n) => (config.assetMaxBytes = n));
   config.assetsDir = read('AGENTRY_ASSETS_DIR')?.trim() || config.assetsDir;
 
+  readHosting(config.hosting, read, int, bool);
+
   Object.assign(config, stripUndefined(overrides));
+  if (config.hosting.dir === '') config.hosting.dir = hostingDirBeside(config.databaseUrl);
   // The public URL follows the port unless it was given: a newcomer running on another port
   // still gets endpoint URLs that point at this process.
   config.publicUrl = overrides.publicUrl ?? publicUrl ?? `http://127.0.0.1:${config.port}`;
   validate(config);
   return config;
+}
+
+function oneOf<T extends string>(name: string, raw: string, values: readonly T[]): T {
+  const value = raw.trim().toLowerCase();
+  if (!(values as readonly string[]).includes(value)) {
+    throw new ConfigError(`${name} must be one of ${values.join(', ')} (got "${raw}").`);
+  }
+  return value as T;
+}
+
+/** The AGENTRY_HOSTING_* settings (docs/hosting.md, "Settings"). */
+function readHosting(
+  hosting: HostingConfig,
+  read: (name: string) => string | undefined,
+  int: (name: string, min: number, apply: (n: number) => void) => void,
+  bool: (name: string, apply: (b: boolean) => void) => void,
+): void {
+  hosting.python = read('AGENTRY_HOSTING_PYTHON')?.trim() || undefined;
+  const runner = read('AGENTRY_HOSTING_RUNNER');
+  if (runner !== undefined) {
+    hosting.runner = oneOf('AGENTRY_HOSTING_RUNNER', runner, hostingRunners);
+  }
+  const sandbox = read('AGENTRY_HOSTING_SANDBOX');
+  if (sandbox !== undefined) {
+    hosting.sandbox = oneOf('AGENTRY_HOSTING_SANDBOX', sandbox, hostingSandboxes);
+  }
+  const egress = read('AGENTRY_HOSTING_EGRESS');
+  if (egress !== undefined) {
+    hosting.egress = oneOf('AGENTRY_HOSTING_EGRESS', egress, hostingEgresses);
+  }
+  bool('AGENTRY_HOSTING_ALLOW_REQUIREMENTS', (b) => (hosting.allowRequirements = b));
+  hosting.dir = read('AGENTRY_HOSTING_DIR')?.trim() || hosting.dir;
+  int('AGENTRY_HOSTING_MAX_AGENTS', 0, (n) => (hosting.maxAgents = n));
+  int('AGENTRY_HOSTING_MEMORY_MB', 16, (n) => (hosting.memoryMb = n));
+  int('AGENTRY_HOSTING_CPU_PERCENT', 1, (n) => (hosting.cpuPercent = n));
+  int('AGENTRY_HOSTING_PROCESSES', 1, (n) => (hosting.processes = n));
+  int('AGENTRY_HOSTING_OPEN_FILES', 16, (n) => (hosting.openFiles = n));
+  int('AGENTRY_HOSTING_DISK_MB', 1, (n) => (hosting.diskMb = n));
+  int('AGENTRY_HOSTING_LOG_LINES', 1, (n) => (hosting.logLines = n));
+  int('AGENTRY_HOSTING_LOG_LINES_PER_SECOND', 1, (n) => (hosting.logLinesPerSecond = n));
+  int('AGENTRY_HOSTING_STORAGE_KEYS', 1, (n) => (hosting.storageKeys = n));
+  int('AGENTRY_HOSTING_STORAGE_BYTES', 1024, (n) => (hosting.storageBytes = n));
+  const key = read('AGENTRY_HOSTING_KEY')?.trim();
+  if (key !== undefined) {
+    // The value itself is never repeated: it is a secret.
+    if (!/^[0-9a-fA-F]{64}$/.test(key)) {
+      throw new ConfigError(
+        `AGENTRY_HOSTING_KEY must be 32 bytes as 64 hexadecimal digits (got ${key.length} characters); make one with "openssl rand -hex 32".`,
+      );
+    }
+    hosting.key = key.toLowerCase();
+  }
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {
@@ -414,6 +547,33 @@ function validate(config: Config): void {
   const dir = config.assetsDir;
   if (dir !== undefined && ['\n', '\r', '\u0000'].some((c) => dir.includes(c))) {
     throw new ConfigError('AGENTRY_ASSETS_DIR must be a directory path (got a control character).');
+  }
+  const { hosting } = config;
+  if (hosting.cpuPercent > 100 * availableParallelism()) {
+    throw new ConfigError(
+      `AGENTRY_HOSTING_CPU_PERCENT must be at most ${100 * availableParallelism()} (100 per core of this machine).`,
+    );
+  }
+  if (hosting.storageBytes > HOSTING_STORAGE_BYTES_LIMIT) {
+    throw new ConfigError(
+      `AGENTRY_HOSTING_STORAGE_BYTES must be at most ${HOSTING_STORAGE_BYTES_LIMIT} (64 MiB).`,
+    );
+  }
+  if (hosting.logLines > HOSTING_LOG_LINES_LIMIT) {
+    throw new ConfigError(`AGENTRY_HOSTING_LOG_LINES must be at most ${HOSTING_LOG_LINES_LIMIT}.`);
+  }
+  if (['\n', '\r', '\u0000'].some((c) => hosting.dir.includes(c))) {
+    throw new ConfigError(
+      'AGENTRY_HOSTING_DIR must be a directory path (got a control character).',
+    );
+  }
+  if (
+    hosting.python !== undefined &&
+    ['\n', '\r', '\u0000'].some((c) => hosting.python!.includes(c))
+  ) {
+    throw new ConfigError(
+      'AGENTRY_HOSTING_PYTHON must be the path or name of a Python interpreter (got a control character).',
+    );
   }
   if (config.attestationMaxWindowSeconds > 24 * 3600) {
     throw new ConfigError('AGENTRY_ATTESTATION_MAX_WINDOW_SECONDS must be at most 86400 (24 h).');

@@ -43,3 +43,4 @@ export {
 export type { SignatureCheck } from './signatures.js';
 export { createDefaultVerifier, createNativeVerifier, createNodeVerifier } from './verifier.js';
 export type { SignatureVerifier } from './verifier.js';
+export { seal, unseal } from './sealing.js';

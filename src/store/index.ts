@@ -10,6 +10,7 @@ import { DeliveriesRepository } from './repositories/deliveries.js';
 import { DiscoveryRepository } from './repositories/discovery.js';
 import { DomainsRepository } from './repositories/domains.js';
 import { EnrolmentsRepository } from './repositories/enrolments.js';
+import { HostingRepository } from './repositories/hosting.js';
 import { ChallengesRepository, IdentitiesRepository } from './repositories/identity.js';
 import { InteractionsRepository } from './repositories/interactions.js';
 import { ApiKeysRepository } from './repositories/keys.js';
@@ -43,6 +44,7 @@ export interface Repositories {
   storageAssets: StorageAssetsRepository;
   enrolments: EnrolmentsRepository;
   teams: TeamsRepository;
+  hosting: HostingRepository;
 }
 
 function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories {
@@ -66,6 +68,7 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     storageAssets: new StorageAssetsRepository(db),
     enrolments: new EnrolmentsRepository(db),
     teams: new TeamsRepository(db),
+    hosting: new HostingRepository(db, dialect.name),
   };
 }
 

@@ -41,6 +41,11 @@ export interface Database {
   search_pages: SearchPagesTable;
   search_clicks: SearchClicksTable;
   agent_enrolments: AgentEnrolmentsTable;
+  hosted_agents: HostedAgentsTable;
+  hosting_secrets: HostingSecretsTable;
+  hosted_storage: HostedStorageTable;
+  hosted_logs: HostedLogsTable;
+  hosting_runners: HostingRunnersTable;
 }
 
 export interface UsersTable {
@@ -470,4 +475,73 @@ export interface TeamMembersTable {
   user_id: string;
   role: string;
   added_at: number;
+}
+
+/** An agent Agentry runs for its owner (docs/hosting.md), beside its ordinary listing. */
+export interface HostedAgentsTable {
+  address: string;
+  owner_id: string;
+  /** `mainnet` or `testnet`, as the owner chose. */
+  network: string;
+  /** The agent's seed, sealed with the hosting key; never answered. */
+  seed_ciphertext: string;
+  /** The code as the owner put it: a JSON string of a list of files; null before any. */
+  code: string | null;
+  /** Hex SHA-256 of `code`. */
+  code_digest: string | null;
+  code_updated_at: number | null;
+  /** One more at each change of the code or the profile. */
+  revision: number;
+  /** What the owner asked for: `running` or `stopped`. */
+  desired_state: string;
+  /** What the agent is: `stopped`, `compiling`, `running`, `crashed` or `failed`. */
+  state: string;
+  /** Why it is in that state, for its owner; null when there is nothing to say. */
+  state_reason: string | null;
+  state_changed_at: number;
+  /** The runner that holds the agent, until `lease_expires_at`; null when none does. */
+  runner_id: string | null;
+  lease_expires_at: number | null;
+  /** Restarts since the owner last started it. */
+  restarts: number;
+  created_at: number;
+}
+
+/** A hosted agent's secret, given to its process as an environment variable. */
+export interface HostingSecretsTable {
+  address: string;
+  /** A Python identifier. */
+  name: string;
+  /** The value, sealed with the hosting key. */
+  ciphertext: string;
+  created_at: number;
+}
+
+/** A hosted agent's key-value storage (its `ctx.storage`). */
+export interface HostedStorageTable {
+  address: string;
+  key: string;
+  value: string;
+  updated_at: number;
+}
+
+/** A line of a hosted agent's output or of what happened to it. */
+export interface HostedLogsTable {
+  id: Generated<number>;
+  address: string;
+  time: number;
+  /** `trce`, `debg`, `info` or `erro`. */
+  level: string;
+  /** `execution` (the agent's output) or `system` (what the runner did). */
+  type: string;
+  entry: string;
+}
+
+/** A process that runs hosted agents, and when it was last heard of. */
+export interface HostingRunnersTable {
+  id: string;
+  host: string;
+  seen_at: number;
+  /** How many agents it runs at most. */
+  capacity: number;
 }

@@ -179,3 +179,127 @@ describe('open agent self-registration setting', () => {
     assert.equal(blank.openAgentRegistration, undefined);
   });
 });
+
+describe('hosting settings', () => {
+  it('has defaults: no interpreter, the serving process as runner, no sandbox, this Agentry only', () => {
+    const { hosting } = loadConfig({ databaseUrl: 'sqlite:/srv/agentry/agentry.db' }, {});
+    assert.deepEqual(hosting, {
+      python: undefined,
+      runner: 'serve',
+      sandbox: 'off',
+      egress: 'agentry',
+      allowRequirements: false,
+      dir: '/srv/agentry/hosted',
+      maxAgents: 50,
+      memoryMb: 512,
+      cpuPercent: 50,
+      processes: 64,
+      openFiles: 256,
+      diskMb: 100,
+      logLines: 1000,
+      logLinesPerSecond: 100,
+      storageKeys: 1000,
+      storageBytes: 1024 * 1024,
+      key: undefined,
+    });
+  });
+
+  it('takes every AGENTRY_HOSTING_* variable', () => {
+    const key = 'AB'.repeat(32);
+    const { hosting } = loadConfig(
+      {},
+      {
+        AGENTRY_HOSTING_PYTHON: '/opt/venv/bin/python3',
+        AGENTRY_HOSTING_RUNNER: 'separate',
+        AGENTRY_HOSTING_SANDBOX: 'bwrap',
+        AGENTRY_HOSTING_EGRESS: 'any',
+        AGENTRY_HOSTING_ALLOW_REQUIREMENTS: 'true',
+        AGENTRY_HOSTING_DIR: '/var/lib/agentry/agents',
+        AGENTRY_HOSTING_MAX_AGENTS: '10',
+        AGENTRY_HOSTING_MEMORY_MB: '256',
+        AGENTRY_HOSTING_CPU_PERCENT: '25',
+        AGENTRY_HOSTING_PROCESSES: '32',
+        AGENTRY_HOSTING_OPEN_FILES: '128',
+        AGENTRY_HOSTING_DISK_MB: '50',
+        AGENTRY_HOSTING_LOG_LINES: '500',
+        AGENTRY_HOSTING_LOG_LINES_PER_SECOND: '20',
+        AGENTRY_HOSTING_STORAGE_KEYS: '100',
+        AGENTRY_HOSTING_STORAGE_BYTES: '65536',
+        AGENTRY_HOSTING_KEY: key,
+      },
+    );
+    assert.deepEqual(hosting, {
+      python: '/opt/venv/bin/python3',
+      runner: 'separate',
+      sandbox: 'bwrap',
+      egress: 'any',
+      allowRequirements: true,
+      dir: '/var/lib/agentry/agents',
+      maxAgents: 10,
+      memoryMb: 256,
+      cpuPercent: 25,
+      processes: 32,
+      openFiles: 128,
+      diskMb: 50,
+      logLines: 500,
+      logLinesPerSecond: 20,
+      storageKeys: 100,
+      storageBytes: 65536,
+      key: key.toLowerCase(),
+    });
+  });
+
+  it('puts agents’ directories beside the database given on the command line', () => {
+    const { hosting } = loadConfig({ databaseUrl: 'sqlite:/data/x/agentry.db' }, {});
+    assert.equal(hosting.dir, '/data/x/hosted');
+    const pg = loadConfig({ databaseUrl: 'postgres://db/agentry' }, {});
+    assert.match(pg.hosting.dir, /\/data\/hosted$/);
+  });
+
+  it('refuses bad values with a sentence naming the setting, and never repeats the key', () => {
+    const refused = (env: Record<string, string>, message: RegExp) =>
+      assert.throws(
+        () => loadConfig({}, env),
+        (error) => error instanceof ConfigError && message.test(error.message),
+      );
+    refused(
+      { AGENTRY_HOSTING_RUNNER: 'both' },
+      /AGENTRY_HOSTING_RUNNER must be one of serve, separate/,
+    );
+    refused(
+      { AGENTRY_HOSTING_SANDBOX: 'docker' },
+      /AGENTRY_HOSTING_SANDBOX must be one of off, bwrap/,
+    );
+    refused(
+      { AGENTRY_HOSTING_EGRESS: 'none' },
+      /AGENTRY_HOSTING_EGRESS must be one of agentry, any/,
+    );
+    refused({ AGENTRY_HOSTING_ALLOW_REQUIREMENTS: 'maybe' }, /AGENTRY_HOSTING_ALLOW_REQUIREMENTS/);
+    refused(
+      { AGENTRY_HOSTING_MEMORY_MB: '8' },
+      /AGENTRY_HOSTING_MEMORY_MB must be an integer of at least 16/,
+    );
+    refused(
+      { AGENTRY_HOSTING_MAX_AGENTS: 'many' },
+      /AGENTRY_HOSTING_MAX_AGENTS must be a whole number/,
+    );
+    refused(
+      { AGENTRY_HOSTING_CPU_PERCENT: '100000' },
+      /AGENTRY_HOSTING_CPU_PERCENT must be at most/,
+    );
+    refused(
+      { AGENTRY_HOSTING_STORAGE_BYTES: String(1024 ** 3) },
+      /AGENTRY_HOSTING_STORAGE_BYTES must be at most/,
+    );
+    refused({ AGENTRY_HOSTING_LOG_LINES: '1000000' }, /AGENTRY_HOSTING_LOG_LINES must be at most/);
+    refused({ AGENTRY_HOSTING_DIR: 'a\nb' }, /AGENTRY_HOSTING_DIR/);
+    const secret = 'not-hex-but-a-secret';
+    assert.throws(
+      () => loadConfig({}, { AGENTRY_HOSTING_KEY: secret }),
+      (error) =>
+        error instanceof ConfigError &&
+        /AGENTRY_HOSTING_KEY must be 32 bytes as 64 hexadecimal digits/.test(error.message) &&
+        !error.message.includes(secret),
+    );
+  });
+});

@@ -20,6 +20,7 @@ import * as teams from './0018_teams.js';
 import * as storageAssets from './0019_storage_assets.js';
 import * as searchFeedback from './0020_search_feedback.js';
 import * as enrolmentAndKeyScopes from './0021_enrolment_and_key_scopes.js';
+import * as hosting from './0022_hosting.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -47,4 +48,5 @@ export const migrations: Record<string, Migration> = {
   '0019_storage_assets': storageAssets,
   '0020_search_feedback': searchFeedback,
   '0021_enrolment_and_key_scopes': enrolmentAndKeyScopes,
+  '0022_hosting': hosting,
 };
