@@ -30,6 +30,7 @@ import { identityRoutes } from './http/routes/identity.js';
 import { interactionsRoutes } from './http/routes/interactions.js';
 import { activityRoutes } from './http/routes/activity.js';
 import { keysRoutes } from './http/routes/keys.js';
+import { hostingRoutes } from './http/routes/hosting.js';
 import { teamsRoutes } from './http/routes/teams.js';
 import { mailboxRoutes } from './http/routes/mailbox.js';
 import { mailroomRoutes } from './http/routes/mailroom.js';
@@ -203,6 +204,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   sessionsRoutes(app, ctx);
   keysRoutes(app, ctx);
   teamsRoutes(app, ctx);
+  hostingRoutes(app, ctx);
   usageHistoryRoutes(app, ctx);
   await webRoutes(app, undefined, { allowPrivateTargets: config.allowPrivateTargets });
 

@@ -19,16 +19,17 @@ import type {
   HostedLogRow,
 } from '../store/repositories/hosting.js';
 import type { AgentProfile } from '../wire/agents.js';
+import { HOSTED_STATE_NAMES, LOG_LEVELS, LOG_TYPES } from '../wire/hosting.js';
 import type { AgentsService } from './agents.js';
 
-export const HOSTED_STATES = ['stopped', 'compiling', 'running', 'crashed', 'failed'] as const;
+export const HOSTED_STATES = HOSTED_STATE_NAMES;
 /** What a hosted agent is: `stopped`, `compiling` (starting), `running`, `crashed` (restarting), `failed` (given up). */
 export type HostedState = (typeof HOSTED_STATES)[number];
-export const HOSTED_LOG_LEVELS = ['trce', 'debg', 'info', 'erro'] as const;
+export const HOSTED_LOG_LEVELS = LOG_LEVELS;
 export type HostedLogLevel = (typeof HOSTED_LOG_LEVELS)[number];
 /** The name the shared contract gives the log level. */
 export type LogLevel = HostedLogLevel;
-export const HOSTED_LOG_TYPES = ['execution', 'system'] as const;
+export const HOSTED_LOG_TYPES = LOG_TYPES;
 export type HostedLogType = (typeof HOSTED_LOG_TYPES)[number];
 export type DesiredState = 'running' | 'stopped';
 export type AgentNetwork = 'mainnet' | 'testnet';
@@ -62,6 +63,14 @@ export interface HeldAgentState {
 /** A line of output or of the runner's own news about an agent. */
 export interface HostedLogLine {
   time: Date;
+  level: HostedLogLevel;
+  type: HostedLogType;
+  entry: string;
+}
+
+/** A line of an agent's log as kept. */
+export interface HostedLogEntry {
+  time: number;
   level: HostedLogLevel;
   type: HostedLogType;
   entry: string;
@@ -402,6 +411,16 @@ export class HostingService {
     return info(await this.owned(ownerId, address));
   }
 
+  /** The agent with the name of its owner's account (a team's is `team:<slug>`). */
+  async profile(
+    ownerId: string,
+    address: string,
+  ): Promise<HostedAgentInfo & { authorName: string }> {
+    const agent = await this.get(ownerId, address);
+    const owner = await this.store.repos.users.findById(ownerId);
+    return { ...agent, authorName: owner?.name ?? '' };
+  }
+
   async list(ownerId: string, query: HostedAgentListQuery): Promise<HostedAgentInfo[]> {
     return (await this.store.repos.hosting.listForOwner(ownerId, query)).map(info);
   }
@@ -538,9 +557,15 @@ export class HostingService {
   }
 
   /** The newest log lines (at most {@link LATEST_LOG_LINES}), oldest first. */
-  async latestLogs(ownerId: string, address: string): Promise<HostedLogRow[]> {
+  async latestLogs(ownerId: string, address: string): Promise<HostedLogEntry[]> {
     await this.owned(ownerId, address);
-    return this.store.repos.hosting.latestLogs(address, LATEST_LOG_LINES);
+    const rows = await this.store.repos.hosting.latestLogs(address, LATEST_LOG_LINES);
+    return rows.map((row: HostedLogRow) => ({
+      time: Number(row.time),
+      level: row.level as HostedLogLevel,
+      type: row.type as HostedLogType,
+      entry: row.entry,
+    }));
   }
 
   async clearLogs(ownerId: string, address: string): Promise<void> {

@@ -88,6 +88,19 @@ export class TeamsService {
     return membership.id;
   }
 
+  /**
+   * The owner a call names by a team's slug in its path (the Hosting API's `/teams/{slug}/…`
+   * calls): the team, for a member of it (whatever `x-team` says) or for the team's own key.
+   * Anyone else is answered 404, as for a team that does not exist.
+   */
+  async ownerNamedInPath(actorId: string, ownerId: string, slug: string): Promise<string> {
+    const team = SLUG.test(slug) ? await this.store.repos.teams.findBySlug(slug) : undefined;
+    if (team?.id === ownerId) return team.id;
+    const membership = team ? await this.store.repos.teams.membership(slug, actorId) : undefined;
+    if (!membership) throw new NotFoundError(`No team "${slug.slice(0, 40)}" among yours`);
+    return membership.id;
+  }
+
   async createTeam(actorId: string, slug: string, name?: string): Promise<TeamDetailInfo> {
     await this.requireUser(actorId);
     const now = this.clock.now();

@@ -9,7 +9,7 @@ const USER_NAME_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$';
 export const TEAM_ROLES = ['owner', 'member'] as const;
 export type TeamRole = (typeof TEAM_ROLES)[number];
 
-const TeamSlug = Type.String({
+export const TeamSlug = Type.String({
   pattern: TEAM_SLUG_PATTERN,
   description: 'Lower-case letters, digits and hyphens, 1 to 40, starting with a letter or digit',
 });
