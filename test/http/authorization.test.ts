@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { loadConfig } from '../../src/config/index.js';
 import { envelopeDigest, type EnvelopeFields } from '../../src/crypto/index.js';
 import { messageUuid } from '../../src/services/mailbox.js';
 import type { DeliveryEventView } from '../../src/wire/deliveries.js';
@@ -152,7 +153,68 @@ const RULES: Record<string, Rule> = {
   'POST /v2/teams/{slug}/members': 'owner',
   'PUT /v2/teams/{slug}/members/{user}': 'owner',
   'DELETE /v2/teams/{slug}/members/{user}': 'owner',
+  'GET /v1/hosting/agents': 'user',
+  'GET /v1/hosting/teams/{slug}/agents': 'owner',
+  'POST /v1/hosting/agents': 'user',
+  'POST /v1/hosting/teams/{slug}/agents': 'owner',
+  'GET /v1/hosting/agents/{address}/profile': 'owner',
+  'GET /v1/hosting/teams/{slug}/agents/{address}/profile': 'owner',
+  'GET /v1/hosting/agents/{address}': 'owner',
+  'GET /v1/hosting/teams/{slug}/agents/{address}': 'owner',
+  'PUT /v1/hosting/agents/{address}': 'owner',
+  'PUT /v1/hosting/teams/{slug}/agents/{address}': 'owner',
+  'DELETE /v1/hosting/agents/{address}': 'owner',
+  'DELETE /v1/hosting/teams/{slug}/agents/{address}': 'owner',
+  'POST /v1/hosting/agents/{address}/duplicate': 'owner',
+  'POST /v1/hosting/teams/{slug}/agents/{address}/duplicate': 'owner',
+  'GET /v1/hosting/agents/{address}/code': 'owner',
+  'GET /v1/hosting/teams/{slug}/agents/{address}/code': 'owner',
+  'PUT /v1/hosting/agents/{address}/code': 'owner',
+  'PUT /v1/hosting/teams/{slug}/agents/{address}/code': 'owner',
+  'GET /v1/hosting/agents/{address}/storage': 'owner',
+  'GET /v1/hosting/teams/{slug}/agents/{address}/storage': 'owner',
+  'GET /v1/hosting/agents/{address}/storage/{key}': 'owner',
+  'GET /v1/hosting/teams/{slug}/agents/{address}/storage/{key}': 'owner',
+  'PUT /v1/hosting/agents/{address}/storage/{key}': 'owner',
+  'PUT /v1/hosting/teams/{slug}/agents/{address}/storage/{key}': 'owner',
+  'DELETE /v1/hosting/agents/{address}/storage/{key}': 'owner',
+  'DELETE /v1/hosting/teams/{slug}/agents/{address}/storage/{key}': 'owner',
+  'POST /v1/hosting/agents/{address}/start': 'owner',
+  'POST /v1/hosting/teams/{slug}/agents/{address}/start': 'owner',
+  'POST /v1/hosting/agents/{address}/stop': 'owner',
+  'POST /v1/hosting/teams/{slug}/agents/{address}/stop': 'owner',
+  'GET /v1/hosting/agents/{address}/logs/latest': 'owner',
+  'GET /v1/hosting/teams/{slug}/agents/{address}/logs/latest': 'owner',
+  'DELETE /v1/hosting/agents/{address}/logs': 'owner',
+  'DELETE /v1/hosting/teams/{slug}/agents/{address}/logs': 'owner',
+  'PUT /v1/hosting/agents/{address}/network': 'owner',
+  'PUT /v1/hosting/teams/{slug}/agents/{address}/network': 'owner',
+  'GET /v1/hosting/secrets': 'user',
+  'GET /v1/hosting/teams/{slug}/secrets': 'owner',
+  'POST /v1/hosting/secrets': 'owner',
+  'POST /v1/hosting/teams/{slug}/secrets': 'owner',
+  'GET /v1/hosting/{address}/secrets': 'owner',
+  'GET /v1/hosting/teams/{slug}/{address}/secrets': 'owner',
+  'DELETE /v1/hosting/secrets/{address}/{name}': 'owner',
+  'DELETE /v1/hosting/teams/{slug}/secrets/{address}/{name}': 'owner',
 };
+
+/** A hosted agent's code, storage key and secret name, as the paths and bodies name them. */
+const HOSTED_CODE = JSON.stringify([{ name: 'agent.py', value: 'print(1)', language: 'python' }]);
+const HOSTED_KEY = 'hosted-key';
+const HOSTED_SECRET = 'HOSTED_SECRET';
+
+/** Hosting settings with a key: PostgreSQL keeps none by itself. */
+function hostingWithKey() {
+  return { ...loadConfig({}, {}).hosting, key: randomBytes(32).toString('hex') };
+}
+
+/**
+ * A call for the team its path names (`/v1/hosting/teams/{slug}/…`): the path, not `x-team`,
+ * says whom it is for, so every member reaches the team's things with it.
+ */
+const forPathTeam = (operation: { path: string }) =>
+  operation.path.startsWith('/v1/hosting/teams/{slug}');
 
 interface Operation {
   method: string;
@@ -188,6 +250,8 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     redirectUrl: string;
     webhookId: string;
     assetId: string;
+    /** A hosted agent, with code, a secret and a storage key. */
+    hosted: string;
   }
   /** Alice's things. */
   const alice = {} as Things;
@@ -241,11 +305,31 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     });
     assert.equal(asset.status, 201, asset.text);
     things.assetId = asset.body.asset_id;
+    const hosted = await call(t.url, 'POST', '/v1/hosting/agents', {
+      key,
+      headers,
+      body: { name: `${tag} hosted` },
+    });
+    assert.equal(hosted.status, 200, hosted.text);
+    things.hosted = hosted.body.address;
+    const hostedCalls: [string, string, unknown][] = [
+      ['PUT', `/agents/${things.hosted}/code`, { code: HOSTED_CODE }],
+      ['PUT', `/agents/${things.hosted}/storage/${HOSTED_KEY}`, { value: `${tag}-only-path` }],
+      ['POST', '/secrets', { address: things.hosted, name: HOSTED_SECRET, secret: 'x' }],
+    ];
+    for (const [method, path, body] of hostedCalls) {
+      const res = await call(t.url, method, `/v1/hosting${path}`, { key, headers, body });
+      assert.equal(res.status, 200, res.text);
+    }
   }
 
   before(async () => {
     endpoint = await startEndpoint();
-    t = await startTestServer({ dialect, clock, config: { allowPrivateTargets: true } });
+    t = await startTestServer({
+      dialect,
+      clock,
+      config: { allowPrivateTargets: true, hosting: hostingWithKey() },
+    });
     bobKey = await t.addUser('bob');
     carolKey = await t.addUser('carol');
     operations = await operationsOf(t);
@@ -264,15 +348,20 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     await endpoint.close();
   });
 
+  /** Alice's things, or her team's for a call whose path names the team. */
+  const thingsFor = (operation: Operation): Things => (forPathTeam(operation) ? team : alice);
+
   /** The operation's path with an owner's things in it (Alice's unless told). */
   function pathOf(operation: Operation, things: Things = alice): string {
+    const hosting = operation.path.startsWith('/v1/hosting');
     return operation.path
-      .replace('{address}', things.agent.address)
+      .replace('{address}', hosting ? things.hosted : things.agent.address)
+      .replace('{key}', HOSTED_KEY)
+      .replace('{name}', hosting ? HOSTED_SECRET : things.domain)
       .replace('{uuid}', things.uuid)
       .replace('{asset_id}', things.assetId)
       .replace('{id}', idOf(operation.path, things))
       .replace('{domain_name}', things.domain)
-      .replace('{name}', things.domain)
       .replace('{slug}', TEAM)
       .replace('{user}', 'admin')
       .replace('{digest}', 'proto:' + '0'.repeat(64));
@@ -309,6 +398,19 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     }
     if (operation.method === 'PUT' && operation.path === '/v2/teams/{slug}/members/{user}') {
       return { role: 'member' };
+    }
+    if (operation.path.startsWith('/v1/hosting')) {
+      const path = operation.path.replace('/v1/hosting/teams/{slug}', '/v1/hosting');
+      const bodies: Record<string, unknown> = {
+        'POST /v1/hosting/agents': { name: 'taken over' },
+        'POST /v1/hosting/agents/{address}/duplicate': { name: 'taken over' },
+        'PUT /v1/hosting/agents/{address}': { name: 'taken over' },
+        'PUT /v1/hosting/agents/{address}/code': { code: HOSTED_CODE },
+        'PUT /v1/hosting/agents/{address}/storage/{key}': { value: 'taken over' },
+        'POST /v1/hosting/secrets': { address: things.hosted, name: 'TAKEN', secret: 'over' },
+      };
+      const body = bodies[`${operation.method} ${path}`];
+      if (body !== undefined) return body;
     }
     return operation.method === 'GET' || operation.method === 'HEAD' ? undefined : {};
   }
@@ -377,7 +479,7 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     );
     assert.ok(reads.length >= 5);
     for (const operation of reads) {
-      const res = await send(operation, { key: t.userKey });
+      const res = await send(operation, { key: t.userKey }, thingsFor(operation));
       assert.equal(res.status, 200, `${operation.method} ${operation.path}: ${res.text}`);
     }
   });
@@ -407,13 +509,16 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     for (const operation of ownersThings()) {
       const expected = operation.rule === 'name-owner' ? 403 : 404;
       const label = `${operation.method} ${operation.path}`;
-      // Bob is no member; Carol is, but without x-team she acts for herself.
-      for (const key of [bobKey, carolKey]) {
+      // Bob is no member; Carol is, but without x-team she acts for herself (unless the path
+      // names the team).
+      for (const key of forPathTeam(operation) ? [bobKey] : [bobKey, carolKey]) {
         const res = await send(operation, { key }, team);
         assert.equal(res.status, expected, `${label}: ${res.text}`);
         assert.ok(!res.text.includes('team-only-path'), res.text);
       }
-      // Alice acting for the team does not reach what is hers alone.
+      // Alice acting for the team does not reach what is hers alone (a call for the team that
+      // names nothing of hers reaches the team's things, which is right).
+      if (forPathTeam(operation) && !operation.path.includes('{address}')) continue;
       const res = await send(operation, { key: t.userKey, headers: asTeam }, alice);
       assert.equal(res.status, expected, `${label} (as the team): ${res.text}`);
       assert.ok(!res.text.includes('alice-only-path'), res.text);
@@ -532,7 +637,7 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     }
     // Every read passes (some then want a query these calls do not give: 422).
     for (const operation of forKeys().filter(({ method }) => method === 'GET')) {
-      const res = await send(operation, { key });
+      const res = await send(operation, { key }, thingsFor(operation));
       assert.ok(
         [200, 422].includes(res.status),
         `${operation.method} ${operation.path}: ${res.text}`,
@@ -550,16 +655,20 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
       assert.equal(res.status, 403, `${operation.method} ${operation.path}: ${res.text}`);
       assert.match(res.body.detail, /limited to one agent/);
     }
-    const mine = await scopedKey({ addresses: [alice.agent.address] });
+    const mine = await scopedKey({ addresses: [alice.agent.address, alice.hosted] });
     const about = (operation: Operation) =>
       operation.path.includes('{address}') ||
-      (operation.method === 'POST' && ['/v2/agents', '/v2/identity'].includes(operation.path));
+      (operation.method === 'POST' &&
+        ['/v2/agents', '/v2/identity', '/v1/hosting/secrets'].includes(operation.path)) ||
+      (operation.method === 'POST' && operation.path === '/v1/hosting/teams/{slug}/secrets');
     for (const operation of forKeys()) {
       if (about(operation)) {
         // Reads only: the writes about Alice's agent would change what the other tests read.
         if (operation.method !== 'GET') continue;
-        const res = await send(operation, { key: mine });
-        assert.equal(res.status, 200, `${operation.method} ${operation.path}: ${res.text}`);
+        // The team's agents are not among the key's.
+        const res = await send(operation, { key: mine }, thingsFor(operation));
+        const expected = forPathTeam(operation) ? 403 : 200;
+        assert.equal(res.status, expected, `${operation.method} ${operation.path}: ${res.text}`);
       } else {
         const res = await send(operation, { key: mine });
         assert.equal(res.status, 403, `${operation.method} ${operation.path}: ${res.text}`);

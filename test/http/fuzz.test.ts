@@ -1,5 +1,6 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { registerAgent } from '../kit/agents.js';
 import { createTestDatabase, type TestDatabase } from '../kit/databases.js';
@@ -372,7 +373,10 @@ describeOnEachDialect('fuzz: every operation of the OpenAPI document', (dialect)
 
   before(async () => {
     database = await createTestDatabase(dialect);
-    service = await spawnServer(['--database-url', database.url]);
+    // PostgreSQL keeps no hosting key by itself: hosted agents need one to be created.
+    service = await spawnServer(['--database-url', database.url], {
+      AGENTRY_HOSTING_KEY: randomBytes(32).toString('hex'),
+    });
     const userKey = service.bootstrapKey!;
     const agent = TestIdentity.random();
     await registerAgent({ url: service.url }, userKey, agent);
