@@ -448,7 +448,6 @@ export class HostingService {
    */
   async delete(ownerId: string, address: string): Promise<void> {
     await this.owned(ownerId, address);
-    await this.store.repos.hosting.update(address, { desired_state: 'stopped' });
     await this.agents.delete(ownerId, address);
   }
 
