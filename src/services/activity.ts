@@ -280,8 +280,7 @@ export class ActivityService implements TraceWatcher, AgentHistory {
     const errors = stored.filter((row) => row.kind === 'event.error');
     if (errors.length > 0) {
       const last = errors.reduce((a, b) => (Number(a.at) >= Number(b.at) ? a : b));
-      await this.store.repos.activity.touch(address, { error_at: now }, { error: last.message });
-      await this.evaluate([address]);
+      await this.errored(address, last.message);
       for (const error of errors) {
         this.logger.info({ agent: address, error: error.message }, 'agent reported an error');
       }
@@ -312,6 +311,19 @@ export class ActivityService implements TraceWatcher, AgentHistory {
     const stored = await this.store.repos.activity.record(rows);
     for (const address of new Set(rows.map((row) => row.address))) this.announce(address);
     this.tell(stored.map(activityTimelineRow));
+  }
+
+  /**
+   * The agent met an error now (one it reported, or one of a hosted agent's process): it is
+   * failing for the error window, with this message as the reason.
+   */
+  async errored(address: string, message: string | null): Promise<void> {
+    await this.store.repos.activity.touch(
+      address,
+      { error_at: this.clock.now() },
+      { error: message },
+    );
+    await this.evaluate([address]);
   }
 
   /** Tells the listener of entries just committed. */

@@ -145,9 +145,11 @@ export interface HostingPolicy {
   storageBytes: number;
 }
 
-/** What records entries on an agent's timeline (the activity service). */
+/** What records entries on an agent's timeline, and its errors (the activity service). */
 export interface HostingTimeline {
   record(rows: NewActivity[]): Promise<void>;
+  /** Makes the agent's status failing, for this reason. */
+  errored(address: string, message: string | null): Promise<void>;
 }
 
 /** Code: files, each file, and all of them together (the text as put). */
@@ -840,6 +842,7 @@ export class HostingService {
           data: JSON.stringify({ hosted: { log_type: row.type } }),
         })),
       );
+      await this.timeline.errored(address, errors[errors.length - 1]!.entry);
     }
   }
 
@@ -867,15 +870,17 @@ export class HostingService {
     });
     if (!changed) return;
     const failing = state === 'crashed' || state === 'failed';
+    const message = `Hosted agent ${state}${text === null ? '' : `: ${text}`}`;
     await this.timeline.record([
       {
         address: row.address,
         kind: failing ? 'event.error' : 'event.info',
         at: now,
         category: 'system',
-        message: `Hosted agent ${state}${text === null ? '' : `: ${text}`}`,
+        message,
         data: JSON.stringify({ hosted: { state, reason: text, previous: row.state } }),
       },
     ]);
+    if (failing) await this.timeline.errored(row.address, message);
   }
 }

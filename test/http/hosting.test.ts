@@ -150,6 +150,9 @@ describeOnEachDialect('Hosting API', (dialect) => {
     assert.ok(summaries.includes('event.error'), timeline.text);
     assert.match(timeline.text, /Hosted agent running/);
     assert.match(timeline.text, /ValueError: no rain/);
+    const status = await send('GET', `/v2/agents/${address}`);
+    assert.equal(status.body.status.status, 'failing');
+    assert.match(status.body.status.reason, /ValueError: no rain/);
 
     // Stopping: the runner that holds it sees it, stops it and says so.
     const stopping = await send('POST', `/v1/hosting/agents/${address}/stop`);
@@ -205,6 +208,10 @@ describeOnEachDialect('Hosting API', (dialect) => {
       later.body.items.map((a: { name: string }) => a.name),
       ['charlie'],
     );
+    for (const pattern of ['%25', '_', '%5C']) {
+      const none = await send('GET', `/v1/hosting/agents?name=${pattern}`, { key: owner });
+      assert.deepEqual(none.body.items, [], `name=${pattern} is text, not a pattern`);
+    }
     const bad = await send('GET', '/v1/hosting/agents?sort_by=size', { key: owner });
     assert.equal(bad.status, 422, bad.text);
   });
@@ -280,6 +287,9 @@ describeOnEachDialect('Hosting API', (dialect) => {
     assert.equal((await send('DELETE', `${base}/a`)).status, 404);
     // What the agent itself keeps (through its runner) is the same storage.
     assert.equal(await hosting().storageGet(address, 'b'), '"b"');
+    await hosting().storageSet(address, 'café key/1', '{"n": 1}');
+    const spelled = await send('GET', `${base}/${encodeURIComponent('café key/1')}`);
+    assert.deepEqual(spelled.body, { key: 'café key/1', value: '{"n": 1}' });
   });
 
   it('answers another user 404 about an agent, as for none at all', async () => {
@@ -363,6 +373,17 @@ describeOnEachDialect('Hosting API', (dialect) => {
     const mine = await send('GET', '/v1/hosting/agents');
     assert.ok(!mine.body.items.some((a: { address: string }) => a.address === address));
 
+    // The team's own key acts for it under the team's path too.
+    const teamKey = await send('POST', '/v2/api-keys', {
+      headers: { 'x-team': 'hosts' },
+      body: {},
+    });
+    assert.equal(teamKey.status, 200, teamKey.text);
+    const asTeam = await send('GET', `/v1/hosting/teams/hosts/agents/${address}`, {
+      key: teamKey.body.key,
+    });
+    assert.equal(asTeam.status, 200, asTeam.text);
+
     const gone = await send('DELETE', `/v1/hosting/teams/hosts/agents/${address}`, {
       key: carolKey,
     });
@@ -403,6 +424,28 @@ describeOnEachDialect('Hosting API', (dialect) => {
     assert.equal((await send('GET', `/v1/hosting/agents/${address}`)).status, 404);
     assert.equal(await hosting().storageGet(address, 'k'), undefined);
     assert.equal(await t.server.ctx.store.repos.hosting.find(address), undefined);
+  });
+
+  it('changes the name and profile given, and counts the change in the revision', async () => {
+    const address = await create('before');
+    const put = await send('PUT', `/v1/hosting/agents/${address}`, {
+      body: { name: 'after', readme: '# Hello', short_description: null },
+    });
+    assert.equal(put.status, 200, put.text);
+    assert.deepEqual(put.body, {});
+    const agent = await send('GET', `/v1/hosting/agents/${address}`);
+    assert.deepEqual(
+      [agent.body.name, agent.body.readme, agent.body.short_description, agent.body.revision],
+      ['after', '# Hello', null, 1],
+    );
+    const network = await send('PUT', `/v1/hosting/agents/${address}/network`, {
+      body: { network: 'mainnet' },
+    });
+    assert.equal(network.status, 200, network.text);
+    const moved = await send('GET', `/v1/hosting/agents/${address}`);
+    assert.deepEqual([moved.body.network, moved.body.prefix], ['mainnet', 'agent']);
+    const listing = await send('GET', `/v2/agents/${address}`);
+    assert.equal(listing.body.name, 'after');
   });
 
   it('duplicates an agent with its code, under a key of its own', async () => {
