@@ -453,17 +453,17 @@ export class HostingService {
     await this.agents.delete(ownerId, address);
   }
 
-  /** A new agent of the owner with the request's name and profile, and a copy of the code. */
+  /**
+   * A new agent of the owner with the request's name, profile and network, and a copy of the
+   * code (not of the secrets or the storage).
+   */
   async duplicate(
     ownerId: string,
     address: string,
     request: NewHostedAgent,
   ): Promise<HostedAgentInfo> {
     const source = await this.owned(ownerId, address);
-    const copy = await this.create(ownerId, {
-      network: source.network as AgentNetwork,
-      ...request,
-    });
+    const copy = await this.create(ownerId, request);
     if (source.code !== null) {
       await this.store.repos.hosting.update(copy.address, {
         code: source.code,
@@ -523,7 +523,9 @@ export class HostingService {
       );
     }
     const live = row.state === 'running' || row.state === 'compiling' || row.state === 'crashed';
-    if (row.desired_state === 'running' && live) return info(row);
+    // Held by a live runner, and not given up on: it is being started already.
+    const starting = row.state !== 'failed' && this.heldByLiveRunner(row);
+    if (row.desired_state === 'running' && (live || starting)) return info(row);
     const changes: HostedAgentChanges = { desired_state: 'running', restarts: 0 };
     if (!live) {
       const runners = await this.liveRunnerCount();
@@ -549,8 +551,7 @@ export class HostingService {
   async stop(ownerId: string, address: string): Promise<HostedAgentInfo> {
     const row = await this.owned(ownerId, address);
     await this.store.repos.hosting.update(address, { desired_state: 'stopped' });
-    const held = row.runner_id !== null && Number(row.lease_expires_at) > this.clock.now();
-    if (!held && row.state !== 'stopped') {
+    if (!this.heldByLiveRunner(row)) {
       await this.store.repos.hosting.update(address, { runner_id: null, lease_expires_at: null });
       await this.changeState(row, 'stopped', 'Stopped by its owner');
     }
@@ -847,6 +848,10 @@ export class HostingService {
   }
 
   // ---- Helpers ---------------------------------------------------------------------------
+
+  private heldByLiveRunner(row: HostedAgentRow): boolean {
+    return row.runner_id !== null && Number(row.lease_expires_at) > this.clock.now();
+  }
 
   private async owned(ownerId: string, address: string): Promise<HostedAgentListed> {
     const row = await this.store.repos.hosting.findListed(address, ownerId);

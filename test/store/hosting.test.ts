@@ -133,6 +133,27 @@ describeOnEachDialect('hosting store', (dialect) => {
     assert.ok(!gone.some((h) => h.address === address), 'a deleted agent vanishes');
   });
 
+  it('leaves an agent a runner is starting to that runner when started again', async () => {
+    const owner = await insertUser(ctx.store);
+    const address = await startable(owner, 'again');
+    assert.ok((await hosting.claim('runner-s', 100, 60_000)).includes(address));
+    await hosting.start(owner, address);
+    assert.equal((await ctx.store.repos.hosting.find(address))?.runner_id, 'runner-s');
+    assert.ok((await hosting.renew('runner-s', 60_000)).some((h) => h.address === address));
+  });
+
+  it('stops at once an agent no runner holds, saying who stopped it', async () => {
+    const owner = await insertUser(ctx.store);
+    const address = await startable(owner, 'unheld');
+    assert.match((await hosting.get(owner, address)).stateReason ?? '', /Waiting for a runner/);
+    const stopped = await hosting.stop(owner, address);
+    assert.deepEqual(
+      [stopped.desiredState, stopped.state, stopped.stateReason],
+      ['stopped', 'stopped', 'Stopped by its owner'],
+    );
+    assert.ok(!(await hosting.claim('runner-u', 100, 60_000)).includes(address));
+  });
+
   it('counts the runners heard of in the last 30 seconds', async () => {
     const before = await hosting.liveRunnerCount();
     await hosting.heartbeat('runner-live', 'host-1', 50);
