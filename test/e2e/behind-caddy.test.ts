@@ -290,9 +290,15 @@ it(
             body: JSON.stringify(envelope),
             dispatcher: dispatcher(from),
           });
-          await res.body.dump();
+          const said = await res.body.text();
           status = String(res.statusCode);
           if (res.statusCode === 200) acknowledged.push(envelope.signature!);
+          else if (res.statusCode !== 429) {
+            troubles.push({
+              who: `submit from ${from}`,
+              what: `${res.statusCode} ${said || '(no body: the proxy answered)'}`,
+            });
+          }
         } catch (err) {
           status = `cut: ${String(err)}`;
         }
@@ -331,7 +337,17 @@ it(
       stopPolls.abort();
       await Promise.all(pollers);
 
-      assert.deepEqual(troubles, [], 'no poll was cut or answered anything but 200');
+      // On failure, the proxy's view of its upstreams tells whether it had none to send to.
+      const upstreamLines = caddyOutput
+        .split('\n')
+        .filter((line) => /health_checker|no upstreams|upstream/i.test(line))
+        .slice(-20)
+        .join('\n');
+      assert.deepEqual(
+        troubles,
+        [],
+        `no poll or submit was cut or answered anything but 200 (or 429 for the flood); the proxy on its upstreams:\n${upstreamLines}`,
+      );
       assert.deepEqual(sendStatuses, { '200': MESSAGES }, 'every sender got through');
       // Without Redis each replica counts for itself.
       const allowed = redis ? RATE_LIMIT : 2 * RATE_LIMIT;
