@@ -3,6 +3,8 @@ import { useEffect, useState } from 'preact/hooks';
 import { ActivityPage } from './pages/activity';
 import { AgentPage } from './pages/agent';
 import { AgentsPage } from './pages/agents';
+import { HostedPage } from './pages/hosted';
+import { HostedAgentPage } from './pages/hosted-agent';
 import { KeysPage } from './pages/keys';
 import { ProvisionCard } from './pages/provision';
 import { NamesPage } from './pages/names';
@@ -63,7 +65,10 @@ function Console() {
       ) : (
         <AgentPage address={decodeURIComponent(address)} />
       );
-  } else if (route === '/usage') page = <UsagePage />;
+  } else if (route.startsWith('/hosted/')) {
+    page = <HostedAgentPage address={decodeURIComponent(route.slice('/hosted/'.length))} />;
+  } else if (route === '/hosted') page = <HostedPage />;
+  else if (route === '/usage') page = <UsagePage />;
   else if (route === '/keys') page = <KeysPage />;
   else if (route === '/names') page = <NamesPage />;
   else if (route === '/teams' || route.startsWith('/teams/')) {
@@ -91,15 +96,19 @@ function Console() {
         ? route.endsWith('/activity')
           ? 'Agent activity'
           : 'Agent'
-        : route === '/usage'
-          ? 'Usage'
-          : route === '/keys'
-            ? 'API keys'
-            : route === '/names'
-              ? 'Names'
-              : route.startsWith('/teams')
-                ? 'Teams'
-                : 'Agents';
+        : route.startsWith('/hosted/')
+          ? 'Hosted agent'
+          : route === '/hosted'
+            ? 'Hosted agents'
+            : route === '/usage'
+              ? 'Usage'
+              : route === '/keys'
+                ? 'API keys'
+                : route === '/names'
+                  ? 'Names'
+                  : route.startsWith('/teams')
+                    ? 'Teams'
+                    : 'Agents';
   useEffect(() => {
     document.title = `${title} · Agentry`;
   }, [title]);
@@ -112,6 +121,7 @@ function Console() {
         {session.state === 'signed-in' && (
           <nav>
             <a href="#/agents">Agents</a>
+            <a href="#/hosted">Hosted</a>
             <a href="#/names">Names</a>
             <a href="#/usage">Usage</a>
             <a href="#/keys">API keys</a>

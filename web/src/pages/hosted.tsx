@@ -1,0 +1,145 @@
+import { useState } from 'preact/hooks';
+import { api, encode } from '../api';
+import { useAction, useEvery, useLoad } from '../hooks';
+
+/** A hosted agent's state, as Agentry's runner reports it. */
+export type HostedState = 'stopped' | 'compiling' | 'running' | 'crashed' | 'failed';
+
+/** What the hosting API says of a hosted agent (the list gives the fields up to `avatar_url`). */
+export interface HostedAgent {
+  name: string;
+  address: string;
+  running: boolean;
+  compiled: boolean | null;
+  code_digest: string | null;
+  code_update_timestamp: string | null;
+  creation_timestamp: string | null;
+  revision?: number;
+  /** Agentry's own: what the agent is doing, and why (such as waiting for a runner). */
+  state?: HostedState;
+  state_reason?: string | null;
+}
+
+interface HostedAgentPage {
+  items: HostedAgent[];
+  next_cursor?: string | null;
+}
+
+/** More pages than anyone hosts on one Agentry; the list stops there rather than loop. */
+const MAX_PAGES = 50;
+
+/** The list is read again this often: states change by themselves as the runner works. */
+const REFRESH_MS = 5000;
+
+/** All the hosted agents of the user (or the team acted for), page after page. */
+async function listHosted(): Promise<HostedAgent[]> {
+  const all: HostedAgent[] = [];
+  let cursor: string | null | undefined;
+  for (let page = 0; page < MAX_PAGES; page++) {
+    const query = cursor ? `?cursor=${encode(cursor)}` : '';
+    const answer = await api<HostedAgentPage>('GET', `/v1/hosting/agents${query}`);
+    all.push(...answer.items);
+    cursor = answer.next_cursor;
+    if (!cursor) break;
+  }
+  return all;
+}
+
+/** The state shown for an agent: Agentry's own when the answer has it, else running or not. */
+export function stateOf(agent: HostedAgent): HostedState {
+  return agent.state ?? (agent.running ? 'running' : 'stopped');
+}
+
+/** Each state in the colours of the agents' statuses: the word says it, the colour helps. */
+const STATE_CLASSES: Record<HostedState, string> = {
+  running: 'badge-active',
+  compiling: 'badge-idle',
+  stopped: 'badge-offline',
+  crashed: 'badge-failing',
+  failed: 'badge-failing',
+};
+
+/** A hosted agent's state as a badge, with the reason beside it when there is one. */
+export function HostedStateBadge(props: { agent: HostedAgent }) {
+  const state = stateOf(props.agent);
+  const bad = state === 'crashed' || state === 'failed';
+  return (
+    <>
+      <span class={`badge ${STATE_CLASSES[state]}`} data-state={state}>
+        {state}
+      </span>
+      {props.agent.state_reason && (
+        <span class={`reason${bad ? ' reason-failing' : ''}`} data-testid="state-reason">
+          {props.agent.state_reason}
+        </span>
+      )}
+    </>
+  );
+}
+
+/** The hosted agents: their states, and a form to create one. */
+export function HostedPage() {
+  const agents = useLoad(listHosted, []);
+  useEvery(REFRESH_MS, () => {
+    if (!document.hidden) agents.reload();
+  });
+  const [name, setName] = useState('');
+  const create = useAction();
+  const submit = create.submit(async () => {
+    const made = await api<HostedAgent>('POST', '/v1/hosting/agents', { name: name.trim() });
+    location.hash = `#/hosted/${encode(made.address)}`;
+  });
+  return (
+    <section class="card">
+      <h2>Hosted agents</h2>
+      <p>
+        Agents that Agentry runs for you: write their code here, add secrets, start them, and read
+        their logs. Each is also an ordinary agent, listed under Agents.
+      </p>
+      <form class="filters" onSubmit={submit}>
+        <input
+          name="name"
+          placeholder="Name of the new agent"
+          aria-label="New agent name"
+          required
+          maxLength={80}
+          value={name}
+          onInput={(e) => setName((e.target as HTMLInputElement).value)}
+        />
+        <button type="submit" disabled={create.busy}>
+          Create hosted agent
+        </button>
+      </form>
+      {create.error && <p class="error">{create.error}</p>}
+      {agents.error && <p class="error">{agents.error}</p>}
+      {!agents.value ? (
+        !agents.error && <p>Loading hosted agents…</p>
+      ) : agents.value.length === 0 ? (
+        <p>No hosted agents yet: give the first one a name above.</p>
+      ) : (
+        <table data-testid="hosted-agents">
+          <thead>
+            <tr>
+              <th>Name</th>
+              <th>State</th>
+              <th>Address</th>
+            </tr>
+          </thead>
+          <tbody>
+            {agents.value.map((a) => (
+              <tr key={a.address} data-address={a.address}>
+                <td>
+                  <a href={`#/hosted/${encode(a.address)}`}>{a.name}</a>
+                </td>
+                <td>
+                  <HostedStateBadge agent={a} />
+                </td>
+                <td class="mono">{a.address}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
