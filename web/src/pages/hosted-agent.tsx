@@ -43,6 +43,7 @@ export function HostedAgentPage(props: { address: string }) {
     <>
       <section class="card">
         <h2 data-testid="hosted-name">{a.name}</h2>
+        {agent.error && <p class="error">{agent.error}</p>}
         <p class="mono">
           {a.address} <Copy text={a.address} what="address" />
         </p>
