@@ -3,7 +3,10 @@ import { api, encode, when } from '../api';
 import { useAction, useEvery, useLoad } from '../hooks';
 import { ConfirmButton, Copy, Moment, None } from '../widgets';
 import { HostedCode } from './hosted-code';
-import { HostedStateBadge, stateOf, type HostedAgent } from './hosted';
+import { HostedStateBadge, stateOf, type HostedAgent, type HostedState } from './hosted';
+
+/** The states of an agent whose process is (or is being) run: starting it again does nothing. */
+const LIVE: HostedState[] = ['compiling', 'running', 'crashed'];
 
 /** The agent's state is read again this often while the page is visible. */
 const STATE_MS = 2000;
@@ -78,7 +81,7 @@ export function HostedAgentPage(props: { address: string }) {
         <p>
           <button
             type="button"
-            disabled={act.busy || (a.running && state !== 'stopped')}
+            disabled={act.busy || (a.running && LIVE.includes(state))}
             onClick={() => startOrStop('start')}
           >
             Start
