@@ -1,12 +1,20 @@
 import { useState } from 'preact/hooks';
-import { api, encode, when } from '../api';
+import {
+  api,
+  encode,
+  when,
+  type HostedAgent,
+  type HostedLogLine,
+  type HostedSecret,
+  type HostedStateName,
+} from '../api';
 import { useAction, useEvery, useLoad } from '../hooks';
 import { ConfirmButton, Copy, Moment, None } from '../widgets';
 import { HostedCode } from './hosted-code';
-import { HostedStateBadge, stateOf, type HostedAgent, type HostedState } from './hosted';
+import { HostedStateBadge } from './hosted';
 
 /** The states of an agent whose process is (or is being) run: starting it again does nothing. */
-const LIVE: HostedState[] = ['compiling', 'running', 'crashed'];
+const LIVE: HostedStateName[] = ['compiling', 'running', 'crashed'];
 
 /** The agent's state is read again this often while the page is visible. */
 const STATE_MS = 2000;
@@ -28,7 +36,7 @@ export function HostedAgentPage(props: { address: string }) {
   if (agent.error && !agent.value) return <p class="error">{agent.error}</p>;
   const a = agent.value;
   if (!a) return <p>Loading…</p>;
-  const state = stateOf(a);
+  const { state } = a;
 
   const startOrStop = (what: 'start' | 'stop') =>
     act.run(async () => {
@@ -114,18 +122,11 @@ export function HostedAgentPage(props: { address: string }) {
   );
 }
 
-interface Secret {
-  name: string;
-  /** Masked: the value itself is never answered. */
-  secret: string;
-  timestamp: string | null;
-}
-
 /** The agent's secrets, given to its process as environment variables: list, set, delete. */
 function HostedSecrets(props: { address: string }) {
   const { address } = props;
   const secrets = useLoad(
-    () => api<{ secrets: Secret[] }>('GET', `/v1/hosting/${encode(address)}/secrets`),
+    () => api<{ secrets: HostedSecret[] }>('GET', `/v1/hosting/${encode(address)}/secrets`),
     [address],
   );
   const [name, setName] = useState('');
@@ -222,17 +223,10 @@ function HostedSecrets(props: { address: string }) {
   );
 }
 
-interface LogLine {
-  log_timestamp: string;
-  log_entry: string;
-  log_type: 'execution' | 'system';
-  log_level: 'trce' | 'debg' | 'info' | 'erro';
-}
-
 /** The agent's newest log lines, read again every second or two while the page is visible. */
 function HostedLogs(props: { path: string }) {
   const { path } = props;
-  const logs = useLoad(() => api<LogLine[]>('GET', `${path}/logs/latest`), [path]);
+  const logs = useLoad(() => api<HostedLogLine[]>('GET', `${path}/logs/latest`), [path]);
   useEvery(LOGS_MS, () => {
     if (!document.hidden) logs.reload();
   });

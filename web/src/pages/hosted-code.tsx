@@ -1,6 +1,6 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api } from '../api';
+import { api, type HostedCode as SavedCode } from '../api';
 import type { FileEditor } from '../editor';
 import { messageOf, useAction, useLoad } from '../hooks';
 
@@ -9,13 +9,6 @@ export interface CodeFile {
   name: string;
   value: string;
   language: string;
-}
-
-interface AgentCode {
-  digest: string | null;
-  /** The files as a JSON string, as they were saved; null before the first save. */
-  code: string | null;
-  timestamp: string | null;
 }
 
 /** The file the agent is started from: it cannot be renamed or deleted. */
@@ -48,8 +41,9 @@ function languageOf(name: string): string {
 
 /** Why a file name is refused, or undefined when it is fine among `others`. */
 function badFileName(name: string, others: CodeFile[]): string | undefined {
-  if (!/^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$/.test(name)) {
-    return 'A file name is up to 64 letters, digits, "_", "-" and "." (not first), without folders';
+  // As the server checks them: relative, no hidden files, no "..".
+  if (name.length > 255 || !name.split('/').every((part) => /^[A-Za-z0-9_][\w.-]*$/.test(part))) {
+    return 'A file name is words of letters, digits, "_", "-" and "." (not first), separated by "/" for folders';
   }
   if (others.some((f) => f.name === name)) return `There is a file ${name} already`;
   return undefined;
@@ -72,7 +66,7 @@ function parseFiles(code: string): CodeFile[] {
  */
 export function HostedCode(props: { path: string; onSaved: () => void }) {
   const { path } = props;
-  const loaded = useLoad(() => api<AgentCode>('GET', `${path}/code`), [path]);
+  const loaded = useLoad(() => api<SavedCode>('GET', `${path}/code`), [path]);
   const [files, setFiles] = useState<CodeFile[] | undefined>();
   /** The code as last saved (or loaded), to tell unsaved changes. */
   const [saved, setSaved] = useState<string | undefined>();

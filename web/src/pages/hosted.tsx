@@ -1,28 +1,10 @@
 import { useState } from 'preact/hooks';
-import { api, encode } from '../api';
+import { api, encode, type HostedAgentSummary, type HostedStateName } from '../api';
 import { useAction, useEvery, useLoad } from '../hooks';
 
-/** A hosted agent's state, as Agentry's runner reports it. */
-export type HostedState = 'stopped' | 'compiling' | 'running' | 'crashed' | 'failed';
-
-/** What the hosting API says of a hosted agent (the list gives the fields up to `avatar_url`). */
-export interface HostedAgent {
-  name: string;
-  address: string;
-  running: boolean;
-  compiled: boolean | null;
-  code_digest: string | null;
-  code_update_timestamp: string | null;
-  creation_timestamp: string | null;
-  revision?: number;
-  /** Agentry's own: what the agent is doing, and why (such as waiting for a runner). */
-  state?: HostedState;
-  state_reason?: string | null;
-}
-
 interface HostedAgentPage {
-  items: HostedAgent[];
-  next_cursor?: string | null;
+  items: HostedAgentSummary[];
+  next_cursor: string | null;
 }
 
 /** More pages than anyone hosts on one Agentry; the list stops there rather than loop. */
@@ -32,8 +14,8 @@ const MAX_PAGES = 50;
 const REFRESH_MS = 5000;
 
 /** All the hosted agents of the user (or the team acted for), page after page. */
-async function listHosted(): Promise<HostedAgent[]> {
-  const all: HostedAgent[] = [];
+async function listHosted(): Promise<HostedAgentSummary[]> {
+  const all: HostedAgentSummary[] = [];
   let cursor: string | null | undefined;
   for (let page = 0; page < MAX_PAGES; page++) {
     const query = cursor ? `?cursor=${encode(cursor)}` : '';
@@ -45,13 +27,8 @@ async function listHosted(): Promise<HostedAgent[]> {
   return all;
 }
 
-/** The state shown for an agent: Agentry's own when the answer has it, else running or not. */
-export function stateOf(agent: HostedAgent): HostedState {
-  return agent.state ?? (agent.running ? 'running' : 'stopped');
-}
-
 /** Each state in the colours of the agents' statuses: the word says it, the colour helps. */
-const STATE_CLASSES: Record<HostedState, string> = {
+const STATE_CLASSES: Record<HostedStateName, string> = {
   running: 'badge-active',
   compiling: 'badge-idle',
   stopped: 'badge-offline',
@@ -60,8 +37,8 @@ const STATE_CLASSES: Record<HostedState, string> = {
 };
 
 /** A hosted agent's state as a badge, with the reason beside it when there is one. */
-export function HostedStateBadge(props: { agent: HostedAgent }) {
-  const state = stateOf(props.agent);
+export function HostedStateBadge(props: { agent: HostedAgentSummary }) {
+  const { state } = props.agent;
   const bad = state === 'crashed' || state === 'failed';
   return (
     <>
@@ -86,7 +63,7 @@ export function HostedPage() {
   const [name, setName] = useState('');
   const create = useAction();
   const submit = create.submit(async () => {
-    const made = await api<HostedAgent>('POST', '/v1/hosting/agents', { name: name.trim() });
+    const made = await api<HostedAgentSummary>('POST', '/v1/hosting/agents', { name: name.trim() });
     location.hash = `#/hosted/${encode(made.address)}`;
   });
   return (
