@@ -167,8 +167,9 @@ describeOnEachDialect('web console: hosted agents', (dialect) => {
       assert.equal(await digest.textContent(), code.body.digest);
       assert.equal(code.body.digest, createHash('sha256').update(code.body.code).digest('hex'));
 
-      // Coming back, the page shows the files as saved.
+      // Coming back, the page shows the files as saved, with nothing unsaved.
       await page.reload();
+      await page.getByTestId('code-state').getByText('Saved', { exact: true }).waitFor();
       await page.getByRole('button', { name: 'helpers.py', exact: true }).click();
       await page
         .getByRole('textbox', { name: 'Code of helpers.py' })

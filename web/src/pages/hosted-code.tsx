@@ -83,7 +83,8 @@ export function HostedCode(props: { path: string; onSaved: () => void }) {
     try {
       const initial = code.code ? parseFiles(code.code) : STARTER;
       setFiles(initial);
-      setSaved(code.code ?? undefined);
+      // Compared as the page writes the files, whatever order of fields the saved text has.
+      setSaved(code.code ? JSON.stringify(initial) : undefined);
       setDigest(code.digest ?? undefined);
       setActive(initial.some((f) => f.name === MAIN_FILE) ? MAIN_FILE : (initial[0]?.name ?? ''));
     } catch (err) {
@@ -222,7 +223,8 @@ function Section(props: { children: ComponentChildren }) {
       <h3>Code</h3>
       <p>
         <code>{MAIN_FILE}</code> runs with <code>agent</code> already made for it (its key is kept
-        by Agentry); the other files can be imported from it. Saved code is run at the next start.
+        by Agentry); the other files can be imported from it. A running agent restarts with the code
+        saved.
       </p>
       {props.children}
     </section>

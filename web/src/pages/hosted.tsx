@@ -45,6 +45,7 @@ export function HostedStateBadge(props: { agent: HostedAgentSummary }) {
       <span class={`badge ${STATE_CLASSES[state]}`} data-state={state}>
         {state}
       </span>
+      {props.agent.state_reason && ' '}
       {props.agent.state_reason && (
         <span class={`reason${bad ? ' reason-failing' : ''}`} data-testid="state-reason">
           {props.agent.state_reason}
