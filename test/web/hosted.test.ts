@@ -139,6 +139,17 @@ describeOnEachDialect('web console: hosted agents', (dialect) => {
       assert.match(address, /^agent1q/);
       await page.getByTestId('hosted-state').locator('[data-state="stopped"]').waitFor();
 
+      // A file added, renamed and deleted again; agent.py can be neither.
+      await page.getByLabel('New file name').fill('scratch.py');
+      await page.getByRole('button', { name: 'Add file' }).click();
+      await page.getByLabel('Rename scratch.py to').fill('notes/todo.md');
+      await page.getByRole('button', { name: 'Rename' }).click();
+      await page.getByRole('button', { name: 'Delete notes/todo.md' }).click();
+      assert.equal(await page.getByRole('button', { name: 'notes/todo.md' }).count(), 0);
+      await page.getByRole('button', { name: 'agent.py', exact: true }).click();
+      assert.equal(await page.getByRole('button', { name: 'Delete agent.py' }).count(), 0);
+      assert.equal(await page.getByLabel('Rename agent.py to').count(), 0);
+
       // Two files: agent.py imports the other.
       await typeInto(page, 'agent.py', AGENT_PY);
       await page.getByLabel('New file name').fill('helpers.py');
@@ -190,6 +201,20 @@ describeOnEachDialect('web console: hosted agents', (dialect) => {
         ['API_TOKEN'],
       );
       assert.doesNotMatch(secrets.text, /s3cret-value-123/);
+      // Another, deleted again.
+      await page.getByLabel('Secret name').fill('OTHER');
+      await page.getByLabel('Secret value').fill('x');
+      await page.getByRole('button', { name: 'Save secret' }).click();
+      await page.getByRole('button', { name: 'Delete secret OTHER' }).click();
+      await page
+        .getByTestId('secrets')
+        .locator('[data-secret="OTHER"]')
+        .waitFor({ state: 'detached' });
+      const kept = await call(t.url, 'GET', `/v1/hosting/${address}/secrets`, { key });
+      assert.deepEqual(
+        kept.body.secrets.map((s: { name: string }) => s.name),
+        ['API_TOKEN'],
+      );
 
       // Start: the agent is to run, but this server runs no agents and no runner is about, so
       // its state stays stopped and the reason says what it waits for.
@@ -227,32 +252,46 @@ describeOnEachDialect('web console: hosted agents', (dialect) => {
     },
   );
 
-  it('follows the logs as the runner writes them, and clears them', opts, async () => {
-    const key = await t.addUser(`logs-${dialect}`);
-    const made = await call(t.url, 'POST', '/v1/hosting/agents', { key, body: { name: 'chatty' } });
-    assert.equal(made.status, 200, made.text);
-    const address = made.body.address as string;
-    const { page, problems } = await openConsole(key, `#/hosted/${address}`);
-    await page.getByTestId('hosted-name').getByText('chatty').waitFor();
-    // This server runs no agents: the test writes the lines the runner would.
-    const hosting = t.server.ctx.services.hosting;
-    await hosting.appendLogs(address, [
-      { time: new Date(), level: 'info', type: 'execution', entry: 'INFO: [chatty]: first line' },
-    ]);
-    const logs = page.getByTestId('logs');
-    await logs.getByText('first line').waitFor();
-    await hosting.appendLogs(address, [
-      { time: new Date(), level: 'erro', type: 'execution', entry: 'ZeroDivisionError: oops' },
-    ]);
-    await logs.locator('li.log-erro').getByText('ZeroDivisionError: oops').waitFor();
-    assert.equal(await logs.locator('li').count(), 2);
+  it(
+    'follows the logs as the runner writes them, clears them, and deletes the agent',
+    opts,
+    async () => {
+      const key = await t.addUser(`logs-${dialect}`);
+      const made = await call(t.url, 'POST', '/v1/hosting/agents', {
+        key,
+        body: { name: 'chatty' },
+      });
+      assert.equal(made.status, 200, made.text);
+      const address = made.body.address as string;
+      const { page, problems } = await openConsole(key, `#/hosted/${address}`);
+      await page.getByTestId('hosted-name').getByText('chatty').waitFor();
+      // This server runs no agents: the test writes the lines the runner would.
+      const hosting = t.server.ctx.services.hosting;
+      await hosting.appendLogs(address, [
+        { time: new Date(), level: 'info', type: 'execution', entry: 'INFO: [chatty]: first line' },
+      ]);
+      const logs = page.getByTestId('logs');
+      await logs.getByText('first line').waitFor();
+      await hosting.appendLogs(address, [
+        { time: new Date(), level: 'erro', type: 'execution', entry: 'ZeroDivisionError: oops' },
+      ]);
+      await logs.locator('li.log-erro').getByText('ZeroDivisionError: oops').waitFor();
+      assert.equal(await logs.locator('li').count(), 2);
 
-    await page.getByRole('button', { name: 'Clear logs' }).click();
-    await page.getByTestId('no-logs').waitFor();
-    const latest = await call(t.url, 'GET', `/v1/hosting/agents/${address}/logs/latest`, { key });
-    assert.deepEqual(latest.body, []);
-    assert.deepEqual(problems, []);
-  });
+      await page.getByRole('button', { name: 'Clear logs' }).click();
+      await page.getByTestId('no-logs').waitFor();
+      const latest = await call(t.url, 'GET', `/v1/hosting/agents/${address}/logs/latest`, { key });
+      assert.deepEqual(latest.body, []);
+
+      // Deleted after a confirmation: back to the list, and gone from the API.
+      await page.getByRole('button', { name: 'Delete hosted agent…' }).click();
+      await page.getByRole('button', { name: 'Delete hosted agent', exact: true }).click();
+      await page.getByText('No hosted agents yet').waitFor();
+      const gone = await call(t.url, 'GET', `/v1/hosting/agents/${address}`, { key });
+      assert.equal(gone.status, 404, gone.text);
+      assert.deepEqual(problems, []);
+    },
+  );
 
   it('creates hosted agents for the team chosen under Acting as', opts, async () => {
     const key = await t.addUser(`teamhost-${dialect}`);

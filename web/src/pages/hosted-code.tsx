@@ -92,6 +92,15 @@ export function HostedCode(props: { path: string; onSaved: () => void }) {
     }
   }, [loaded.value]);
 
+  const unsaved = files !== undefined && JSON.stringify(files) !== saved;
+  // Leaving the console (closing the tab, reloading) with unsaved code asks first.
+  useEffect(() => {
+    if (!unsaved) return;
+    const ask = (event: BeforeUnloadEvent) => event.preventDefault();
+    addEventListener('beforeunload', ask);
+    return () => removeEventListener('beforeunload', ask);
+  }, [unsaved]);
+
   if (loaded.error) {
     return (
       <Section>
@@ -105,7 +114,6 @@ export function HostedCode(props: { path: string; onSaved: () => void }) {
 
   const current = files.find((f) => f.name === active) ?? files[0];
   const code = JSON.stringify(files);
-  const unsaved = code !== saved;
 
   const edit = (name: string, value: string) =>
     setFiles((list) => list?.map((f) => (f.name === name ? { ...f, value } : f)));
