@@ -23,6 +23,8 @@ WORKDIR /app
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
+# The Python side of hosted agents, run by the interpreter in AGENTRY_HOSTING_PYTHON.
+COPY hosting ./hosting
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]

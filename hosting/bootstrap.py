@@ -1,0 +1,254 @@
+"""Runs one hosted agent for Agentry.
+
+The runner starts this file with the agent's private directory as the working directory,
+holding the agent's code files. It builds ``agent`` (a uAgents ``Agent`` wired to this Agentry
+through its mailbox), runs ``agent.py`` with ``agent`` predefined, then runs the agent.
+
+Environment: AGENTRY_AGENT_SEED, AGENTRY_AGENT_NAME, AGENTRY_URL (the URL the agent registers
+and is reached by), AGENTRY_AGENT_PORT (its own server's port), AGENTRY_BRIDGE_PORT and
+AGENTRY_BRIDGE_SOCKET (set when the sandbox has no network: Agentry is reached through a unix
+socket, which this file makes reachable at AGENTRY_URL's address), AGENTRY_PACKAGES (packages
+installed from the agent's requirements.txt), and the agent's secrets by name.
+
+File descriptor 3 is a channel to the runner, one JSON object a line: this file asks for the
+agent's storage (``{"id": n, "op": "get", "key": ...}``, answered ``{"id": n, "ok": true,
+"value": ...}``) and says ``{"op": "ready"}`` once the code is loaded, or ``{"op": "failed",
+"reason": ...}`` when it cannot be.
+
+Standard library only: it runs with whatever interpreter the operator chose.
+"""
+
+import json
+import os
+import runpy
+import socket
+import sys
+import threading
+import traceback
+from urllib.parse import urlsplit
+
+CHANNEL_FD = 3
+
+
+def system_line(text):
+    """A line of the agent's log about its running, not from its code."""
+    sys.stderr.write(f"[agentry] {text}\n")
+    sys.stderr.flush()
+
+
+class Channel:
+    """The line-JSON channel to the runner on fd 3; one request at a time."""
+
+    def __init__(self, fd):
+        self._lock = threading.Lock()
+        self._next_id = 0
+        try:
+            self._socket = socket.socket(fileno=fd)
+        except OSError:
+            self._socket = None
+            return
+        self._reader = self._socket.makefile("rb")
+        self._writer = self._socket.makefile("wb")
+
+    @property
+    def open(self):
+        return self._socket is not None
+
+    def notify(self, message):
+        if self._socket is None:
+            return
+        with self._lock:
+            self._send(message)
+
+    def request(self, op, **fields):
+        if self._socket is None:
+            raise RuntimeError("agent storage is not available: no channel to the runner")
+        with self._lock:
+            self._next_id += 1
+            request_id = self._next_id
+            self._send({"id": request_id, "op": op, **fields})
+            while True:
+                line = self._reader.readline()
+                if not line:
+                    raise RuntimeError("agent storage is not available: the runner closed the channel")
+                answer = json.loads(line)
+                if answer.get("id") == request_id:
+                    break
+        if not answer.get("ok"):
+            raise RuntimeError(answer.get("error") or "storage request refused")
+        return answer.get("value")
+
+    def _send(self, message):
+        self._writer.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+        self._writer.flush()
+
+
+class ChannelStorage:
+    """``ctx.storage``: the agent's storage in Agentry (the Hosting API's storage), by key."""
+
+    def __init__(self, channel):
+        self._channel = channel
+
+    def get(self, key):
+        return self._channel.request("get", key=str(key))
+
+    def has(self, key):
+        return bool(self._channel.request("has", key=str(key)))
+
+    def set(self, key, value):
+        self._channel.request("set", key=str(key), value=value)
+
+    def remove(self, key):
+        self._channel.request("delete", key=str(key))
+
+    def clear(self):
+        self._channel.request("clear")
+
+    def keys(self):
+        return list(self._channel.request("keys") or [])
+
+
+def pump(source, target):
+    try:
+        while True:
+            data = source.recv(65536)
+            if not data:
+                break
+            target.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for sock in (source, target):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def serve_bridge(port, socket_path):
+    """Forwards each connection to 127.0.0.1:port to the unix socket that reaches Agentry."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(64)
+
+    def accept():
+        while True:
+            client, _ = listener.accept()
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                upstream.connect(socket_path)
+            except OSError as err:
+                system_line(f"cannot reach Agentry through the bridge: {err}")
+                client.close()
+                upstream.close()
+                continue
+            threading.Thread(target=pump, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=pump, args=(upstream, client), daemon=True).start()
+
+    threading.Thread(target=accept, name="agentry-bridge", daemon=True).start()
+
+
+def route_to_bridge(public_url, bridge_port):
+    """Makes the public URL's host and port lead to the bridge, by name or by address."""
+    parts = urlsplit(public_url)
+    host = (parts.hostname or "").lower()
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    original_getaddrinfo = socket.getaddrinfo
+
+    def getaddrinfo(name, service, *args, **kwargs):
+        if isinstance(name, (str, bytes)):
+            text = name.decode() if isinstance(name, bytes) else name
+            if text.strip("[]").lower() == host and str(service) == str(port):
+                return original_getaddrinfo("127.0.0.1", bridge_port, *args, **kwargs)
+        return original_getaddrinfo(name, service, *args, **kwargs)
+
+    socket.getaddrinfo = getaddrinfo
+
+    # Connections to the public address given as a number skip name resolution.
+    def redirect(address):
+        if isinstance(address, tuple) and len(address) >= 2:
+            if str(address[0]).lower() == host and address[1] == port:
+                return ("127.0.0.1", bridge_port)
+        return address
+
+    original_connect = socket.socket.connect
+    original_connect_ex = socket.socket.connect_ex
+    socket.socket.connect = lambda self, address: original_connect(self, redirect(address))
+    socket.socket.connect_ex = lambda self, address: original_connect_ex(self, redirect(address))
+
+
+def build_agent(storage):
+    """The predefined ``agent``; None (said in the log) where uagents cannot be imported."""
+    try:
+        from uagents import Agent  # noqa: PLC0415
+    except ImportError as err:
+        system_line(
+            f"uagents cannot be imported by {sys.executable} ({err}); "
+            "agent.py runs without a predefined agent"
+        )
+        return None
+    agent = Agent(
+        name=os.environ.get("AGENTRY_AGENT_NAME") or None,
+        seed=os.environ["AGENTRY_AGENT_SEED"],
+        port=int(os.environ.get("AGENTRY_AGENT_PORT") or 8000),
+        mailbox=True,
+        agentverse=os.environ["AGENTRY_URL"],
+    )
+    agent._storage = storage
+    return agent
+
+
+def main():
+    # Descriptors beyond the channel belong to the sandbox's start, not to the agent.
+    os.closerange(CHANNEL_FD + 1, 1024)
+    channel = Channel(CHANNEL_FD)
+
+    here = os.getcwd()
+    sys.path.insert(0, here)
+    packages = os.environ.get("AGENTRY_PACKAGES")
+    if packages and os.path.isdir(packages):
+        sys.path.insert(1, packages)
+
+    bridge_port = os.environ.get("AGENTRY_BRIDGE_PORT")
+    if bridge_port:
+        serve_bridge(int(bridge_port), os.environ["AGENTRY_BRIDGE_SOCKET"])
+        route_to_bridge(os.environ["AGENTRY_URL"], int(bridge_port))
+
+    path = os.path.join(here, "agent.py")
+    if not os.path.isfile(path):
+        reason = "there is no agent.py"
+        system_line(f"code failed to load: {reason}")
+        channel.notify({"op": "failed", "reason": reason})
+        return 1
+
+    try:
+        with open(path, encoding="utf-8") as source:
+            compile(source.read(), path, "exec")
+    except (SyntaxError, ValueError, UnicodeDecodeError) as err:
+        traceback.print_exc()
+        channel.notify({"op": "failed", "reason": f"{type(err).__name__}: {err}"})
+        return 1
+
+    agent = build_agent(ChannelStorage(channel))
+    predefined = {"agent": agent} if agent is not None else {}
+    try:
+        runpy.run_path(path, init_globals=predefined, run_name="__main__")
+    except SystemExit:
+        raise
+    except BaseException as err:
+        traceback.print_exc()
+        # Without a predefined agent, agent.py is the whole program: a later error is a crash.
+        if agent is not None or isinstance(err, ImportError):
+            channel.notify({"op": "failed", "reason": f"{type(err).__name__}: {err}"})
+        return 1
+
+    if agent is None:
+        return 0
+    channel.notify({"op": "ready"})
+    agent.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
