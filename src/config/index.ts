@@ -40,6 +40,11 @@ export interface HostingConfig {
   processes: number;
   openFiles: number;
   diskMb: number;
+  /**
+   * A runner running as root with the sandbox on runs each agent as a user of its own, from
+   * this number up (one per agent it runs at once).
+   */
+  uidBase: number;
   /** Log lines kept per agent (the newest). */
   logLines: number;
   /** Log lines one agent may write a second; beyond them lines are dropped. */
@@ -251,6 +256,8 @@ export const defaults: Config = {
     processes: 64,
     openFiles: 256,
     diskMb: 100,
+    // Above the ranges systems hand out to accounts and containers, below 2^31.
+    uidBase: 2_000_000_000,
     logLines: 1000,
     logLinesPerSecond: 100,
     storageKeys: 1000,
@@ -475,6 +482,7 @@ function readHosting(
   int('AGENTRY_HOSTING_PROCESSES', 1, (n) => (hosting.processes = n));
   int('AGENTRY_HOSTING_OPEN_FILES', 16, (n) => (hosting.openFiles = n));
   int('AGENTRY_HOSTING_DISK_MB', 1, (n) => (hosting.diskMb = n));
+  int('AGENTRY_HOSTING_UID_BASE', 1000, (n) => (hosting.uidBase = n));
   int('AGENTRY_HOSTING_LOG_LINES', 1, (n) => (hosting.logLines = n));
   int('AGENTRY_HOSTING_LOG_LINES_PER_SECOND', 1, (n) => (hosting.logLinesPerSecond = n));
   int('AGENTRY_HOSTING_STORAGE_KEYS', 1, (n) => (hosting.storageKeys = n));
@@ -557,6 +565,12 @@ function validate(config: Config): void {
   if (hosting.storageBytes > HOSTING_STORAGE_BYTES_LIMIT) {
     throw new ConfigError(
       `AGENTRY_HOSTING_STORAGE_BYTES must be at most ${HOSTING_STORAGE_BYTES_LIMIT} (64 MiB).`,
+    );
+  }
+  // One user per agent a runner runs at once; (uid_t)-1 means "no change" to the kernel.
+  if (hosting.uidBase + hosting.maxAgents >= 2 ** 32 - 1) {
+    throw new ConfigError(
+      `AGENTRY_HOSTING_UID_BASE plus AGENTRY_HOSTING_MAX_AGENTS must be below ${2 ** 32 - 1} (user ids are 32 bits).`,
     );
   }
   if (hosting.logLines > HOSTING_LOG_LINES_LIMIT) {

@@ -15,6 +15,7 @@ import { ConfigError } from '../config/index.js';
  */
 
 const run = promisify(execFile);
+const MiB = 1024 * 1024;
 
 export type SandboxMode = 'off' | 'bwrap';
 export type EgressMode = 'agentry' | 'any';
@@ -333,7 +334,7 @@ export class Sandbox {
     if (this.cpuMeasure === 'sampling')
       chain.push(findProgram('nice') ?? '/usr/bin/nice', '-n', '10');
     if (this.prlimit !== undefined) {
-      const bytes = (mb: number): number => mb * 1024 * 1024;
+      const bytes = (mb: number): number => mb * MiB;
       chain.push(
         this.prlimit,
         `--as=${bytes(limits.memoryMb)}`,
@@ -452,8 +453,13 @@ export class Sandbox {
       '/proc',
       '--dev',
       '/dev',
+      // Memory the agent may write as files: bounded, and not in its memory limit.
       '--size',
-      String(Math.min(limits.diskMb, 64) * 1024 * 1024),
+      String(Math.min(limits.diskMb, 16) * MiB),
+      '--tmpfs',
+      '/dev/shm',
+      '--size',
+      String(Math.min(limits.diskMb, 64) * MiB),
       '--tmpfs',
       '/tmp',
     );
@@ -474,7 +480,9 @@ export class Sandbox {
       SANDBOX_PACKAGES,
     );
     if (!network) args.push('--ro-bind', paths.bridgeSocket, SANDBOX_BRIDGE_SOCKET);
-    args.push('--chdir', SANDBOX_HOME, '--clearenv');
+    // The root the sandbox was built on is read-only once built: nothing written outside
+    // the agent's directory and /tmp (whose size is bounded), not even in memory.
+    args.push('--remount-ro', '/', '--remount-ro', '/dev', '--chdir', SANDBOX_HOME, '--clearenv');
     for (const [name, value] of Object.entries(env)) args.push('--setenv', name, value);
     args.push('--');
     return args;

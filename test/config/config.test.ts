@@ -201,6 +201,7 @@ describe('hosting settings', () => {
       storageKeys: 1000,
       storageBytes: 1024 * 1024,
       key: undefined,
+      uidBase: 2_000_000_000,
     });
   });
 
@@ -221,6 +222,7 @@ describe('hosting settings', () => {
         AGENTRY_HOSTING_PROCESSES: '32',
         AGENTRY_HOSTING_OPEN_FILES: '128',
         AGENTRY_HOSTING_DISK_MB: '50',
+        AGENTRY_HOSTING_UID_BASE: '300000',
         AGENTRY_HOSTING_LOG_LINES: '500',
         AGENTRY_HOSTING_LOG_LINES_PER_SECOND: '20',
         AGENTRY_HOSTING_STORAGE_KEYS: '100',
@@ -241,6 +243,7 @@ describe('hosting settings', () => {
       processes: 32,
       openFiles: 128,
       diskMb: 50,
+      uidBase: 300000,
       logLines: 500,
       logLinesPerSecond: 20,
       storageKeys: 100,
@@ -278,6 +281,14 @@ describe('hosting settings', () => {
     refused(
       { AGENTRY_HOSTING_MEMORY_MB: '8' },
       /AGENTRY_HOSTING_MEMORY_MB must be an integer of at least 16/,
+    );
+    refused(
+      { AGENTRY_HOSTING_UID_BASE: '4294967290', AGENTRY_HOSTING_MAX_AGENTS: '10' },
+      /AGENTRY_HOSTING_UID_BASE plus AGENTRY_HOSTING_MAX_AGENTS must be below 4294967295/,
+    );
+    refused(
+      { AGENTRY_HOSTING_UID_BASE: '0' },
+      /AGENTRY_HOSTING_UID_BASE must be an integer of at least 1000/,
     );
     refused(
       { AGENTRY_HOSTING_MAX_AGENTS: 'many' },
