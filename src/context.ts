@@ -1,6 +1,6 @@
 import { version } from './app.js';
 import { AttestationAuthenticator } from './auth/attestations.js';
-import type { Config } from './config/index.js';
+import { ConfigError, type Config } from './config/index.js';
 import { createDefaultVerifier, type SignatureVerifier } from './crypto/index.js';
 import type { Dispatcher } from 'undici';
 import { createLogger, type Logger } from './logger.js';
@@ -25,6 +25,7 @@ import { MailboxService } from './services/mailbox.js';
 import { MailroomService } from './services/mailroom.js';
 import { createOutboundDispatcher } from './infra/outbound.js';
 import { ProxyService } from './services/proxy.js';
+import { HostingRunner, type HostingRunnerOptions } from './services/hosting-runner.js';
 import { SessionsService } from './services/sessions.js';
 import { StorageAssetsService } from './services/storage-assets.js';
 import { AssetFiles } from './infra/asset-files.js';
@@ -448,4 +449,44 @@ function hostingKeySource(config: Config): HostingKeySource {
   return path === ':memory:'
     ? { kind: 'ephemeral' }
     : { kind: 'file', path: `${path}.hosting-key` };
+}
+
+/**
+ * The runner of hosted agents for this configuration (docs/hosting.md, "Running agents"):
+ * started by the serving process (AGENTRY_HOSTING_RUNNER=serve) or by `agentry runner`.
+ */
+export function createHostingRunner(
+  ctx: AppContext,
+  overrides: Partial<HostingRunnerOptions> = {},
+): HostingRunner {
+  const { config } = ctx;
+  const { hosting } = config;
+  if (hosting.python === undefined) {
+    throw new ConfigError('Hosted agents run with AGENTRY_HOSTING_PYTHON: set it.');
+  }
+  return new HostingRunner(
+    ctx.services.hosting,
+    {
+      publicUrl: config.publicUrl,
+      dir: hosting.dir,
+      maxAgents: hosting.maxAgents,
+      allowRequirements: hosting.allowRequirements,
+      logLinesPerSecond: hosting.logLinesPerSecond,
+      sandbox: {
+        mode: hosting.sandbox,
+        egress: hosting.egress,
+        python: hosting.python,
+        uidBase: hosting.uidBase,
+        limits: {
+          memoryMb: hosting.memoryMb,
+          cpuPercent: hosting.cpuPercent,
+          processes: hosting.processes,
+          openFiles: hosting.openFiles,
+          diskMb: hosting.diskMb,
+        },
+      },
+      ...overrides,
+    },
+    ctx.logger,
+  );
 }

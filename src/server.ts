@@ -3,12 +3,14 @@ import { buildApp } from './app.js';
 import { redactUrl, type Config } from './config/index.js';
 import {
   createContext,
+  createHostingRunner,
   type AppContext,
   type BackgroundLoop,
   type ContextOverrides,
 } from './context.js';
 import { limitConnectionsPerAddress } from './infra/connection-limit.js';
 import type { Logger } from './logger.js';
+import type { HostingRunner } from './services/hosting-runner.js';
 import type { NewUser } from './services/users.js';
 
 export interface ServerOptions {
@@ -66,6 +68,8 @@ export class Server {
   private closing: Promise<void> | undefined;
   private draining: Promise<void> | undefined;
   private endGrace: (() => void) | undefined;
+  /** The runner of hosted agents, when this process runs them. */
+  private runner: HostingRunner | undefined;
 
   private constructor(
     readonly ctx: AppContext,
@@ -128,6 +132,11 @@ export class Server {
       this.timers.push(timer);
     }
     this.loops = this.ctx.loops.map((loop) => new RunningLoop(loop, logger));
+    // Agents reach this process by its public URL: they start once it listens.
+    if (config.hosting.python !== undefined && config.hosting.runner === 'serve') {
+      this.runner = createHostingRunner(this.ctx);
+      await this.runner.start();
+    }
     listening?.(address);
     logger.info(
       {
@@ -206,6 +215,9 @@ export class Server {
     this.closing ??= (async () => {
       this.ctx.lifecycle.startDraining();
       for (const timer of this.timers) clearInterval(timer);
+      // Hosted agents stop (their last lines kept) while the store is open, and are released
+      // for other runners to take.
+      await this.runner?.stop();
       await Promise.all([this.app.close(), this.stopLoops()]);
       await this.ctx.close();
     })();

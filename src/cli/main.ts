@@ -12,6 +12,7 @@ import { addDeliveriesCommand } from './commands/deliveries.js';
 import { addDomainsCommand } from './commands/domains.js';
 import { addKeysCommand } from './commands/keys.js';
 import { addMigrateCommand } from './commands/migrate.js';
+import { addRunnerCommand } from './commands/runner.js';
 import { addServeCommand } from './commands/serve.js';
 import { addTeamsCommand } from './commands/teams.js';
 import { addStatusCommand } from './commands/status.js';
@@ -27,6 +28,7 @@ import { explain, UsageError } from './errors.js';
 /** Every command, in the order `agentry --help` lists them. */
 const commands: AddCommand[] = [
   addServeCommand,
+  addRunnerCommand,
   addStatusCommand,
   addMigrateCommand,
   addBackupCommand,
