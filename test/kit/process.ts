@@ -96,6 +96,20 @@ export class ChildRun {
     return new ChildRun(name, child);
   }
 
+  /** Starts `command <args>` in `cwd`. */
+  static spawn(
+    name: string,
+    command: string,
+    args: string[],
+    env: NodeJS.ProcessEnv = process.env,
+    cwd = repositoryRoot,
+  ): ChildRun {
+    return new ChildRun(
+      name,
+      spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] }),
+    );
+  }
+
   get pid(): number {
     return this.child.pid!;
   }
