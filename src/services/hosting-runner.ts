@@ -1,9 +1,19 @@
 import type { ChildProcess } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { chmod, lchown, lstat, mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  lchown,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readFile,
+  readdir,
+  rm,
+  writeFile,
+} from 'node:fs/promises';
 import { createServer, connect, type Server as NetServer, type Socket } from 'node:net';
-import { hostname } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { NotFoundError } from '../errors.js';
@@ -138,6 +148,8 @@ export class HostingRunner {
   private diskTimer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
   private stopped = false;
+  /** The directory of the bridges' sockets (see {@link makeBridgesDirectory}). */
+  private bridges: string | undefined;
 
   constructor(
     private readonly hosting: RunnerHosting,
@@ -160,12 +172,19 @@ export class HostingRunner {
     const { settings } = this;
     await mkdir(settings.dir, { recursive: true, mode: 0o711 });
     await chmod(settings.dir, 0o711);
+    this.bridges = await makeBridgesDirectory();
     // Control groups are named by runner: several may share a machine (or, in tests, a process).
     this.sandbox = await Sandbox.prepare(settings.sandbox, `agentry-${this.id.slice(0, 8)}`, {
       controlGroups: settings.controlGroups,
     });
     if (settings.sandbox.mode === 'bwrap') {
-      const probe = await prepareAgentPaths(settings.dir, 'probe', this.sandbox.uidOf(0));
+      const probe = await prepareAgentPaths(
+        settings.dir,
+        this.bridges,
+        'probe',
+        0,
+        this.sandbox.uidOf(0),
+      );
       try {
         await this.sandbox.check(probe);
       } catch (err) {
@@ -206,6 +225,7 @@ export class HostingRunner {
     }
     await Promise.all([...this.leaving.values()].map((leaving) => leaving.done));
     await this.sandbox?.close();
+    if (this.bridges) await rm(this.bridges, { recursive: true, force: true });
     this.logger.info({ runner: this.id }, 'hosting runner stopped');
   }
 
@@ -261,6 +281,7 @@ export class HostingRunner {
       hosting: this.hosting,
       settings: this.settings,
       sandbox: this.sandbox!,
+      bridges: this.bridges!,
       logger: this.logger,
     });
     this.agents.set(address, agent);
@@ -350,6 +371,7 @@ class HostedProcess {
   private readonly hosting: RunnerHosting;
   private readonly settings: Settings;
   private readonly sandbox: Sandbox;
+  private readonly bridges: string;
   private readonly logger: Logger;
 
   constructor(
@@ -360,6 +382,7 @@ class HostedProcess {
     this.hosting = surroundings.hosting;
     this.settings = surroundings.settings;
     this.sandbox = surroundings.sandbox;
+    this.bridges = surroundings.bridges;
     this.logger = surroundings.logger;
   }
 
@@ -415,7 +438,13 @@ class HostedProcess {
     const spec = await this.hosting.runSpec(this.address);
     this.codeDigest = spec.codeDigest;
     const uid = sandbox.uidOf(this.slot);
-    const paths = await prepareAgentPaths(this.settings.dir, this.address, uid);
+    const paths = await prepareAgentPaths(
+      this.settings.dir,
+      this.bridges,
+      this.address,
+      this.slot,
+      uid,
+    );
     this.paths = paths;
     await writeCodeFiles(paths.home, spec, uid);
     this.logs = new LogCapture(
@@ -716,6 +745,8 @@ interface Surroundings {
   hosting: RunnerHosting;
   settings: Settings;
   sandbox: Sandbox;
+  /** The runner's directory of bridge sockets. */
+  bridges: string;
   logger: Logger;
 }
 
@@ -729,12 +760,40 @@ async function reported(logger: Logger, call: () => Promise<unknown>): Promise<v
 }
 
 /**
+ * Longest unix socket path, in bytes: `sun_path` holds 108 with its closing NUL, and Node
+ * cuts a longer path silently (the socket would then be made somewhere else).
+ */
+const MAX_SOCKET_PATH = 107;
+
+/**
+ * Makes the directory of this runner's bridge sockets: a new one with an unguessable name
+ * under the system's temporary directory (an agent's own directory, under the hosting
+ * directory, may be too deep for a socket's path), that others may pass through but not list.
+ */
+async function makeBridgesDirectory(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'agentry-bridges-'));
+  await chmod(dir, 0o711);
+  // Slots are small numbers; ten digits is more than any runner has.
+  const longest = join(dir, `${'9'.repeat(10)}.sock`);
+  if (Buffer.byteLength(longest) > MAX_SOCKET_PATH) {
+    await rm(dir, { recursive: true, force: true });
+    throw new Error(
+      `the temporary directory's path is too long for the agents' sockets (${longest} is over ${MAX_SOCKET_PATH} bytes): point TMPDIR at a shorter one`,
+    );
+  }
+  return dir;
+}
+
+/**
  * Makes an agent's directories under `dir`: its home (owned by its user, when it has one of its
- * own) and its package directory, in a directory of its own that holds the bridge's socket.
+ * own) and its package directory, in a directory of its own; its bridge's socket is named by
+ * its slot in the runner's `bridges` directory.
  */
 async function prepareAgentPaths(
   dir: string,
+  bridges: string,
   address: string,
+  slot: number,
   uid: number | undefined,
 ): Promise<AgentPaths> {
   if (!/^[a-z0-9]+$/.test(address)) throw new Error(`not an agent address: ${address}`);
@@ -744,7 +803,7 @@ async function prepareAgentPaths(
   const paths: AgentPaths = {
     home: join(base, 'home'),
     packages: join(base, 'packages'),
-    bridgeSocket: join(base, 'bridge.sock'),
+    bridgeSocket: join(bridges, `${slot}.sock`),
   };
   for (const path of [paths.home, paths.packages]) {
     await mkdir(path, { recursive: true, mode: 0o700 });

@@ -106,8 +106,8 @@ function deployFlow({ python, sandbox, dialect }: DeployFlowOptions): void {
           python: interpreter,
           sandbox,
           egress: 'agentry',
-          // As short as it can be: each agent's bridge socket is a unix socket path below it.
-          dir: scratch.dir,
+          // Deeper than a unix socket's path may be: the bridges' sockets are elsewhere.
+          dir: join(scratch.dir, 'data', 'hosted-agents-of-a-deployment-with-a-long-data-path'),
         },
       },
     });
