@@ -1,6 +1,13 @@
 import { resolve } from 'node:path';
-import { InvalidArgumentError, type Command } from 'commander';
-import { loadConfig, parseDuration, type Config, type ConfigOverrides } from '../config/index.js';
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import {
+  loadConfig,
+  logFormats,
+  logLevels,
+  parseDuration,
+  type Config,
+  type ConfigOverrides,
+} from '../config/index.js';
 import { createContext, type AppContext } from '../context.js';
 import { createLogger } from '../logger.js';
 import { checkDatabase } from '../store/database.js';
@@ -67,6 +74,20 @@ export function storeOverrides(flags: StoreFlags): ConfigOverrides {
   if (flags.databaseUrl) return { databaseUrl: flags.databaseUrl };
   if (flags.dataDir) return { databaseUrl: `sqlite:${resolve(flags.dataDir, 'agentry.db')}` };
   return {};
+}
+
+/** The log options of a long-running command (`serve`, `runner`): `--log-level`, `--log-format`. */
+export function withLogOptions(command: Command): Command {
+  return command
+    .addOption(
+      new Option('--log-level <level>', 'log level (AGENTRY_LOG_LEVEL)').choices(logLevels),
+    )
+    .addOption(
+      new Option(
+        '--log-format <format>',
+        'json, or pretty for people (AGENTRY_LOG_FORMAT; default pretty on a terminal)',
+      ).choices(logFormats),
+    );
 }
 
 export function withStoreOptions(command: Command): Command {

@@ -22,7 +22,8 @@ interface AgentAllowance {
   limit: number;
 }
 
-function completeProfile(profile: ProfileInput = {}): AgentProfile {
+/** A profile with every field, the ones not given empty. */
+export function completeProfile(profile: ProfileInput = {}): AgentProfile {
   return {
     description: profile.description ?? '',
     readme: profile.readme ?? '',

@@ -20,7 +20,7 @@ import type {
 } from '../store/repositories/hosting.js';
 import type { AgentProfile } from '../wire/agents.js';
 import { HOSTED_STATE_NAMES, LOG_LEVELS, LOG_TYPES } from '../wire/hosting.js';
-import type { AgentsService } from './agents.js';
+import { completeProfile, type AgentsService } from './agents.js';
 
 export const HOSTED_STATES = HOSTED_STATE_NAMES;
 /** What a hosted agent is: `stopped`, `compiling` (starting), `running`, `crashed` (restarting), `failed` (given up). */
@@ -204,16 +204,6 @@ function invalid(loc: (string | number)[], msg: string, input?: unknown): Reques
   const issue: ValidationIssue = { loc, msg, type: 'value_error' };
   if (input !== undefined) issue.input = input;
   return new RequestValidationError([issue]);
-}
-
-function completeProfile(profile: Partial<AgentProfile>): AgentProfile {
-  return {
-    description: profile.description ?? '',
-    readme: profile.readme ?? '',
-    avatar_url: profile.avatar_url ?? '',
-    banner_url: profile.banner_url ?? '',
-    starter_prompts: profile.starter_prompts ?? [],
-  };
 }
 
 /**

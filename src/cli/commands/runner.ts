@@ -1,8 +1,8 @@
-import { Option, type Command } from 'commander';
-import { loadConfig, logFormats, logLevels } from '../../config/index.js';
+import type { Command } from 'commander';
+import { loadConfig } from '../../config/index.js';
 import { createContext, createHostingRunner } from '../../context.js';
 import { checkDatabase } from '../../store/database.js';
-import { storeOverrides, withStoreOptions } from '../common.js';
+import { storeOverrides, withLogOptions, withStoreOptions } from '../common.js';
 import { asUsageError, UsageError } from '../errors.js';
 
 /**
@@ -11,25 +11,18 @@ import { asUsageError, UsageError } from '../errors.js';
  * Any number of runners and servers share the database; claims decide who runs which agent.
  */
 export function addRunnerCommand(program: Command): void {
-  withStoreOptions(
-    program
-      .command('runner')
-      .description('run hosted agents (AGENTRY_HOSTING_PYTHON) without serving HTTP'),
+  withLogOptions(
+    withStoreOptions(
+      program
+        .command('runner')
+        .description('run hosted agents (AGENTRY_HOSTING_PYTHON) without serving HTTP'),
+    ),
   )
     .option(
       '--public-url <url>',
       'URL the agents reach Agentry by, that of its servers (AGENTRY_PUBLIC_URL)',
     )
     .option('--no-migrate', 'do not migrate the database at start')
-    .addOption(
-      new Option('--log-level <level>', 'log level (AGENTRY_LOG_LEVEL)').choices(logLevels),
-    )
-    .addOption(
-      new Option(
-        '--log-format <format>',
-        'json, or pretty for people (AGENTRY_LOG_FORMAT; default pretty on a terminal)',
-      ).choices(logFormats),
-    )
     .action(async (flags) => {
       const config = {
         ...loadConfig({

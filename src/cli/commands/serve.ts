@@ -1,8 +1,8 @@
-import { Option, type Command } from 'commander';
-import { loadConfig, logFormats, logLevels, redactUrl, type Config } from '../../config/index.js';
+import type { Command } from 'commander';
+import { loadConfig, redactUrl, type Config } from '../../config/index.js';
 import type { Server } from '../../server.js';
 import { checkDatabase, claimSqliteFile, sqlitePath } from '../../store/database.js';
-import { integer, storeOverrides, withStoreOptions } from '../common.js';
+import { integer, storeOverrides, withLogOptions, withStoreOptions } from '../common.js';
 import { asUsageError } from '../errors.js';
 
 /** This process's claim on its SQLite file (see {@link claimSqliteFile}). */
@@ -10,7 +10,7 @@ let claimed: { release(): void } | undefined;
 
 /** `agentry serve`: runs the HTTP service until a signal stops it. */
 export function addServeCommand(program: Command): void {
-  withStoreOptions(program.command('serve').description('run the HTTP service'))
+  withLogOptions(withStoreOptions(program.command('serve').description('run the HTTP service')))
     .option('-p, --port <port>', 'port to listen on (AGENTRY_PORT, default 8000)', integer)
     .option(
       '--host <host>',
@@ -19,15 +19,6 @@ export function addServeCommand(program: Command): void {
     .option('--public-url <url>', 'URL agents use to reach this service (AGENTRY_PUBLIC_URL)')
     .option('--allow-private-targets', 'let the proxy forward to loopback and private networks')
     .option('--no-migrate', 'do not migrate the database at start')
-    .addOption(
-      new Option('--log-level <level>', 'log level (AGENTRY_LOG_LEVEL)').choices(logLevels),
-    )
-    .addOption(
-      new Option(
-        '--log-format <format>',
-        'json, or pretty for people (AGENTRY_LOG_FORMAT; default pretty on a terminal)',
-      ).choices(logFormats),
-    )
     .option('--log-requests', 'log every request at info level (AGENTRY_LOG_REQUESTS)')
     .action(async (flags) => {
       const config = loadConfig({
