@@ -39,27 +39,42 @@ export function peakResidentBytes(pid: number): number {
   return statusKiB(pid, 'VmHWM') * 1024;
 }
 
+/** The processes `pid` started that are still running (its children, not theirs). */
+export function childProcesses(pid: number): number[] {
+  let threads: string[];
+  try {
+    threads = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return []; // exited meanwhile
+  }
+  const children: number[] = [];
+  for (const thread of threads) {
+    try {
+      const listed = readFileSync(`/proc/${pid}/task/${thread}/children`, 'utf8');
+      for (const child of listed.trim().split(/\s+/)) if (child) children.push(Number(child));
+    } catch {
+      // the thread exited meanwhile
+    }
+  }
+  return children;
+}
+
 /** The process and all its descendants (worker processes included). */
 export function processTree(pid: number): number[] {
   const tree = [pid];
-  for (let i = 0; i < tree.length; i++) {
-    const parent = tree[i]!;
-    let threads: string[];
-    try {
-      threads = readdirSync(`/proc/${parent}/task`);
-    } catch {
-      continue; // exited meanwhile
-    }
-    for (const thread of threads) {
-      try {
-        const children = readFileSync(`/proc/${parent}/task/${thread}/children`, 'utf8');
-        for (const child of children.trim().split(/\s+/)) if (child) tree.push(Number(child));
-      } catch {
-        // the thread exited meanwhile
-      }
-    }
-  }
+  for (let i = 0; i < tree.length; i++) tree.push(...childProcesses(tree[i]!));
   return tree;
+}
+
+/**
+ * Proportional set size in bytes: the process's resident memory with each page it shares
+ * counted as its share (a page five processes map counts a fifth). Summed over processes, it
+ * is the memory they use together, where their RSS counts shared pages once per process.
+ */
+export function proportionalBytes(pid: number): number {
+  const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+  const match = /^Pss:\s+(\d+) kB/m.exec(rollup);
+  return match ? Number(match[1]) * 1024 : 0;
 }
 
 /**

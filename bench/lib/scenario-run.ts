@@ -29,12 +29,14 @@ export async function runScenario(options: {
   nodeArgs?: string[];
 }): Promise<ScenarioRun> {
   const { build, scenario, dialect } = options;
+  const settings = { ...scenario.settings, ...(await scenario.prepare?.()) };
   const database = await freshDatabase(dialect);
   const service = await startService(
     database,
-    scenario.settings,
+    settings,
     options.nodeArgs ?? [],
     build.root,
+    scenario.ownMemoryOnly,
   );
   let store: Store | undefined;
   const seeder = build.seed(database.url);

@@ -62,15 +62,17 @@ export interface RunningService extends ServingProcess {
  * Starts `agentry serve` from dist/ in a child process over `database`, with rate limits
  * off and warnings-only logging. `settings` adds AGENTRY_* variables; `nodeArgs` go to
  * Node itself (such as `--cpu-prof`); `root` is the checkout whose build runs (this one
- * unless given).
+ * unless given). The peak memory `stop` answers counts the processes the server starts,
+ * unless `ownMemoryOnly`.
  */
 export async function startService(
   database: BenchDatabase,
   settings: Record<string, string> = {},
   nodeArgs: string[] = [],
   root = repositoryRoot,
+  ownMemoryOnly = false,
 ): Promise<RunningService> {
-  return launch(database, settings, nodeArgs, root, async (child) => {
+  return launch(database, settings, nodeArgs, root, ownMemoryOnly, async (child) => {
     // The key is printed just before the server listens.
     const [, apiKey] = await child.waitForOutput(/API key[^\n]*\n\s*\n\s*(\S+)\s*\n/);
     return { apiKey: apiKey! };
@@ -85,7 +87,7 @@ export function startReplica(
   database: BenchDatabase,
   settings: Record<string, string> = {},
 ): Promise<ServingProcess> {
-  return launch(database, settings, [], repositoryRoot, async () => ({}));
+  return launch(database, settings, [], repositoryRoot, false, async () => ({}));
 }
 
 async function launch<T extends object>(
@@ -93,6 +95,7 @@ async function launch<T extends object>(
   settings: Record<string, string>,
   nodeArgs: string[],
   root: string,
+  ownMemoryOnly: boolean,
   starting: (child: ChildRun) => Promise<T>,
 ): Promise<ServingProcess & T> {
   const port = await freePort();
@@ -114,7 +117,7 @@ async function launch<T extends object>(
     cleanEnvironment({ AGENTRY_RATE_LIMIT_MAX: '0', AGENTRY_DRAIN_SECONDS: '0', ...settings }),
     root,
   );
-  const rss = new RssSampler(child.pid);
+  const rss = new RssSampler(child.pid, { ownOnly: ownMemoryOnly });
   try {
     const started = await starting(child);
     // At log level warn nothing says when the server listens: its health check is asked.

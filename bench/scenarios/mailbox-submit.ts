@@ -16,15 +16,19 @@ const MEASURED_SUBMITS = 24_000;
  */
 const SATURATING_CONNECTIONS = 64;
 
-interface SubmitWorkload {
+export interface SubmitWorkload {
   targets: TestIdentity[];
   bodies: string[];
 }
 
 let workload: Promise<SubmitWorkload> | undefined;
 
-/** Made on first use and shared by every store: signing costs more than a run. */
-function submitWorkload(): Promise<SubmitWorkload> {
+/**
+ * Made on first use and shared by every store (and by other scenarios that put the same load
+ * beside something else): signing costs more than a run. Each store's database is fresh, so
+ * every body is new to it; a scenario sends each at most once.
+ */
+export function submitWorkload(): Promise<SubmitWorkload> {
   workload ??= (async () => {
     const targets = seededIdentities('bench submit target', TARGETS);
     const bodies = await signInWorkers(

@@ -25,11 +25,23 @@ export interface ScenarioContext {
 
 /**
  * One part of `npm run bench`. It runs once per store, each time against a fresh server,
- * and returns its measures; the harness adds the server's peak memory.
+ * and returns its measures; the harness adds the server's peak memory (with the processes it
+ * starts, unless `ownMemoryOnly`).
  */
 export interface Scenario {
   name: string;
   /** AGENTRY_* settings the server needs for this scenario (rate limits are already off). */
   settings?: Record<string, string>;
+  /**
+   * Makes what the scenario's server needs before it starts (files, an interpreter) and
+   * answers the AGENTRY_* settings that name them, added to `settings`. Called before each of
+   * the scenario's servers starts; what it makes may be kept for the rest of the run.
+   */
+  prepare?(): Promise<Record<string, string>>;
+  /**
+   * The processes the server starts are not its own (the hosted agents it runs, which the
+   * scenario measures apart): its peak memory is its process's alone.
+   */
+  ownMemoryOnly?: boolean;
   run(ctx: ScenarioContext): Promise<Measure[]>;
 }
