@@ -4,6 +4,7 @@ import {
   activityTimelineScenario,
 } from './activity.js';
 import { almanacScenario } from './almanac.js';
+import { hostingScenario } from './hosting.js';
 import { identityScenario } from './identity.js';
 import { mailboxDeliveryScenario } from './mailbox-delivery.js';
 import { mailboxHeldScenario } from './mailbox-held.js';
@@ -28,4 +29,5 @@ export const scenarios: Scenario[] = [
   activityEventsScenario,
   activityStreamsScenario,
   activityTimelineScenario,
+  hostingScenario,
 ];
