@@ -43,6 +43,12 @@ const WARMUP_SUBMITS = 4_000;
 const MEASURED_SUBMITS = 12_000;
 /** After the last agent's first poll, before memory is read: its start-up settles. */
 const SETTLE_MS = 5_000;
+/**
+ * How often the runner claims agents to run (its default round): each start waits a random
+ * part of it first, so that starts fall anywhere in the runner's round. Started right after
+ * the agent before polled, they would fall at the same point of it each time.
+ */
+const CLAIM_ROUND_MS = 3_000;
 /** How long one agent may take from start to first poll before the run fails. */
 const FIRST_POLL_TIMEOUT_MS = 60_000;
 const MiB = 1024 * 1024;
@@ -193,12 +199,13 @@ class Owner {
 }
 
 /**
- * Starts `addresses` one after another: each once the one before has polled. Answers the
- * timings, in the order started.
+ * Starts `addresses` one after another: each once the one before has polled, after a random
+ * wait within the runner's round. Answers the timings, in the order started.
  */
 async function startOneByOne(owner: Owner, addresses: string[]): Promise<StartTiming[]> {
   const timings: StartTiming[] = [];
   for (const address of addresses) {
+    await sleep(Math.random() * CLAIM_ROUND_MS);
     const answeredAt = await owner.start(address);
     timings.push({ answeredAt, firstPollAt: await owner.firstPoll(address, 50) });
   }
@@ -290,13 +297,20 @@ function memoryWith(serverPid: number, count: number, serverBefore: number) {
 
 type Memory = ReturnType<typeof memoryWith>;
 
+/**
+ * The agents' memory with {@link ONE_BY_ONE} of them, and the server's share per agent: its
+ * growth from `fewer` agents to `more`, which leaves out what a server grows or shrinks by
+ * as it serves (the growth since before the first start, per agent, is in the details).
+ */
 function memoryMeasures(
   dialect: DialectName,
   sandbox: string,
   idSuffix: string,
-  memory: Memory,
-  more?: Memory,
+  fewer: Memory,
+  more: Memory,
 ): Measure[] {
+  const memory = fewer.agents === ONE_BY_ONE ? fewer : more;
+  const runnerShare = (more.serverRssMiB - fewer.serverRssMiB) / (more.agents - fewer.agents);
   return [
     {
       id: `hosting.memory.agent${idSuffix}`,
@@ -304,26 +318,21 @@ function memoryMeasures(
       store: dialect,
       value: memory.agentRssMiB,
       unit: 'MiB',
-      details: {
-        ...memory,
-        ...(more
-          ? {
-              [`with${more.agents}`]: more,
-              // The server's growth from the first count of agents to the second, per agent
-              // added: without what a server grows by as it first serves.
-              runnerShareBetweenMiB:
-                (more.serverRssMiB - memory.serverRssMiB) / (more.agents - memory.agents),
-            }
-          : {}),
-      },
+      details: { [`with${fewer.agents}`]: fewer, [`with${more.agents}`]: more },
     },
     {
       id: `hosting.memory.runner${idSuffix}`,
-      label: `hosting: server RSS per idle agent, runner's share (${memory.agents}, ${sandbox})`,
+      label: `hosting: server RSS per idle agent, runner's share (${fewer.agents} → ${more.agents}, ${sandbox})`,
       store: dialect,
-      value: memory.runnerShareMiB,
+      value: runnerShare,
       unit: 'MiB',
-      details: { derivedFrom: [`hosting.memory.agent${idSuffix}`] },
+      details: {
+        sinceBeforeFirstStartMiB: {
+          [`with${fewer.agents}`]: fewer.runnerShareMiB,
+          [`with${more.agents}`]: more.runnerShareMiB,
+        },
+        derivedFrom: [`hosting.memory.agent${idSuffix}`],
+      },
     },
   ];
 }
@@ -393,12 +402,16 @@ async function sandboxed(dialect: DialectName, profile: LoadProfile): Promise<Me
     await submit(WARMUP_SUBMITS, false);
     await sleep(1000);
     const before = residentBytes(service.pid);
-    const timings = await startOneByOne(owner, addresses);
+    const half = ONE_BY_ONE / 2;
+    const timings = await startOneByOne(owner, addresses.slice(0, half));
     await sleep(SETTLE_MS);
-    const memory = memoryWith(service.pid, ONE_BY_ONE, before);
+    const fewer = memoryWith(service.pid, half, before);
+    timings.push(...(await startOneByOne(owner, addresses.slice(half))));
+    await sleep(SETTLE_MS);
+    const more = memoryWith(service.pid, ONE_BY_ONE, before);
     return [
       ...startMeasures(dialect, 'bubblewrap', '.bwrap', timings),
-      ...memoryMeasures(dialect, 'bubblewrap', '.bwrap', memory),
+      ...memoryMeasures(dialect, 'bubblewrap', '.bwrap', fewer, more),
     ];
   } finally {
     await service.stop();
@@ -410,13 +423,14 @@ async function sandboxed(dialect: DialectName, profile: LoadProfile): Promise<Me
  * Hosted agents: start to first poll, memory per idle agent and the submit rate beside 50.
  *
  * On the scenario's server (no sandbox): the submit load of the mailbox submit scenario runs
- * once; then 20 agents start one after another, each once the one before has polled (the
- * time from each start's answer to its first poll reaching the server); with the 20 idle,
- * their processes' memory and the server's growth since before the first start; then 30 more
- * start at once, and with 50 idle the submit load runs again; then every agent stops and it
- * runs a third time. The ratio is the run with the agents over the faster run without. Then,
- * where bubblewrap is installed, a second server runs 20 agents in the sandbox (egress to this
- * Agentry only), started the same way, and their memory.
+ * once; then 20 agents start one after another, each once the one before has polled and after
+ * a random wait within the runner's round (the time from each start's answer to its first
+ * poll reaching the server); with the 20 idle, their processes' memory; then 30 more start at
+ * once, and with 50 idle the server's growth from 20 to 50 is the runner's share per agent,
+ * and the submit load runs again; then every agent stops and it runs a third time. The ratio
+ * is the run with the agents over the faster run without. Then, where bubblewrap is
+ * installed, a second server runs 20 agents in the sandbox (egress to this Agentry only),
+ * started the same way, its share measured from 10 to 20.
  */
 export const hostingScenario: Scenario = {
   name: 'hosting',
