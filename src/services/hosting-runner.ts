@@ -66,7 +66,8 @@ export type RunnerHosting = Pick<
   | 'storageDelete'
   | 'storageList'
   | 'storageClear'
->;
+> &
+  Partial<Pick<HostingService, 'onChange'>>;
 
 export interface HostingRunnerOptions {
   /** The URL agents register and are reached by. */
@@ -150,6 +151,9 @@ export class HostingRunner {
   private stopped = false;
   /** The directory of the bridges' sockets (see {@link makeBridgesDirectory}). */
   private bridges: string | undefined;
+  /** A change asked for during a round: the next round follows at once. */
+  private wakeAgain = false;
+  private stopListening: (() => void) | undefined;
 
   constructor(
     private readonly hosting: RunnerHosting,
@@ -205,6 +209,7 @@ export class HostingRunner {
       },
       'hosting runner started',
     );
+    this.stopListening = this.hosting.onChange?.(() => this.wake());
     this.schedule(0);
     this.monitorTimer = setInterval(() => void this.monitor(), settings.monitorMs);
     this.monitorTimer.unref();
@@ -216,6 +221,7 @@ export class HostingRunner {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
+    this.stopListening?.();
     clearTimeout(this.timer);
     clearInterval(this.monitorTimer);
     clearInterval(this.diskTimer);
@@ -236,10 +242,23 @@ export class HostingRunner {
         .catch((err: unknown) => this.logger.error({ err }, 'hosting runner: a round failed'))
         .finally(() => {
           this.ticking = undefined;
-          this.schedule(this.settings.tickMs);
+          const again = this.wakeAgain;
+          this.wakeAgain = false;
+          this.schedule(again ? 0 : this.settings.tickMs);
         });
     }, ms);
     // Not unref'd: a process that only runs agents (`agentry runner`) lives by this timer.
+  }
+
+  /** Runs a round now (or right after the one under way): an owner changed what should run. */
+  private wake(): void {
+    if (this.stopped) return;
+    if (this.ticking) {
+      this.wakeAgain = true;
+      return;
+    }
+    clearTimeout(this.timer);
+    this.schedule(0);
   }
 
   /** One round: heartbeat, renew, reconcile what is held with what runs, claim more. */

@@ -343,6 +343,9 @@ function notFound(address: string): NotFoundError {
  * owner-side call answers 404 for an agent that is not the owner's, as for none at all.
  */
 export class HostingService {
+  /** Told when an owner changes what should run: this process's runner looks at once. */
+  private readonly changeListeners = new Set<() => void>();
+
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
@@ -351,6 +354,21 @@ export class HostingService {
     private readonly key: HostingKey,
     private readonly policy: HostingPolicy,
   ) {}
+
+  /**
+   * Calls `listener` whenever an owner asks, through this process, for an agent to start or
+   * stop, gives it new code or deletes it; answers the call that stops listening. A runner of
+   * this process acts on it at once instead of at its next round (runners elsewhere see it at
+   * theirs).
+   */
+  onChange(listener: () => void): () => void {
+    this.changeListeners.add(listener);
+    return () => this.changeListeners.delete(listener);
+  }
+
+  private changed(): void {
+    for (const listener of this.changeListeners) listener();
+  }
 
   // ---- The owner's side ------------------------------------------------------------------
 
@@ -441,6 +459,7 @@ export class HostingService {
   async delete(ownerId: string, address: string): Promise<void> {
     await this.owned(ownerId, address);
     await this.agents.delete(ownerId, address);
+    this.changed();
   }
 
   /**
@@ -491,6 +510,7 @@ export class HostingService {
       });
       await tx.agents.update(address, { updated_at: now });
     });
+    this.changed();
     return digest;
   }
 
@@ -531,6 +551,7 @@ export class HostingService {
     } else {
       await this.store.repos.hosting.update(address, changes);
     }
+    this.changed();
     return this.get(ownerId, address);
   }
 
@@ -545,6 +566,7 @@ export class HostingService {
       await this.store.repos.hosting.update(address, { runner_id: null, lease_expires_at: null });
       await this.changeState(row, 'stopped', 'Stopped by its owner');
     }
+    this.changed();
     return this.get(ownerId, address);
   }
 

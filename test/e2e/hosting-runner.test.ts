@@ -324,6 +324,32 @@ describe('hosted agents: the serving process runs them', { skip }, () => {
   });
 });
 
+describe('hosted agents: an owner reaches the runner of the same process at once', { skip }, () => {
+  it('starts, restarts with new code and stops an agent without waiting for the runner’s next round', async () => {
+    const hosted = hostingDir();
+    const server = await startTestServer({
+      config: { hosting: hostingConfig({ dir: hosted.dir, sandbox: 'off' }) },
+    });
+    // A round every ten minutes: only the owner's calls can make anything happen in time.
+    const runner = await startRunner(server, { tickMs: 600_000 });
+    try {
+      const owner = new Owner(server);
+      const forever = 'import time\nprint("{}", flush=True)\nwhile True: time.sleep(1)\n';
+      const address = await owner.deploy('prompt', { 'agent.py': forever.replace('{}', 'one') });
+      await owner.waitForLog(address, /^one$/, 5_000);
+      await owner.setCode(address, { 'agent.py': forever.replace('{}', 'two') });
+      await owner.waitForLog(address, /^two$/, 5_000);
+      await owner.stop(address);
+      await owner.waitForAgent(address, (agent) => agent.state === 'stopped', 5_000);
+      assert.deepEqual(runner.running, []);
+    } finally {
+      await runner.stop();
+      await server.close();
+      hosted.remove();
+    }
+  });
+});
+
 describe('hosted agents: limits without control groups', { skip }, () => {
   let server: TestServer;
   let runner: HostingRunner;
