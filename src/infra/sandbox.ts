@@ -199,6 +199,8 @@ export class Sandbox {
     private readonly bwrap: string | undefined,
     private readonly prlimit: string | undefined,
     private readonly controllers: CgroupController[],
+    /** The bootstrap agents run: a copy the agents' users can read (see `prepare`). */
+    private readonly bootstrap: string,
   ) {}
 
   /**
@@ -209,7 +211,14 @@ export class Sandbox {
   static async prepare(
     settings: SandboxSettings,
     runnerTag: string,
-    { controlGroups = true }: { controlGroups?: boolean } = {},
+    {
+      controlGroups = true,
+      bootstrap = bootstrapPath(),
+    }: {
+      controlGroups?: boolean;
+      /** Where the bootstrap is: by default where it is shipped. */
+      bootstrap?: string;
+    } = {},
   ): Promise<Sandbox> {
     let prefixes: string[];
     try {
@@ -234,7 +243,7 @@ export class Sandbox {
       );
     }
     const controllers = controlGroups ? await findCgroupControllers(runnerTag) : [];
-    return new Sandbox(settings, prefixes, bwrap, findProgram('prlimit'), controllers);
+    return new Sandbox(settings, prefixes, bwrap, findProgram('prlimit'), controllers, bootstrap);
   }
 
   /** Agents run as users of their own: the runner is root and the sandbox is on. */
@@ -344,9 +353,7 @@ export class Sandbox {
       );
       if (this.processMeasure === 'user') chain.push(`--nproc=${limits.processes}`);
     }
-    const pythonArgs = launch.pythonArgs ?? [
-      mode === 'bwrap' ? SANDBOX_BOOTSTRAP : bootstrapPath(),
-    ];
+    const pythonArgs = launch.pythonArgs ?? [mode === 'bwrap' ? SANDBOX_BOOTSTRAP : this.bootstrap];
     const common = {
       PATH: '/usr/local/bin:/usr/bin:/bin',
       LANG: 'C.UTF-8',
@@ -470,7 +477,7 @@ export class Sandbox {
     }
     args.push(
       '--ro-bind',
-      bootstrapPath(),
+      this.bootstrap,
       SANDBOX_BOOTSTRAP,
       '--bind',
       paths.home,

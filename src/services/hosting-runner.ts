@@ -3,6 +3,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import {
   chmod,
+  copyFile,
   lchown,
   lstat,
   mkdir,
@@ -19,6 +20,7 @@ import type { Readable } from 'node:stream';
 import { NotFoundError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import {
+  bootstrapPath,
   Sandbox,
   SANDBOX_BRIDGE_SOCKET,
   SANDBOX_PACKAGES,
@@ -149,8 +151,8 @@ export class HostingRunner {
   private diskTimer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
   private stopped = false;
-  /** The directory of the bridges' sockets (see {@link makeBridgesDirectory}). */
-  private bridges: string | undefined;
+  /** The runner's own directory: the bridges' sockets and the bootstrap (see {@link makeRuntimeDirectory}). */
+  private runtime: string | undefined;
   /** A change asked for during a round: the next round follows at once. */
   private wakeAgain = false;
   private stopListening: (() => void) | undefined;
@@ -176,15 +178,16 @@ export class HostingRunner {
     const { settings } = this;
     await mkdir(settings.dir, { recursive: true, mode: 0o711 });
     await chmod(settings.dir, 0o711);
-    this.bridges = await makeBridgesDirectory();
+    this.runtime = await makeRuntimeDirectory();
     // Control groups are named by runner: several may share a machine (or, in tests, a process).
     this.sandbox = await Sandbox.prepare(settings.sandbox, `agentry-${this.id.slice(0, 8)}`, {
       controlGroups: settings.controlGroups,
+      bootstrap: await stageBootstrap(this.runtime),
     });
     if (settings.sandbox.mode === 'bwrap') {
       const probe = await prepareAgentPaths(
         settings.dir,
-        this.bridges,
+        this.runtime,
         'probe',
         0,
         this.sandbox.uidOf(0),
@@ -231,7 +234,7 @@ export class HostingRunner {
     }
     await Promise.all([...this.leaving.values()].map((leaving) => leaving.done));
     await this.sandbox?.close();
-    if (this.bridges) await rm(this.bridges, { recursive: true, force: true });
+    if (this.runtime) await rm(this.runtime, { recursive: true, force: true });
     this.logger.info({ runner: this.id }, 'hosting runner stopped');
   }
 
@@ -300,7 +303,7 @@ export class HostingRunner {
       hosting: this.hosting,
       settings: this.settings,
       sandbox: this.sandbox!,
-      bridges: this.bridges!,
+      runtime: this.runtime!,
       logger: this.logger,
     });
     this.agents.set(address, agent);
@@ -390,7 +393,7 @@ class HostedProcess {
   private readonly hosting: RunnerHosting;
   private readonly settings: Settings;
   private readonly sandbox: Sandbox;
-  private readonly bridges: string;
+  private readonly runtime: string;
   private readonly logger: Logger;
 
   constructor(
@@ -401,7 +404,7 @@ class HostedProcess {
     this.hosting = surroundings.hosting;
     this.settings = surroundings.settings;
     this.sandbox = surroundings.sandbox;
-    this.bridges = surroundings.bridges;
+    this.runtime = surroundings.runtime;
     this.logger = surroundings.logger;
   }
 
@@ -459,7 +462,7 @@ class HostedProcess {
     const uid = sandbox.uidOf(this.slot);
     const paths = await prepareAgentPaths(
       this.settings.dir,
-      this.bridges,
+      this.runtime,
       this.address,
       this.slot,
       uid,
@@ -764,8 +767,8 @@ interface Surroundings {
   hosting: RunnerHosting;
   settings: Settings;
   sandbox: Sandbox;
-  /** The runner's directory of bridge sockets. */
-  bridges: string;
+  /** The runner's own directory (bridge sockets, the bootstrap). */
+  runtime: string;
   logger: Logger;
 }
 
@@ -785,12 +788,13 @@ async function reported(logger: Logger, call: () => Promise<unknown>): Promise<v
 const MAX_SOCKET_PATH = 107;
 
 /**
- * Makes the directory of this runner's bridge sockets: a new one with an unguessable name
- * under the system's temporary directory (an agent's own directory, under the hosting
- * directory, may be too deep for a socket's path), that others may pass through but not list.
+ * Makes this runner's own directory, for its bridge sockets and its copy of the bootstrap: a
+ * new one with an unguessable name under the system's temporary directory (an agent's own
+ * directory, under the hosting directory, may be too deep for a socket's path), that others
+ * may pass through but not list.
  */
-async function makeBridgesDirectory(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'agentry-bridges-'));
+async function makeRuntimeDirectory(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'agentry-runtime-'));
   await chmod(dir, 0o711);
   // Slots are small numbers; ten digits is more than any runner has.
   const longest = join(dir, `${'9'.repeat(10)}.sock`);
@@ -804,13 +808,25 @@ async function makeBridgesDirectory(): Promise<string> {
 }
 
 /**
+ * Copies the bootstrap into the runner's directory, readable by all: the agents' own users
+ * must read it, and where Agentry is installed (a home directory, a private checkout) may not
+ * be open to them.
+ */
+async function stageBootstrap(runtime: string): Promise<string> {
+  const path = join(runtime, 'bootstrap.py');
+  await copyFile(bootstrapPath(), path);
+  await chmod(path, 0o644);
+  return path;
+}
+
+/**
  * Makes an agent's directories under `dir`: its home (owned by its user, when it has one of its
  * own) and its package directory, in a directory of its own; its bridge's socket is named by
- * its slot in the runner's `bridges` directory.
+ * its slot in the runner's own directory.
  */
 async function prepareAgentPaths(
   dir: string,
-  bridges: string,
+  runtime: string,
   address: string,
   slot: number,
   uid: number | undefined,
@@ -822,7 +838,7 @@ async function prepareAgentPaths(
   const paths: AgentPaths = {
     home: join(base, 'home'),
     packages: join(base, 'packages'),
-    bridgeSocket: join(bridges, `${slot}.sock`),
+    bridgeSocket: join(runtime, `${slot}.sock`),
   };
   for (const path of [paths.home, paths.packages]) {
     await mkdir(path, { recursive: true, mode: 0o700 });

@@ -67,7 +67,8 @@ describe('hosted agents: hostile agents in the sandbox', { skip }, () => {
   after(async () => {
     await runner?.stop();
     await server?.close();
-    await new Promise((resolve) => elsewhere?.close(resolve));
+    // A before that failed early made no such server: nothing to close, nothing to wait for.
+    if (elsewhere) await new Promise((resolve) => elsewhere.close(resolve));
     hosted.remove();
   });
 
