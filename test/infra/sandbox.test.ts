@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { execFileSync } from 'node:child_process';
-import { chownSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs';
+import { chmodSync, chownSync, copyFileSync, mkdirSync, readFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ConfigError } from '../../src/config/index.js';
 import {
+  bootstrapPath,
   Sandbox,
   spawnPlan,
   type AgentPaths,
@@ -28,9 +29,15 @@ describe('the hosting sandbox', { skip: hostingSkipReason('bwrap') }, () => {
   const scratch = hostingDir();
   let sandbox: Sandbox;
   let paths: AgentPaths;
+  // As a runner does: the agents' users read a copy of the bootstrap, wherever the checkout is.
+  const bootstrap = join(scratch.dir, 'bootstrap.py');
+  copyFileSync(bootstrapPath(), bootstrap);
+  chmodSync(bootstrap, 0o644);
+  const prepare = (changes: Partial<SandboxSettings>, tag: string): Promise<Sandbox> =>
+    Sandbox.prepare(settings(changes), tag, { bootstrap });
 
   before(async () => {
-    sandbox = await Sandbox.prepare(settings(), `agentry-test-${process.pid}`);
+    sandbox = await prepare({}, `agentry-test-${process.pid}`);
     const base = join(scratch.dir, 'agent');
     paths = {
       home: join(base, 'home'),
@@ -133,7 +140,7 @@ describe('the hosting sandbox', { skip: hostingSkipReason('bwrap') }, () => {
     const venv = join(scratch.dir, 'venv');
     execFileSync(TEST_PYTHON, ['-m', 'venv', '--without-pip', venv]);
     const python = join(venv, 'bin', 'python3');
-    const inVenv = await Sandbox.prepare(settings({ python }), `agentry-test-venv-${process.pid}`);
+    const inVenv = await prepare({ python }, `agentry-test-venv-${process.pid}`);
     const probe = { ...paths, home: join(scratch.dir, 'venv-probe') };
     mkdirSync(probe.home);
     const uid = inVenv.uidOf(0);
@@ -150,8 +157,8 @@ describe('the hosting sandbox', { skip: hostingSkipReason('bwrap') }, () => {
     const elsewhere = join(scratch.dir, 'private-python');
     mkdirSync(elsewhere, { mode: 0o700 });
     symlinkSync(TEST_PYTHON, join(elsewhere, 'python3'));
-    const broken = await Sandbox.prepare(
-      settings({ python: join(elsewhere, 'python3') }),
+    const broken = await prepare(
+      { python: join(elsewhere, 'python3') },
       `agentry-test-broken-${process.pid}`,
     );
     // The start-up check runs as the first agent user, in a directory of its own.
