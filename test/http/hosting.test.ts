@@ -256,6 +256,57 @@ describeOnEachDialect('Hosting API', (dialect) => {
     assert.equal(missing.status, 404, missing.text);
   });
 
+  it('refuses bad bodies, queries and addresses on the other routes with 422, storing nothing', async () => {
+    const address = await create('strict');
+    const before = await send('GET', `/v1/hosting/agents/${address}`);
+    const refused = async (method: string, path: string, body: unknown, where: string) => {
+      const res = await send(method, path, { body });
+      assert.equal(res.status, 422, `${method} ${path}: ${res.text}`);
+      assert.ok(
+        res.body.detail.some((item: { loc: string[] }) => item.loc.includes(where)),
+        `${method} ${path} names ${where}: ${res.text}`,
+      );
+    };
+    // Creating: a name is required and bounded; the network is one of two.
+    await refused('POST', '/v1/hosting/agents', {}, 'name');
+    await refused('POST', '/v1/hosting/agents', { name: '' }, 'name');
+    await refused('POST', '/v1/hosting/agents', { name: 'x'.repeat(33) }, 'name');
+    await refused('POST', '/v1/hosting/agents', { name: 'n', network: 'moon' }, 'network');
+    await refused('POST', `/v1/hosting/agents/${address}/duplicate`, { name: 7 }, 'name');
+    // Changing: each field is text of its bound.
+    await refused('PUT', `/v1/hosting/agents/${address}`, { name: ['list'] }, 'name');
+    await refused('PUT', `/v1/hosting/agents/${address}`, { readme: 'r'.repeat(80_001) }, 'readme');
+    await refused('PUT', `/v1/hosting/agents/${address}/network`, { network: 'moon' }, 'network');
+    await refused('PUT', `/v1/hosting/agents/${address}/code`, {}, 'code');
+    await refused('PUT', `/v1/hosting/agents/${address}/storage/k`, { value: 1 }, 'value');
+    await refused('POST', '/v1/hosting/secrets', { address, name: 'TOKEN' }, 'secret');
+    // Listing: sort, direction and cursor as documented.
+    for (const [query, where] of [
+      ['sort_by=size', 'sort_by'],
+      ['direction=up', 'direction'],
+      ['cursor=abc', 'cursor'],
+    ]) {
+      const res = await send('GET', `/v1/hosting/agents?${query}`);
+      assert.equal(res.status, 422, `${query}: ${res.text}`);
+      assert.ok(res.body.detail.some((item: { loc: string[] }) => item.loc.includes(where!)));
+    }
+    // An address that is none: refused before anything is looked up.
+    for (const [method, path] of [
+      ['GET', '/v1/hosting/agents/agent1nope'],
+      ['POST', '/v1/hosting/agents/agent1nope/start'],
+      ['GET', '/v1/hosting/agent1nope/secrets'],
+      ['GET', '/v1/hosting/agents/agent1nope/storage'],
+    ]) {
+      const res = await send(method!, path!);
+      assert.equal(res.status, 422, `${method} ${path}: ${res.text}`);
+    }
+    // Nothing of it was kept: the agent is as it was, and there is no second one.
+    assert.deepEqual((await send('GET', `/v1/hosting/agents/${address}`)).body, before.body);
+    const listed = await send('GET', '/v1/hosting/agents?name=strict');
+    assert.equal(listed.body.items.length, 1, listed.text);
+    assert.equal((await send('GET', `/v1/hosting/agents/${address}/storage/k`)).status, 404);
+  });
+
   it('keeps an agent’s storage within its bounds, and answers it in pages', async () => {
     const address = await create('keeper');
     const base = `/v1/hosting/agents/${address}/storage`;
