@@ -1,4 +1,5 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { sha256Hex } from '../crypto/index.js';
 
 /**
  * API keys look like `agy_<id>_<secret>`: the id (12 lower-case base32 characters) finds the
@@ -22,7 +23,7 @@ export function generateApiKey(): GeneratedKey {
 }
 
 export function hashSecret(secret: string): string {
-  return createHash('sha256').update(secret, 'utf8').digest('hex');
+  return sha256Hex(secret);
 }
 
 export function parseApiKey(token: string): { id: string; secret: string } | undefined {

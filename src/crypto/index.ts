@@ -19,6 +19,7 @@ export {
   verifyEnvelopeSignature,
 } from './envelope.js';
 export type { EnvelopeFields } from './envelope.js';
+export { sha256Hex } from './digests.js';
 export { CryptoFormatError, unlessMalformed } from './errors.js';
 export { protocolManifestDigest } from './manifest.js';
 export type { ProtocolManifestContent } from './manifest.js';

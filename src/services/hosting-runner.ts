@@ -1,5 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
+import { sha256Hex } from '../crypto/index.js';
 import { once } from 'node:events';
 import {
   chmod,
@@ -548,7 +549,7 @@ class HostedProcess {
       );
       return true;
     }
-    const digest = createHash('sha256').update(requirements.value).digest('hex');
+    const digest = sha256Hex(requirements.value);
     const marker = join(dirname(paths.packages), 'requirements.sha256');
     if ((await readFile(marker, 'utf8').catch(() => '')) === digest) return true;
     await this.setState('compiling', 'Installing requirements.txt');

@@ -1,5 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { agentAddressFromSeed, seal, unseal } from '../crypto/index.js';
+import { randomBytes } from 'node:crypto';
+import { agentAddressFromSeed, seal, sha256Hex, unseal } from '../crypto/index.js';
 import {
   ConflictError,
   NotFoundError,
@@ -190,10 +190,6 @@ const MASKED_SECRET = '********';
 /** The mask every secret's value is shown as. */
 export function maskedSecret(): string {
   return MASKED_SECRET;
-}
-
-function sha256Hex(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
 }
 
 function sealContext(kind: 'seed' | 'secret', address: string, name = ''): string {

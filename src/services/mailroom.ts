@@ -1,6 +1,6 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Principal } from '../auth/principal.js';
-import { challengeResponseCheck } from '../crypto/index.js';
+import { challengeResponseCheck, sha256Hex } from '../crypto/index.js';
 import { InvalidChallengeError, InvalidSignatureError, UnauthenticatedError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
 import type { SignatureChecker } from '../infra/signature-checker.js';
@@ -27,7 +27,7 @@ export interface MailroomPolicy {
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
 function hashToken(token: string): string {
-  return createHash('sha256').update(token, 'utf8').digest('hex');
+  return sha256Hex(token);
 }
 
 /** The name a listing created by a v1 registration has until its agent sends its own. */

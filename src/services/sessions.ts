@@ -1,4 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { sha256Hex } from '../crypto/index.js';
 import type { Principal } from '../auth/principal.js';
 import { ForbiddenError, UnauthenticatedError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
@@ -15,7 +16,7 @@ export interface OpenedSession {
 }
 
 function hashToken(token: string): string {
-  return createHash('sha256').update(token, 'utf8').digest('hex');
+  return sha256Hex(token);
 }
 
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
