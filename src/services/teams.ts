@@ -94,11 +94,14 @@ export class TeamsService {
    * Anyone else is answered 404, as for a team that does not exist.
    */
   async ownerNamedInPath(actorId: string, ownerId: string, slug: string): Promise<string> {
-    const team = SLUG.test(slug) ? await this.store.repos.teams.findBySlug(slug) : undefined;
-    if (team?.id === ownerId) return team.id;
-    const membership = team ? await this.store.repos.teams.membership(slug, actorId) : undefined;
-    if (!membership) throw new NotFoundError(`No team "${slug.slice(0, 40)}" among yours`);
-    return membership.id;
+    if (SLUG.test(slug)) {
+      // A member, the usual caller, is found in one look-up; the team's own key in a second.
+      const membership = await this.store.repos.teams.membership(slug, actorId);
+      if (membership) return membership.id;
+      const team = await this.store.repos.teams.findBySlug(slug);
+      if (team?.id === ownerId) return team.id;
+    }
+    throw new NotFoundError(`No team "${slug.slice(0, 40)}" among yours`);
   }
 
   async createTeam(actorId: string, slug: string, name?: string): Promise<TeamDetailInfo> {
