@@ -40,13 +40,25 @@ export async function readProcessTable(): Promise<ProcessTable> {
   return table;
 }
 
-export function descendants(root: number, table: ProcessTable): number[] {
-  const children = new Map<number, number[]>();
-  for (const [pid, entry] of table) {
-    const list = children.get(entry.ppid);
-    if (list) list.push(pid);
-    else children.set(entry.ppid, [pid]);
+/** Each table's processes by parent, made once per table (a runner asks it for every agent). */
+const childIndexes = new WeakMap<ProcessTable, Map<number, number[]>>();
+
+function childrenOf(table: ProcessTable): Map<number, number[]> {
+  let children = childIndexes.get(table);
+  if (children === undefined) {
+    children = new Map();
+    for (const [pid, entry] of table) {
+      const list = children.get(entry.ppid);
+      if (list) list.push(pid);
+      else children.set(entry.ppid, [pid]);
+    }
+    childIndexes.set(table, children);
   }
+  return children;
+}
+
+export function descendants(root: number, table: ProcessTable): number[] {
+  const children = childrenOf(table);
   const found: number[] = [];
   const pending = table.has(root) ? [root] : [];
   while (pending.length > 0) {
