@@ -1,4 +1,5 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
+import { sha256Hex } from '../crypto/index.js';
 import {
   ConflictError,
   ForbiddenError,
@@ -74,7 +75,7 @@ interface Access {
   manage: boolean;
 }
 
-const EMPTY_CHECKSUM = createHash('sha256').digest('hex');
+const EMPTY_CHECKSUM = sha256Hex('');
 
 /**
  * Storage assets (docs/storage.md): files users and agents hand to other agents, named in
@@ -132,7 +133,7 @@ export class StorageAssetsService {
       name: fields.name ?? null,
       mime_type: fields.mimeType ?? null,
       size,
-      checksum: contents ? sha256(contents) : EMPTY_CHECKSUM,
+      checksum: contents ? sha256Hex(contents) : EMPTY_CHECKSUM,
       uploaded_at: contents ? now : null,
       file: null,
       expires_at: now + fields.lifetimeHours * HOUR_MS,
@@ -184,7 +185,7 @@ export class StorageAssetsService {
           {
             mime_type: fields.mimeType,
             size: contents.length,
-            checksum: sha256(contents),
+            checksum: sha256Hex(contents),
             uploaded_at: now,
             updated_at: now,
             file,
@@ -202,7 +203,7 @@ export class StorageAssetsService {
       ...previous,
       mime_type: fields.mimeType,
       size: contents.length,
-      checksum: sha256(contents),
+      checksum: sha256Hex(contents),
       updated_at: now,
     });
   }
@@ -476,10 +477,6 @@ export class StorageAssetsService {
       uri: `agent-storage://${this.storageHost}/${row.id}`,
     };
   }
-}
-
-function sha256(bytes: Uint8Array): string {
-  return createHash('sha256').update(bytes).digest('hex');
 }
 
 function permissionOf(row: StorageAssetPermissionRow): AssetPermission {
