@@ -224,7 +224,11 @@ export function createContext(
     clock,
     deliveries,
   );
-  const mailboxWakeups = { notifier: deliveryNotifier, signals: deliverySignals };
+  const mailboxWakeups = {
+    notifier: deliveryNotifier,
+    signals: deliverySignals,
+    listener: activity,
+  };
   const mailbox = new MailboxService(
     store,
     admission,

@@ -149,15 +149,19 @@ export class DeliveryNotifier {
     if (waiter.deadline < this.timerDue) this.schedule(waiter.deadline);
   }
 
-  /** Wakes the polls held here for these agents: a message for them was committed. */
-  wake(addresses: Iterable<string>): void {
-    const list = this.observer ? [...addresses] : addresses;
+  /**
+   * Wakes the polls held here for these agents: a message for them was committed. The
+   * observer hears of it too, unless the committer told it already (`observed`).
+   */
+  wake(addresses: Iterable<string>, observed = false): void {
+    const observer = observed ? undefined : this.observer;
+    const list = observer ? [...addresses] : addresses;
     for (const address of list) {
       const set = this.waiting.get(address);
       if (!set) continue;
       for (const waiter of [...set]) this.settle(waiter, 'delivered');
     }
-    this.observer?.changed(list);
+    observer?.changed(list);
   }
 
   /** Tells the observer, not the held polls: something other than a message happened to these agents. */

@@ -7,10 +7,12 @@ import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
 import {
   activityTimelineRow,
+  pendingTimelineRow,
   traceTimelineRow,
   type NewActivity,
   type PresenceRow,
   type StatsRow,
+  type StoredMessage,
   type TimelineCursor,
   type TimelineFilter,
   type TimelineRow,
@@ -663,13 +665,31 @@ export class ActivityService implements TraceWatcher, AgentHistory {
     };
   }
 
+  /**
+   * Messages this process stored: handed to their agents' streams as they are, without a
+   * read; the streams of their owners' agents are woken.
+   */
+  stored(messages: StoredMessage[]): void {
+    if (this.counters.streams === 0) return;
+    const rows: TimelineRow[] = [];
+    for (const message of messages) {
+      if (this.streams.watches(message.address)) rows.push(pendingTimelineRow(message));
+    }
+    if (rows.length > 0) this.streams.handed(rows);
+    if (this.streams.watchesUsers()) this.wakeOwners(messages.map((message) => message.address));
+  }
+
   /** Wakes the streams of these agents and of their owners. */
   wake(addresses: Iterable<string>): void {
     if (this.counters.streams === 0) return;
     const list = [...addresses];
     this.streams.wake(list);
-    if (!this.streams.watchesUsers()) return;
-    for (const address of list) {
+    if (this.streams.watchesUsers()) this.wakeOwners(list);
+  }
+
+  /** Wakes the streams of all of these agents' owners' agents. */
+  private wakeOwners(addresses: Iterable<string>): void {
+    for (const address of new Set(addresses)) {
       void this.ownerOf(address).then((userId) => {
         if (userId !== null) this.streams.wakeUser(userId);
       });

@@ -14,6 +14,7 @@ import { GroupCommit, type ItemOutcome } from '../infra/group-commit.js';
 import { formatUuid4 } from '../infra/uuids.js';
 import type { DeliverySignals } from '../store/delivery-signals.js';
 import type { Store } from '../store/index.js';
+import type { StoredMessage } from '../store/repositories/activity.js';
 import type { NewDeliveryEvent } from '../store/repositories/deliveries.js';
 import type { DeliveryTrace } from './deliveries.js';
 import type {
@@ -41,10 +42,17 @@ export interface MailboxPolicy {
   holdMs: number;
 }
 
+/** Hears of the messages this process stored, once committed (the activity streams). */
+export interface StoredMessagesListener {
+  stored(messages: StoredMessage[]): void;
+}
+
 /** Where held polls wait, and how commits reach them (in this process and others). */
 export interface DeliveryWakeups {
   notifier: DeliveryNotifier;
   signals: DeliverySignals;
+  /** Told of each stored message, with its id, instead of being woken to read it. */
+  listener?: StoredMessagesListener;
 }
 
 /** A poll that may be held: `departure` is left when its client goes away. */
@@ -247,13 +255,25 @@ export class MailboxService {
     });
     // A uuid another writer stored meanwhile is skipped: that message is stored, as asked.
     if (accepted.length > 0) {
-      const stored = await mailbox.deliver(accepted, period, traced);
-      this.wakeups.signals.announce(
-        accepted.filter((message) => stored.has(message.uuid)).map((message) => message.address),
+      const ids = await mailbox.deliver(accepted, period, traced);
+      const stored: StoredMessage[] = [];
+      for (const message of accepted) {
+        const id = ids.get(message.uuid);
+        if (id !== undefined) stored.push({ ...message, id });
+      }
+      const { listener, signals } = this.wakeups;
+      listener?.stored(stored);
+      signals.announce(
+        stored.map((message) => message.address),
+        listener !== undefined,
       );
     } else if (traced.length > 0) {
       // Nothing to store (resubmissions, refusals): the trace rows alone.
       await this.store.repos.deliveries.record(traced);
+    }
+    // Refusals and resubmissions are on their agents' timelines too.
+    if (traced.length > 0) {
+      this.wakeups.signals.announceActivity(traced.map((row) => row.address));
     }
     return outcomes;
   }

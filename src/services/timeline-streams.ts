@@ -38,6 +38,11 @@ export const STREAM_GRACE_MS = 2000;
 const USER_THROTTLE_MS = 100;
 /** After a failed read, the streams it was for are read again this much later. */
 const RETRY_MS = 1000;
+/**
+ * Streams handed rows are read this long after the first of them, to settle their place (and
+ * forget what they sent before it), and to take any row committed out of order meanwhile.
+ */
+const SETTLE_MS = 1000;
 
 function compare(a: TimelineCursor, b: TimelineCursor): number {
   if (a.at !== b.at) return a.at - b.at;
@@ -132,8 +137,10 @@ interface AgentStream {
  * woken agents, from the oldest place among their streams, and hands each stream its rows; a
  * change during a read is read right after it, with whatever else changed meanwhile. So the
  * cost of a change does not grow with the streams woken with it, and a busy server reads in
- * larger batches rather than more often. A stream of all of a user's agents reads on its
- * own, with its kind filter in the statement, at most ten times a second.
+ * larger batches rather than more often. Rows committed in this process with their ids in
+ * hand (stored messages) are handed to the streams instead ({@link handed}), and read once a
+ * second for all such agents together. A stream of all of a user's agents reads on its own,
+ * with its kind filter in the statement, at most ten times a second.
  */
 export class TimelineStreams {
   private readonly agents = new Map<string, Set<AgentStream>>();
@@ -146,6 +153,9 @@ export class TimelineStreams {
   /** Agents whose read failed, read again when {@link retry} fires. */
   private readonly retrying = new Set<string>();
   private generation = 0;
+  /** Agents whose streams were handed rows since their last read (read again by {@link settler}). */
+  private readonly unsettled = new Set<string>();
+  private settler: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly reads: TimelineReads,
@@ -213,6 +223,34 @@ export class TimelineStreams {
     return this.users.size > 0;
   }
 
+  /** Whether a stream of this one agent is open. */
+  watches(address: string): boolean {
+    return this.agents.has(address);
+  }
+
+  /**
+   * Rows this process has just committed, handed to the streams of their agents without a
+   * read (the committer does not wake them). Each such agent is read once within
+   * {@link SETTLE_MS} all the same, with every other agent handed rows meanwhile: that read
+   * settles its streams' places and takes whatever committed around the handed rows.
+   */
+  handed(rows: readonly TimelineRow[]): void {
+    for (const row of rows) {
+      const set = this.agents.get(row.address);
+      if (!set) continue;
+      for (const stream of set) stream.place.offer(row);
+      this.unsettled.add(row.address);
+    }
+    if (this.unsettled.size === 0 || this.settler) return;
+    this.settler = setTimeout(() => {
+      this.settler = undefined;
+      const due = [...this.unsettled];
+      this.unsettled.clear();
+      this.wake(due);
+    }, SETTLE_MS);
+    this.settler.unref();
+  }
+
   /** The timelines of these agents may have grown. */
   wake(addresses: Iterable<string>): void {
     if (this.agents.size === 0) return;
@@ -241,6 +279,9 @@ export class TimelineStreams {
     clearTimeout(this.retry);
     this.retry = undefined;
     this.retrying.clear();
+    clearTimeout(this.settler);
+    this.settler = undefined;
+    this.unsettled.clear();
     for (const end of [...this.enders]) end();
   }
 

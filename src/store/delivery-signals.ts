@@ -9,8 +9,11 @@ import { postgresConnection } from './database.js';
  * mailbox removed), in this process and in every other process serving the same database.
  */
 export interface DeliverySignals {
-  /** Call after the commit; never waits and never throws. */
-  announce(addresses: Iterable<string>): void;
+  /**
+   * Call after the commit; never waits and never throws. `observed`: this process's activity
+   * streams were handed the committed rows already (other processes' streams read them).
+   */
+  announce(addresses: Iterable<string>, observed?: boolean): void;
   /**
    * Something other than a message happened to these agents (their activity streams look
    * again; held polls do not). Call after the commit; never waits and never throws.
@@ -22,7 +25,7 @@ export interface DeliverySignals {
 /** One process alone (SQLite): the announcement goes straight to the local notifier. */
 export function localDeliverySignals(notifier: DeliveryNotifier): DeliverySignals {
   return {
-    announce: (addresses) => notifier.wake(addresses),
+    announce: (addresses, observed) => notifier.wake(addresses, observed),
     announceActivity: (addresses) => notifier.wakeActivity(addresses),
     close: async () => {},
   };
@@ -73,10 +76,10 @@ export class PostgresDeliverySignals implements DeliverySignals {
     this.ready = this.connect();
   }
 
-  announce(addresses: Iterable<string>): void {
+  announce(addresses: Iterable<string>, observed = false): void {
     const list = [...new Set(addresses)];
     if (list.length === 0) return;
-    this.notifier.wake(list);
+    this.notifier.wake(list, observed);
     for (const address of list) this.unsent.add(address);
     if (!this.sending) void this.send();
   }

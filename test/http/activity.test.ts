@@ -629,6 +629,59 @@ describeOnEachDialect('agent activity', (dialect) => {
       stream.close();
     });
 
+    it('hands a stored message to its stream without reading it back, and sends it once', async () => {
+      const key = await t.addUser(`handed-${dialect}`);
+      const agent = await newRegisteredAgent(hostOf(t), key);
+      const stream = await openStream(`${t.url}/v2/agents/${agent.address}/activity/stream`, {
+        key,
+      });
+      // The stream's first read (of where it starts) is done once nothing more comes.
+      assert.deepEqual(await stream.drain(300), []);
+      const repository = t.server.ctx.store.repos.activity;
+      const newest = repository.newest.bind(repository);
+      let reads = 0;
+      repository.newest = (agents, limit) => {
+        reads += 1;
+        return newest(agents, limit);
+      };
+      try {
+        const sender = TestIdentity.random();
+        const envelopes = [1, 2, 3].map(() => envelopeFor(sender, agent.address));
+        for (const body of envelopes) {
+          const res = await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body });
+          assert.equal(res.status, 200);
+        }
+        const first = JSON.parse((await stream.next(2000)).data) as TimelineEntry;
+        assert.equal(first.kind, 'message.stored');
+        assert.equal(reads, 0, 'the stored message was handed to the stream, not read');
+        // The same envelope again is traced as a resubmission, which the stream reads.
+        const again = await call(t.url, 'POST', '/v2/agents/mailbox/submit', {
+          body: envelopes[0],
+        });
+        assert.equal(again.status, 200);
+        // Past the settling read, each message has been sent once, and the resubmission too.
+        const rest = (await stream.drain(1500)).map((e) => JSON.parse(e.data) as TimelineEntry);
+        const entries = [first, ...rest];
+        assert.deepEqual(
+          entries
+            .filter((e) => e.kind === 'message.stored')
+            .map((e) => e.uuid)
+            .sort(),
+          envelopes.map((envelope) => messageUuid(envelope)).sort(),
+        );
+        const resubmitted = entries.filter((e) => e.kind === 'message.submitted');
+        assert.deepEqual(
+          resubmitted.map((e) => e.uuid),
+          [messageUuid(envelopes[0]!)],
+        );
+        assert.equal(new Set(entries.map((e) => e.id)).size, entries.length, 'no entry twice');
+        assert.ok(reads >= 1, 'the handed rows were settled by a read');
+      } finally {
+        repository.newest = newest;
+        stream.close();
+      }
+    });
+
     it("keeps, kind by kind, what the timeline's kind filter keeps", async () => {
       const key = await t.addUser(`kinds-${dialect}`);
       const agent = await newRegisteredAgent(hostOf(t), key, {

@@ -54,7 +54,17 @@ describeOnEachDialect('mailbox store', (dialect) => {
       message(b),
     ];
     const stored = await mailbox.deliver(batch, '2031-01');
-    assert.deepEqual([...stored].sort(), [batch[0]!.uuid, first.uuid, batch[4]!.uuid].sort());
+    assert.deepEqual(
+      [...stored.keys()].sort(),
+      [batch[0]!.uuid, first.uuid, batch[4]!.uuid].sort(),
+    );
+    // Each with the id of its row (the activity streams are handed it).
+    const rows = await t.store.db
+      .selectFrom('messages')
+      .select(['uuid', 'id'])
+      .where('uuid', 'in', [...stored.keys()])
+      .execute();
+    assert.deepEqual(new Map(rows.map((row) => [row.uuid, Number(row.id)])), stored);
     const listed = await mailbox.listPending(b, 0, { limit: 10, offset: 0 });
     assert.deepEqual(
       listed.map((row) => row.envelope),
@@ -84,7 +94,7 @@ describeOnEachDialect('mailbox store', (dialect) => {
       period,
     );
 
-    assert.deepEqual([...stored].sort(), fresh.map((m) => m.uuid).sort());
+    assert.deepEqual([...stored.keys()].sort(), fresh.map((m) => m.uuid).sort());
     const after = await counters([a, b, c]);
     assert.deepEqual(
       after.map(([pending, bytes, ownerBytes], i) => [

@@ -1,5 +1,5 @@
 import { sql, type Insertable, type Kysely, type RawBuilder, type Selectable } from 'kysely';
-import type { AgentActivityTable, AgentPresenceTable, Database } from '../schema.js';
+import type { AgentActivityTable, AgentPresenceTable, Database, MessagesTable } from '../schema.js';
 import { deleteAgentHistory, slices } from '../statements.js';
 import { KEPT_DETAIL } from './deliveries.js';
 import type { DeliveryEventRow } from './deliveries.js';
@@ -114,6 +114,34 @@ export function traceTimelineRow(row: DeliveryEventRow): TimelineRow {
     category: null,
     message: null,
     detail: row.detail,
+    data: null,
+  };
+}
+
+/** A message just stored, with its row's id: the pending message the timeline shows. */
+export type StoredMessage = Pick<
+  Selectable<MessagesTable>,
+  'id' | 'address' | 'uuid' | 'size' | 'received_at'
+> &
+  Partial<Pick<Selectable<MessagesTable>, 'sender' | 'forward_attempts'>>;
+
+/** A pending message as the timeline reads it (a `stored` row to come). */
+export function pendingTimelineRow(message: StoredMessage): TimelineRow {
+  return {
+    source: 'm',
+    id: Number(message.id),
+    address: message.address,
+    kind: 'stored',
+    at: Number(message.received_at),
+    peer: message.sender ?? null,
+    session: null,
+    uuid: message.uuid,
+    size: Number(message.size),
+    status_code: null,
+    latency_ms: null,
+    category: null,
+    message: null,
+    detail: Number(message.forward_attempts ?? 0) > 0 ? KEPT_DETAIL : null,
     data: null,
   };
 }

@@ -103,25 +103,28 @@ function leavingRows(
 const LEAVING = ['uuid', 'address', 'size', 'received_at', 'sender', 'digest'] as const;
 const LEAVING_KEPT = [...LEAVING, 'forward_attempts'] as const;
 
+/** The messages a group insert stored: each uuid with its row's id. */
+export type StoredIds = Map<string, number>;
+
 /** The statement messages are stored with: a uuid stored already is skipped. */
 export function insertMessagesQuery(db: Kysely<Database>, messages: NewMessage[]) {
   return db
     .insertInto('messages')
     .values(messages)
     .onConflict((oc) => oc.column('uuid').doNothing())
-    .returning(['uuid', 'address', 'size']);
+    .returning(['id', 'uuid', 'address', 'size']);
 }
 
 /**
  * Stores the messages, in order, except those whose uuid is taken (by a message stored
- * before or earlier in the list), and returns the uuid, mailbox and size of each one stored.
- * The counters are the caller's to move.
+ * before or earlier in the list), and returns the id, uuid, mailbox and size of each one
+ * stored. The counters are the caller's to move.
  */
 async function insertMessages(
   db: Kysely<Database>,
   messages: NewMessage[],
-): Promise<Pick<MessageRow, 'uuid' | 'address' | 'size'>[]> {
-  const stored: Pick<MessageRow, 'uuid' | 'address' | 'size'>[] = [];
+): Promise<Pick<MessageRow, 'id' | 'uuid' | 'address' | 'size'>[]> {
+  const stored: Pick<MessageRow, 'id' | 'uuid' | 'address' | 'size'>[] = [];
   for (const slice of slices(messages)) {
     stored.push(...(await insertMessagesQuery(db, slice).execute()));
   }
@@ -284,7 +287,7 @@ interface MailboxWrites {
     messages: NewMessage[],
     period: string,
     trace?: NewDeliveryEvent[],
-  ): Promise<Set<string>>;
+  ): Promise<StoredIds>;
   /** Adds bytes served to a user's transfer count of `period`. */
   countTransfer(db: Kysely<Database>, userId: string, period: string, bytes: number): Promise<void>;
 }
@@ -298,7 +301,7 @@ const sqliteWrites: MailboxWrites = {
         await addUsage(tx, owner, period, { num_messages: count });
       }
       if (trace && trace.length > 0) await insertDeliveryEvents(tx, trace);
-      return new Set(stored.map((message) => message.uuid));
+      return new Map(stored.map((message) => [message.uuid, Number(message.id)]));
     }),
 
   countTransfer: (db, userId, period, bytes) =>
@@ -311,7 +314,7 @@ const postgresWrites: MailboxWrites = {
   // they were before the statement: `counted` hands the owners of the mailboxes it moved,
   // with what moved, to `owned` and `charged` through RETURNING.
   async deliver(db, messages, period, trace) {
-    if (messages.length === 0) return new Set();
+    if (messages.length === 0) return new Map();
     if (messages.length > MAX_ROWS_PER_INSERT) {
       throw new RangeError(`at most ${MAX_ROWS_PER_INSERT} messages per statement`);
     }
@@ -332,12 +335,12 @@ const postgresWrites: MailboxWrites = {
     const columns = sql.raw(
       (traced ? ', sender, digest' : '') + (kept ? ', next_forward_at, forward_attempts' : ''),
     );
-    const result = await sql<{ uuid: string }>`
+    const result = await sql<{ id: number | string; uuid: string }>`
       with stored as (
         insert into messages (uuid, address, envelope, size, received_at, expires_at${columns})
         values ${rows}
         on conflict (uuid) do nothing
-        returning uuid, address, size
+        returning id, uuid, address, size
       ), per_mailbox as (
         select address, count(*) as messages, sum(size) as bytes from stored group by address
       ), counted as (
@@ -358,8 +361,8 @@ const postgresWrites: MailboxWrites = {
         on conflict (user_id, period)
         do update set num_messages = usage_periods.num_messages + excluded.num_messages
       )${trace && trace.length > 0 ? traceStatement(trace) : sql``}
-      select uuid from stored`.execute(db);
-    return new Set(result.rows.map((row) => row.uuid));
+      select id, uuid from stored`.execute(db);
+    return new Map(result.rows.map((row) => [row.uuid, Number(row.id)]));
   },
 
   // Every read of a mailbox counts its transfer, so the commit does not wait for the log to
@@ -527,14 +530,10 @@ export class MailboxRepository {
    * Stores messages and moves, by exactly the messages stored, their mailboxes' counters,
    * their owners' stored bytes and their owners' message usage in `period`; all of it or
    * nothing. A message whose uuid is taken (stored before, or earlier in the list) is
-   * skipped. Returns the uuids stored now. Trace rows given (refusals, resubmissions) are
-   * written in the same transaction.
+   * skipped. Answers the uuids stored now, each with its row's id. Trace rows given
+   * (refusals, resubmissions) are written in the same transaction.
    */
-  deliver(
-    messages: NewMessage[],
-    period: string,
-    trace?: NewDeliveryEvent[],
-  ): Promise<Set<string>> {
+  deliver(messages: NewMessage[], period: string, trace?: NewDeliveryEvent[]): Promise<StoredIds> {
     return this.writes.deliver(this.db, messages, period, trace);
   }
 
