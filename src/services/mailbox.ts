@@ -255,7 +255,7 @@ export class MailboxService {
     });
     // A uuid another writer stored meanwhile is skipped: that message is stored, as asked.
     if (accepted.length > 0) {
-      const ids = await mailbox.deliver(accepted, period, traced);
+      const { ids, traced: written } = await mailbox.deliver(accepted, period, traced);
       const stored: StoredMessage[] = [];
       for (const message of accepted) {
         const id = ids.get(message.uuid);
@@ -267,13 +267,11 @@ export class MailboxService {
         stored.map((message) => message.address),
         listener !== undefined,
       );
+      // Refusals (the owner's webhooks hear of them) and resubmissions, as any trace row.
+      this.trace.recorded(written);
     } else if (traced.length > 0) {
       // Nothing to store (resubmissions, refusals): the trace rows alone.
-      await this.store.repos.deliveries.record(traced);
-    }
-    // Refusals and resubmissions are on their agents' timelines too.
-    if (traced.length > 0) {
-      this.wakeups.signals.announceActivity(traced.map((row) => row.address));
+      this.trace.recorded(await this.store.repos.deliveries.record(traced));
     }
     return outcomes;
   }

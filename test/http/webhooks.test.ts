@@ -4,6 +4,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server as HttpServer } from 'node:http';
 import type { WebhookDelivery, WebhookPayload } from '../../src/wire/webhooks.js';
 import { hostOf, newRegisteredAgent, registerAgent } from '../kit/agents.js';
+import { openStream } from '../kit/sse.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { closeNow, listenOnLoopback } from '../kit/loopback.js';
@@ -280,6 +281,32 @@ describeOnEachDialect('webhooks', (dialect) => {
       assert.equal(listed!.status_code, 200);
     });
 
+    it("tells of a message refused for its owner's quota, and the agent's stream shows it", async () => {
+      const name = `quota-${++users}-${dialect}`;
+      const { user, token: key } = await t.server.ctx.services.users.createUser(name);
+      const agent = await newRegisteredAgent(hostOf(t), key);
+      await createHook(key, { url: `${receiver.url}/quota`, kinds: ['message.refused'] });
+      const stream = await openStream(`${t.url}/v2/agents/${agent.address}/activity/stream`, {
+        key,
+      });
+      await t.server.ctx.store.repos.usage.setOverrides(user.id, { messages_per_month: 0 });
+      const sender = TestIdentity.random();
+      const submit = await call(t.url, 'POST', '/v2/agents/mailbox/submit', {
+        body: envelopeFor(sender, agent.address),
+      });
+      assert.notEqual(submit.status, 200);
+      await waitFor('the refusal', () => receiver.at('/quota').length > 0);
+      const [delivery] = receiver.at('/quota');
+      assert.equal(delivery!.body.kind, 'message.refused');
+      assert.equal(delivery!.body.agent, agent.address);
+      assert.equal(delivery!.body.entry.peer, sender.address);
+      assert.match(String(delivery!.body.entry.detail), /quota/i);
+      const live = JSON.parse((await stream.next(2000)).data) as { id: string; kind: string };
+      assert.equal(live.kind, 'message.refused');
+      assert.equal(live.id, delivery!.body.entry.id);
+      stream.close();
+    });
+
     it('tells of an error an agent reports, only to the hooks that chose it', async () => {
       const key = await newUser();
       const agent = await newRegisteredAgent(hostOf(t), key);
@@ -409,8 +436,8 @@ describeOnEachDialect('webhooks', (dialect) => {
       assert.equal(tested.body.error, 'answered with status 500');
       assert.equal(Date.parse(tested.body.next_attempt_at), clock.now() + 10_000);
       assert.deepEqual(await deliveriesOf(key, hook.id), [tested.body]);
-      // Not due yet: the sender's rounds (one a second) leave it alone.
-      assert.equal(await webhooks().deliverDue(), 0);
+      // Not due yet: a round (the sender's own, one a second, or this one) leaves it alone.
+      await webhooks().deliverDue();
       await new Promise((resolve) => setTimeout(resolve, 1200));
       assert.equal(receiver.at('/flaky').length, 1);
       clock.advance(10_000);

@@ -55,16 +55,16 @@ describeOnEachDialect('mailbox store', (dialect) => {
     ];
     const stored = await mailbox.deliver(batch, '2031-01');
     assert.deepEqual(
-      [...stored.keys()].sort(),
+      [...stored.ids.keys()].sort(),
       [batch[0]!.uuid, first.uuid, batch[4]!.uuid].sort(),
     );
     // Each with the id of its row (the activity streams are handed it).
     const rows = await t.store.db
       .selectFrom('messages')
       .select(['uuid', 'id'])
-      .where('uuid', 'in', [...stored.keys()])
+      .where('uuid', 'in', [...stored.ids.keys()])
       .execute();
-    assert.deepEqual(new Map(rows.map((row) => [row.uuid, Number(row.id)])), stored);
+    assert.deepEqual(new Map(rows.map((row) => [row.uuid, Number(row.id)])), stored.ids);
     const listed = await mailbox.listPending(b, 0, { limit: 10, offset: 0 });
     assert.deepEqual(
       listed.map((row) => row.envelope),
@@ -94,7 +94,7 @@ describeOnEachDialect('mailbox store', (dialect) => {
       period,
     );
 
-    assert.deepEqual([...stored.keys()].sort(), fresh.map((m) => m.uuid).sort());
+    assert.deepEqual([...stored.ids.keys()].sort(), fresh.map((m) => m.uuid).sort());
     const after = await counters([a, b, c]);
     assert.deepEqual(
       after.map(([pending, bytes, ownerBytes], i) => [
@@ -110,6 +110,47 @@ describeOnEachDialect('mailbox store', (dialect) => {
     );
     assert.equal((await usage.period(owner, period)).num_messages, ownerMessages + 2);
     assert.equal((await usage.period(other, period)).num_messages, 2);
+  });
+
+  it('writes the trace rows given with the group, and answers them as written', async () => {
+    const [a, b] = mailboxes as [string, string];
+    const { mailbox, deliveries } = t.store.repos;
+    const refused = {
+      address: b,
+      event: 'refused',
+      at: 1_900_000_000_123,
+      uuid: randomUUID(),
+      digest: 'ab'.repeat(32),
+      sender: 'agent1sender',
+      size: 600,
+      detail: 'Monthly message quota exceeded',
+    };
+    const resubmitted = { ...refused, address: a, event: 'submitted', detail: 'again' };
+    const { ids, traced } = await mailbox.deliver([message(a)], '2031-03', [refused, resubmitted]);
+    assert.equal(ids.size, 1);
+    const stored = await t.store.db
+      .selectFrom('delivery_events')
+      .selectAll()
+      .where('uuid', 'in', [refused.uuid])
+      .orderBy('id')
+      .execute();
+    assert.deepEqual(
+      traced,
+      stored.map((row) => ({
+        ...row,
+        id: Number(row.id),
+        at: Number(row.at),
+        size: row.size === null ? null : Number(row.size),
+      })),
+    );
+    assert.deepEqual(
+      traced.map((row) => [row.event, row.address, row.detail, row.status_code]),
+      [
+        ['refused', b, refused.detail, null],
+        ['submitted', a, 'again', null],
+      ],
+    );
+    assert.equal((await deliveries.record([])).length, 0);
   });
 
   it('stores nothing of a list whose mailbox is gone', async () => {

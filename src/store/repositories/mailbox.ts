@@ -103,8 +103,13 @@ function leavingRows(
 const LEAVING = ['uuid', 'address', 'size', 'received_at', 'sender', 'digest'] as const;
 const LEAVING_KEPT = [...LEAVING, 'forward_attempts'] as const;
 
-/** The messages a group insert stored: each uuid with its row's id. */
-export type StoredIds = Map<string, number>;
+/** What a group insert wrote. */
+export interface Delivered {
+  /** The uuids stored now, each with its row's id. */
+  ids: Map<string, number>;
+  /** The trace rows written with them (refusals, resubmissions), ids and all. */
+  traced: DeliveryEventRow[];
+}
 
 /** The statement messages are stored with: a uuid stored already is skipped. */
 export function insertMessagesQuery(db: Kysely<Database>, messages: NewMessage[]) {
@@ -287,7 +292,7 @@ interface MailboxWrites {
     messages: NewMessage[],
     period: string,
     trace?: NewDeliveryEvent[],
-  ): Promise<StoredIds>;
+  ): Promise<Delivered>;
   /** Adds bytes served to a user's transfer count of `period`. */
   countTransfer(db: Kysely<Database>, userId: string, period: string, bytes: number): Promise<void>;
 }
@@ -300,8 +305,9 @@ const sqliteWrites: MailboxWrites = {
       for (const [owner, count] of perOwner) {
         await addUsage(tx, owner, period, { num_messages: count });
       }
-      if (trace && trace.length > 0) await insertDeliveryEvents(tx, trace);
-      return new Map(stored.map((message) => [message.uuid, Number(message.id)]));
+      const traced =
+        trace && trace.length > 0 ? await insertDeliveryEventsReturning(tx, trace) : [];
+      return { ids: new Map(stored.map((message) => [message.uuid, Number(message.id)])), traced };
     }),
 
   countTransfer: (db, userId, period, bytes) =>
@@ -314,7 +320,7 @@ const postgresWrites: MailboxWrites = {
   // they were before the statement: `counted` hands the owners of the mailboxes it moved,
   // with what moved, to `owned` and `charged` through RETURNING.
   async deliver(db, messages, period, trace) {
-    if (messages.length === 0) return new Map();
+    if (messages.length === 0) return { ids: new Map(), traced: [] };
     if (messages.length > MAX_ROWS_PER_INSERT) {
       throw new RangeError(`at most ${MAX_ROWS_PER_INSERT} messages per statement`);
     }
@@ -335,7 +341,8 @@ const postgresWrites: MailboxWrites = {
     const columns = sql.raw(
       (traced ? ', sender, digest' : '') + (kept ? ', next_forward_at, forward_attempts' : ''),
     );
-    const result = await sql<{ id: number | string; uuid: string }>`
+    const tracing = trace !== undefined && trace.length > 0;
+    const result = await sql<{ part: 'm' | 'd' } & DeliveryEventRow>`
       with stored as (
         insert into messages (uuid, address, envelope, size, received_at, expires_at${columns})
         values ${rows}
@@ -360,9 +367,25 @@ const postgresWrites: MailboxWrites = {
         select user_id, ${period}, sum(messages), 0 from counted group by user_id
         on conflict (user_id, period)
         do update set num_messages = usage_periods.num_messages + excluded.num_messages
-      )${trace && trace.length > 0 ? traceStatement(trace) : sql``}
-      select id, uuid from stored`.execute(db);
-    return new Map(result.rows.map((row) => [row.uuid, Number(row.id)]));
+      )${tracing ? traceStatement(trace) : sql``}
+      select 'm' as part, id, uuid${tracing ? TRACE_PART_NULLS : sql``} from stored
+      ${tracing ? sql`union all select 'd' as part, id, uuid, ${TRACE_PART_COLUMNS} from traced` : sql``}`.execute(
+      db,
+    );
+    const ids = new Map<string, number>();
+    const written: DeliveryEventRow[] = [];
+    for (const { part, ...row } of result.rows) {
+      if (part === 'm') ids.set(row.uuid!, Number(row.id));
+      else {
+        written.push({
+          ...row,
+          id: Number(row.id),
+          at: Number(row.at),
+          size: row.size === null ? null : Number(row.size),
+        });
+      }
+    }
+    return { ids, traced: written };
   },
 
   // Every read of a mailbox counts its transfer, so the commit does not wait for the log to
@@ -392,8 +415,18 @@ function traceStatement(events: NewDeliveryEvent[]): RawBuilder<unknown> {
   return sql`, traced as (
         insert into delivery_events (address, event, at, uuid, digest, sender, size, detail)
         values ${sql.join(rows)}
+        returning *
       )`;
 }
+
+/** The trace row's columns besides id and uuid, as the group insert answers them. */
+const TRACE_PART_COLUMNS = sql`address, event, at, digest, sender, size, status_code, latency_ms,
+  detail`;
+/** The same columns, empty, beside a stored message's id and uuid. */
+const TRACE_PART_NULLS = sql`, cast(null as text) as address, cast(null as text) as event,
+  cast(null as bigint) as at, cast(null as text) as digest, cast(null as text) as sender,
+  cast(null as bigint) as size, cast(null as integer) as status_code,
+  cast(null as integer) as latency_ms, cast(null as text) as detail`;
 
 /**
  * A registered agent's mailbox, the messages waiting in it, and what they count for: the
@@ -531,9 +564,9 @@ export class MailboxRepository {
    * their owners' stored bytes and their owners' message usage in `period`; all of it or
    * nothing. A message whose uuid is taken (stored before, or earlier in the list) is
    * skipped. Answers the uuids stored now, each with its row's id. Trace rows given
-   * (refusals, resubmissions) are written in the same transaction.
+   * (refusals, resubmissions) are written in the same transaction, and answered as written.
    */
-  deliver(messages: NewMessage[], period: string, trace?: NewDeliveryEvent[]): Promise<StoredIds> {
+  deliver(messages: NewMessage[], period: string, trace?: NewDeliveryEvent[]): Promise<Delivered> {
     return this.writes.deliver(this.db, messages, period, trace);
   }
 
