@@ -38,11 +38,14 @@ export const STREAM_GRACE_MS = 2000;
 const USER_THROTTLE_MS = 100;
 /** After a failed read, the streams it was for are read again this much later. */
 const RETRY_MS = 1000;
-/**
- * Streams handed rows are read this long after the first of them, to settle their place (and
- * forget what they sent before it), and to take any row committed out of order meanwhile.
- */
+/** Streams handed rows have their places settled this long after the first of them. */
 const SETTLE_MS = 1000;
+/**
+ * How long after its commit a change is surely heard of (its wake, or on PostgreSQL its
+ * notification, has been handled): a stream settled without a read trusts that every row
+ * committed this long ago has reached it, handed or read.
+ */
+const HEARD_WITHIN_MS = 3000;
 
 function compare(a: TimelineCursor, b: TimelineCursor): number {
   if (a.at !== b.at) return a.at - b.at;
@@ -138,8 +141,8 @@ interface AgentStream {
  * change during a read is read right after it, with whatever else changed meanwhile. So the
  * cost of a change does not grow with the streams woken with it, and a busy server reads in
  * larger batches rather than more often. Rows committed in this process with their ids in
- * hand (stored messages) are handed to the streams instead ({@link handed}), and read once a
- * second for all such agents together. A stream of all of a user's agents reads on its own,
+ * hand (stored messages) are handed to the streams instead ({@link handed}), with no read. A
+ * stream of all of a user's agents reads on its own,
  * with its kind filter in the statement, at most ten times a second.
  */
 export class TimelineStreams {
@@ -153,9 +156,11 @@ export class TimelineStreams {
   /** Agents whose read failed, read again when {@link retry} fires. */
   private readonly retrying = new Set<string>();
   private generation = 0;
-  /** Agents whose streams were handed rows since their last read (read again by {@link settler}). */
+  /** Agents whose streams were handed rows since their places were last settled. */
   private readonly unsettled = new Set<string>();
   private settler: NodeJS.Timeout | undefined;
+  /** Agents being read now. */
+  private readonly inRead = new Set<string>();
 
   constructor(
     private readonly reads: TimelineReads,
@@ -230,9 +235,11 @@ export class TimelineStreams {
 
   /**
    * Rows this process has just committed, handed to the streams of their agents without a
-   * read (the committer does not wake them). Each such agent is read once within
-   * {@link SETTLE_MS} all the same, with every other agent handed rows meanwhile: that read
-   * settles its streams' places and takes whatever committed around the handed rows.
+   * read (the committer does not wake them). Every other change wakes a read, so an agent
+   * that was handed rows alone needs no read at all: within {@link SETTLE_MS} its streams'
+   * places are settled as a read would settle them, up to what has surely been heard of
+   * ({@link HEARD_WITHIN_MS}), and they forget what they sent before that. An agent woken or
+   * being read meanwhile is settled by its read.
    */
   handed(rows: readonly TimelineRow[]): void {
     for (const row of rows) {
@@ -242,13 +249,20 @@ export class TimelineStreams {
       this.unsettled.add(row.address);
     }
     if (this.unsettled.size === 0 || this.settler) return;
-    this.settler = setTimeout(() => {
-      this.settler = undefined;
-      const due = [...this.unsettled];
-      this.unsettled.clear();
-      this.wake(due);
-    }, SETTLE_MS);
+    this.settler = setTimeout(() => this.settleHanded(), SETTLE_MS);
     this.settler.unref();
+  }
+
+  private settleHanded(): void {
+    this.settler = undefined;
+    const heard = this.clock.now() - HEARD_WITHIN_MS;
+    for (const address of this.unsettled) {
+      if (this.woken.has(address) || this.inRead.has(address) || this.retrying.has(address)) {
+        continue;
+      }
+      for (const stream of this.agents.get(address) ?? []) stream.place.settle(heard);
+    }
+    this.unsettled.clear();
   }
 
   /** The timelines of these agents may have grown. */
@@ -326,6 +340,7 @@ export class TimelineStreams {
       from: Math.min(...streams.map((s) => s.place.from)),
     }));
     let limit = PAGE;
+    for (const address of batch) this.inRead.add(address);
     try {
       while (watched.length > 0) {
         const rows = await this.reads.newest(watched, limit);
@@ -353,6 +368,8 @@ export class TimelineStreams {
       }, RETRY_MS);
       this.retry.unref();
       return;
+    } finally {
+      for (const address of batch) this.inRead.delete(address);
     }
     for (const streams of covered.values()) {
       for (const stream of streams) stream.place.settle(startedAt);

@@ -1,0 +1,132 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createLogger } from '../../src/logger.js';
+import { TimelineStreams, type TimelineReads } from '../../src/services/timeline-streams.js';
+import type { TimelineRow } from '../../src/store/repositories/activity.js';
+import { ManualClock } from '../kit/server.js';
+
+const AGENT = 'agent1streamed';
+
+function row(id: number, at: number, source: TimelineRow['source'] = 'm'): TimelineRow {
+  return {
+    source,
+    id,
+    address: AGENT,
+    kind: source === 'm' ? 'stored' : 'event.info',
+    at,
+    peer: null,
+    session: null,
+    uuid: null,
+    size: null,
+    status_code: null,
+    latency_ms: null,
+    category: null,
+    message: null,
+    detail: null,
+    data: null,
+  };
+}
+
+/** A store of timeline rows the streams read, counting the reads; `fail` fails the next ones. */
+class Rows implements TimelineReads {
+  rows: TimelineRow[] = [];
+  reads = 0;
+  fail = 0;
+
+  newest(agents: readonly { address: string; from: number }[], limit: number) {
+    this.reads += 1;
+    if (this.fail > 0) {
+      this.fail -= 1;
+      return Promise.reject(new Error('the database is away'));
+    }
+    const found = this.rows
+      .filter((r) => agents.some((a) => a.address === r.address && r.at >= a.from))
+      .sort((a, b) => a.at - b.at || a.id - b.id)
+      .slice(0, limit);
+    return Promise.resolve(found);
+  }
+
+  timeline(): Promise<TimelineRow[]> {
+    return Promise.resolve([]);
+  }
+}
+
+/** Opens a stream of AGENT from `start` on fresh streams; answers what it was sent. */
+async function streamed(clock: ManualClock, rows: Rows) {
+  const streams = new TimelineStreams(rows, clock, createLogger({ level: 'silent' }));
+  const sent: string[] = [];
+  streams.open(
+    { address: AGENT, since: 0 },
+    { at: clock.now() - 1, source: 'a', id: 0 },
+    { pending: true },
+    (r) => sent.push(`${r.source}${r.id}`),
+    () => undefined,
+  );
+  // The stream's first read, of where it starts.
+  await sleep(20);
+  return { streams, sent };
+}
+
+describe('activity streams of single agents', () => {
+  it('send handed rows without a read, once, however often the agent is read after', async () => {
+    const clock = new ManualClock();
+    const rows = new Rows();
+    const { streams, sent } = await streamed(clock, rows);
+    const readsBefore = rows.reads;
+    const stored = [row(1, clock.now()), row(2, clock.now())];
+    rows.rows.push(...stored);
+    streams.handed(stored);
+    assert.deepEqual(sent, ['m1', 'm2']);
+    // Settled without a read, a second on.
+    await sleep(1100);
+    assert.equal(rows.reads, readsBefore);
+    streams.wake([AGENT]);
+    await sleep(20);
+    assert.equal(rows.reads, readsBefore + 1);
+    assert.deepEqual(sent, ['m1', 'm2']);
+    streams.endAll();
+  });
+
+  it('still send a row committed late, around handed rows, when its wake comes', async () => {
+    const clock = new ManualClock();
+    const rows = new Rows();
+    const { streams, sent } = await streamed(clock, rows);
+    clock.advance(10_000);
+    const stored = row(5, clock.now());
+    rows.rows.push(stored);
+    streams.handed([stored]);
+    // The places are settled a second later, when a late row dated before the handed one may
+    // not have been heard of yet.
+    clock.advance(1_000);
+    await sleep(1100);
+    const late = row(3, clock.now() - 2_500, 'a');
+    rows.rows.push(late);
+    streams.wake([AGENT]);
+    await sleep(20);
+    assert.deepEqual(sent, ['m5', 'a3']);
+    streams.endAll();
+  });
+
+  it('are not settled past what a failed read has yet to send', async () => {
+    const clock = new ManualClock();
+    const rows = new Rows();
+    const { streams, sent } = await streamed(clock, rows);
+    clock.advance(10_000);
+    const stored = row(8, clock.now());
+    rows.rows.push(stored);
+    streams.handed([stored]);
+    // Before the places settle, a row is committed and its read fails (tried again a second
+    // later); when they are due to settle, far past that row, it has still to be sent.
+    await sleep(500);
+    const missed = row(7, clock.now(), 'a');
+    rows.rows.push(missed);
+    rows.fail = 1;
+    streams.wake([AGENT]);
+    await sleep(20);
+    clock.advance(60_000);
+    await sleep(1500);
+    assert.deepEqual(sent, ['m8', 'a7']);
+    streams.endAll();
+  });
+});
