@@ -164,6 +164,8 @@ export interface PacedOptions {
   request: (index: number) => HttpRequest;
   expectStatus: number;
   cpuOfPid?: number;
+  /** Told of each expected answer as it is read. */
+  onAnswer?: (index: number) => void;
 }
 
 /**
@@ -197,6 +199,7 @@ export async function runPaced(options: PacedOptions): Promise<LoadResult> {
     const text = await response.body.text();
     if (response.statusCode === options.expectStatus) {
       latencies.push(performance.now() - sentAt);
+      options.onAnswer?.(index);
     } else {
       unexpected ??= { count: 0, first: `${response.statusCode} ${text.slice(0, 300)}` };
       unexpected.count++;
