@@ -142,8 +142,8 @@ interface AgentStream {
  * cost of a change does not grow with the streams woken with it, and a busy server reads in
  * larger batches rather than more often. Rows committed in this process with their ids in
  * hand (stored messages) are handed to the streams instead ({@link handed}), with no read. A
- * stream of all of a user's agents reads on its own,
- * with its kind filter in the statement, at most ten times a second.
+ * stream of all of a user's agents reads on its own, with its kind filter in the statement, at
+ * most ten times a second.
  */
 export class TimelineStreams {
   private readonly agents = new Map<string, Set<AgentStream>>();
