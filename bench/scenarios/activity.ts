@@ -266,7 +266,7 @@ function medianRun(runs: LoadResult[]): LoadResult {
  * the streams open against the rate without them on the same server ({@link ROUNDS} rounds of
  * without, with, with, without; the medians compared), and the time from a submit being sent
  * to its entry arriving on the stream, at 200 submits a second (and, in the details, in the
- * runs flat out), with the submits' own p99 beside it.
+ * runs flat out), with the submits' own p99 beside it, with the streams open and without.
  */
 export const activityStreamsScenario: Scenario = {
   name: 'activity streams',
@@ -277,7 +277,8 @@ export const activityStreamsScenario: Scenario = {
   async run({ service, store, profile, dialect }) {
     const targets = seededIdentities('bench stream agent', STREAMED_AGENTS).map((a) => a.address);
     await openMailboxes(store(), targets);
-    const total = WARMUP_SUBMITS + ROUNDS * 4 * MEASURED_SUBMITS + PACED_SUBMITS;
+    // Two paced runs: with the streams open, and after them without, for the submits' own latency.
+    const total = 2 * WARMUP_SUBMITS + ROUNDS * 4 * MEASURED_SUBMITS + 2 * PACED_SUBMITS;
     const bodies = await signInWorkers(
       {
         kind: 'envelopes',
@@ -352,7 +353,12 @@ export const activityStreamsScenario: Scenario = {
     };
 
     try {
+      // Both paths warm, each once: without the streams, then with them open.
       await submitRun(WARMUP_SUBMITS, false);
+      await openAll();
+      await submitRun(WARMUP_SUBMITS, false);
+      closeAll();
+      await sleep(1000);
       const without: LoadResult[] = [];
       const withStreams: LoadResult[] = [];
       const openSeconds: number[] = [];
@@ -408,6 +414,22 @@ export const activityStreamsScenario: Scenario = {
         await sleep(1000);
         without.push(await submitRun(MEASURED_SUBMITS, false));
       }
+      // The same steady rate with no stream open: what the submits' own answers take.
+      const pacedFirst = offset;
+      offset += PACED_SUBMITS;
+      const pacedWithout = await runPaced({
+        url: service.url,
+        connections: profile.connections,
+        rate: PACED_RATE,
+        requests: PACED_SUBMITS,
+        request: (index) => ({
+          method: 'POST',
+          path: '/v2/agents/mailbox/submit',
+          body: bodies[pacedFirst + index],
+        }),
+        expectStatus: 200,
+        cpuOfPid: service.pid,
+      });
       if (!paced || paced.latencies.length < PACED_SUBMITS) {
         throw new Error(
           `the streams heard ${paced?.latencies.length ?? 0} of ${PACED_SUBMITS} submits sent at ${PACED_RATE}/s`,
@@ -482,6 +504,10 @@ export const activityStreamsScenario: Scenario = {
             submitP99Ms: paced.run.latencyMs.p99,
             afterAnswerP50Ms: streamsShare.p50,
             afterAnswerP99Ms: streamsShare.p99,
+            withoutStreams: {
+              submitP50Ms: pacedWithout.latencyMs.p50,
+              submitP99Ms: pacedWithout.latencyMs.p99,
+            },
             flatOut: {
               sent: flatOutSent,
               arrivals: flatOut.count,
