@@ -655,6 +655,9 @@ describeOnEachDialect('agent activity', (dialect) => {
         // none has cost a read.
         const handed = (await stream.drain(1500)).map((e) => JSON.parse(e.data) as TimelineEntry);
         assert.equal(reads, 0, 'the stored messages were handed to the stream, not read');
+        // Each entry as the timeline itself reads it, field for field.
+        const page = await timeline(agent.address, '?kind=message.stored', key);
+        assert.deepEqual(handed, page.entries.filter((e) => e.kind === 'message.stored').reverse());
         // The same envelope again is traced as a resubmission, which the stream reads: the
         // read (from before the handed rows) sends nothing twice.
         clock.advance(10_000);
