@@ -308,23 +308,48 @@ export const activityStreamsScenario: Scenario = {
       if (answered !== undefined) afterAnswer.push(now - answered);
     };
 
+    // The next `count` bodies, each sent once: a timed run notes when each uuid was sent.
     let offset = 0;
-    const submitRun = async (count: number, timed: boolean): Promise<LoadResult> => {
+    const nextSubmits = (count: number, timed: boolean) => {
       const first = offset;
       offset += count;
-      const uuids = timed
-        ? bodies.slice(first, first + count).map((_, i) => uuidOf(first + i))
-        : [];
-      return runLoad({
-        url: service.url,
-        connections: profile.connections,
-        until: { requests: count },
-        request: (index) => {
+      const uuids = timed ? Array.from({ length: count }, (_, i) => uuidOf(first + i)) : [];
+      return {
+        uuids,
+        request: (index: number): HttpRequest => {
           if (timed) sentAt.set(uuids[index]!, performance.now());
           return { method: 'POST', path: '/v2/agents/mailbox/submit', body: bodies[first + index] };
         },
+      };
+    };
+    const submitRun = (count: number, timed: boolean): Promise<LoadResult> =>
+      runLoad({
+        url: service.url,
+        connections: profile.connections,
+        until: { requests: count },
+        request: nextSubmits(count, timed).request,
         expectStatus: 200,
         cpuOfPid: service.pid,
+      });
+    // At PACED_RATE; a timed run notes when each answer came, or that its entry came first.
+    const pacedRun = (timed: boolean): Promise<LoadResult> => {
+      const { uuids, request } = nextSubmits(PACED_SUBMITS, timed);
+      return runPaced({
+        url: service.url,
+        connections: profile.connections,
+        rate: PACED_RATE,
+        requests: PACED_SUBMITS,
+        request,
+        expectStatus: 200,
+        cpuOfPid: service.pid,
+        ...(timed && {
+          onAnswer: (index: number) => {
+            const uuid = uuids[index]!;
+            // Heard before its answer came: no later than the answer.
+            if (sentAt.has(uuid)) answeredAt.set(uuid, performance.now());
+            else afterAnswer.push(0);
+          },
+        }),
       });
     };
 
@@ -379,33 +404,7 @@ export const activityStreamsScenario: Scenario = {
           const flatOut = latencies;
           latencies = [];
           sentAt.clear();
-          const pacedFirst = offset;
-          offset += PACED_SUBMITS;
-          const pacedUuids = Array.from({ length: PACED_SUBMITS }, (_, i) =>
-            uuidOf(pacedFirst + i),
-          );
-          const run = await runPaced({
-            url: service.url,
-            connections: profile.connections,
-            rate: PACED_RATE,
-            requests: PACED_SUBMITS,
-            request: (index) => {
-              sentAt.set(pacedUuids[index]!, performance.now());
-              return {
-                method: 'POST',
-                path: '/v2/agents/mailbox/submit',
-                body: bodies[pacedFirst + index],
-              };
-            },
-            expectStatus: 200,
-            cpuOfPid: service.pid,
-            onAnswer: (index) => {
-              const uuid = pacedUuids[index]!;
-              // Heard before its answer came: no later than the answer.
-              if (sentAt.has(uuid)) answeredAt.set(uuid, performance.now());
-              else afterAnswer.push(0);
-            },
-          });
+          const run = await pacedRun(true);
           await sleep(2000);
           paced = { run, latencies };
           latencies = flatOut;
@@ -415,21 +414,7 @@ export const activityStreamsScenario: Scenario = {
         without.push(await submitRun(MEASURED_SUBMITS, false));
       }
       // The same steady rate with no stream open: what the submits' own answers take.
-      const pacedFirst = offset;
-      offset += PACED_SUBMITS;
-      const pacedWithout = await runPaced({
-        url: service.url,
-        connections: profile.connections,
-        rate: PACED_RATE,
-        requests: PACED_SUBMITS,
-        request: (index) => ({
-          method: 'POST',
-          path: '/v2/agents/mailbox/submit',
-          body: bodies[pacedFirst + index],
-        }),
-        expectStatus: 200,
-        cpuOfPid: service.pid,
-      });
+      const pacedWithout = await pacedRun(false);
       if (!paced || paced.latencies.length < PACED_SUBMITS) {
         throw new Error(
           `the streams heard ${paced?.latencies.length ?? 0} of ${PACED_SUBMITS} submits sent at ${PACED_RATE}/s`,
