@@ -307,7 +307,7 @@ const sqliteWrites: MailboxWrites = {
       }
       const traced =
         trace && trace.length > 0 ? await insertDeliveryEventsReturning(tx, trace) : [];
-      return { ids: new Map(stored.map((message) => [message.uuid, Number(message.id)])), traced };
+      return { ids: new Map(stored.map((message) => [message.uuid, message.id])), traced };
     }),
 
   countTransfer: (db, userId, period, bytes) =>
@@ -375,15 +375,8 @@ const postgresWrites: MailboxWrites = {
     const ids = new Map<string, number>();
     const written: DeliveryEventRow[] = [];
     for (const { part, ...row } of result.rows) {
-      if (part === 'm') ids.set(row.uuid!, Number(row.id));
-      else {
-        written.push({
-          ...row,
-          id: Number(row.id),
-          at: Number(row.at),
-          size: row.size === null ? null : Number(row.size),
-        });
-      }
+      if (part === 'm') ids.set(row.uuid!, row.id);
+      else written.push(row);
     }
     return { ids, traced: written };
   },
