@@ -7,6 +7,7 @@ import type { Store } from '../store/index.js';
 import type {
   DeliveryEventRow,
   DeliveryFilter,
+  NewDeliveryEvent,
   Ownership,
 } from '../store/repositories/deliveries.js';
 import type { PendingMessage } from '../store/repositories/mailbox.js';
@@ -82,13 +83,18 @@ export class DeliveryTrace {
     if (rows.length > 0) this.watcher?.recorded(rows);
   }
 
+  /** Writes these rows (whether the trace is on is the caller's to check) and tells of them. */
+  async record(events: NewDeliveryEvent[]): Promise<void> {
+    this.recorded(await this.store.repos.deliveries.record(events));
+  }
+
   /**
    * Records a refused envelope against its target, when the target is a registered agent
    * (otherwise no owner could read it); by its digest when its fields can be packed.
    */
   async refused(envelope: EnvelopeFields, reason: string, uuid?: string): Promise<void> {
     if (!this.enabled || !(await this.store.repos.agents.isRegistered(envelope.target))) return;
-    const rows = await this.store.repos.deliveries.record([
+    await this.record([
       {
         address: envelope.target,
         event: 'refused',
@@ -100,7 +106,6 @@ export class DeliveryTrace {
         detail: reason,
       },
     ]);
-    this.watcher?.recorded(rows);
   }
 
   /** How the trace keeps an envelope digest (hex); null while the trace is off. */
@@ -140,7 +145,7 @@ export class DeliveryTrace {
     // Presence follows forwards whether or not the trace is on.
     this.watcher?.forwarded(attempt.address, ok && attempt.error === null, attempt.error);
     if (!this.enabled) return;
-    const rows = await this.store.repos.deliveries.record([
+    await this.record([
       {
         address: attempt.address,
         event: 'forwarded',
@@ -154,13 +159,12 @@ export class DeliveryTrace {
         detail: attempt.error,
       },
     ]);
-    this.watcher?.recorded(rows);
   }
 
   /** Records an interaction the agent `source` reported with `target`. */
   async interaction(source: string, target: string, sessionId: string): Promise<void> {
     if (!this.enabled) return;
-    const rows = await this.store.repos.deliveries.record([
+    await this.record([
       {
         address: source,
         event: 'interaction',
@@ -169,7 +173,6 @@ export class DeliveryTrace {
         detail: `target ${target}, session ${sessionId}`,
       },
     ]);
-    this.watcher?.recorded(rows);
   }
 
   /**

@@ -271,7 +271,7 @@ export class MailboxService {
       this.trace.recorded(written);
     } else if (traced.length > 0) {
       // Nothing to store (resubmissions, refusals): the trace rows alone.
-      this.trace.recorded(await this.store.repos.deliveries.record(traced));
+      await this.trace.record(traced);
     }
     return outcomes;
   }
