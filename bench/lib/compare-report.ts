@@ -1,4 +1,5 @@
 import { formatNumber, markdownTable, type Measure } from './report.js';
+import { median } from './stats.js';
 
 /**
  * The side-by-side figures of `npm run bench -- --compare`: each measure of each round on the
@@ -75,11 +76,6 @@ export interface CompareRow {
   beyondSpread: boolean;
   /** Whether head is the better of the two, when the difference is beyond the spread. */
   verdict: 'better' | 'worse' | 'same';
-}
-
-function median(sorted: number[]): number {
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 }
 
 export function spreadOf(values: number[]): Spread {

@@ -10,6 +10,13 @@ export function percentile(sorted: ArrayLike<number>, p: number): number {
   return sorted[Math.ceil((p / 100) * sorted.length) - 1]!;
 }
 
+/** The median of ascending `sorted`: its middle sample, or the mean of its two middle ones. */
+export function median(sorted: ArrayLike<number>): number {
+  if (sorted.length === 0) throw new RangeError('median of no samples');
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
 export interface LatencySummary {
   count: number;
   p50: number;

@@ -10,7 +10,7 @@ import { throughputMeasure, type Measure } from '../lib/report.js';
 import { openMailboxes, seedTimeline } from '../lib/seed.js';
 import type { RunningService } from '../lib/server.js';
 import { signInWorkers } from '../lib/signing.js';
-import { summarize } from '../lib/stats.js';
+import { median, summarize } from '../lib/stats.js';
 import type { Scenario } from './scenario.js';
 
 /**
@@ -244,9 +244,7 @@ function openStream(
 
 /** The median of some runs' rates. */
 function medianRate(runs: LoadResult[]): number {
-  const rates = runs.map((run) => run.requestsPerSecond).sort((a, b) => a - b);
-  const middle = Math.floor(rates.length / 2);
-  return rates.length % 2 === 1 ? rates[middle]! : (rates[middle - 1]! + rates[middle]!) / 2;
+  return median(runs.map((run) => run.requestsPerSecond).sort((a, b) => a - b));
 }
 
 /** The run whose rate is nearest the median (whose latency and CPU are reported). */
