@@ -52,8 +52,13 @@ class Rows implements TimelineReads {
   }
 }
 
-/** Opens a stream of AGENT from `start` on fresh streams; answers what it was sent. */
-async function streamed(clock: ManualClock, rows: Rows) {
+/**
+ * Opens a stream of AGENT, from now, on fresh streams over a store of their own; answers what
+ * it was sent, and `commitAndHand` to store rows as this process does (committed, then handed).
+ */
+async function streamed() {
+  const clock = new ManualClock();
+  const rows = new Rows();
   const streams = new TimelineStreams(rows, clock, createLogger({ level: 'silent' }));
   const sent: string[] = [];
   streams.open(
@@ -65,18 +70,18 @@ async function streamed(clock: ManualClock, rows: Rows) {
   );
   // The stream's first read, of where it starts.
   await sleep(20);
-  return { streams, sent };
+  const commitAndHand = (...stored: TimelineRow[]): void => {
+    rows.rows.push(...stored);
+    streams.handed(stored);
+  };
+  return { clock, rows, streams, sent, commitAndHand };
 }
 
 describe('activity streams of single agents', () => {
   it('send handed rows without a read, once, however often the agent is read after', async () => {
-    const clock = new ManualClock();
-    const rows = new Rows();
-    const { streams, sent } = await streamed(clock, rows);
+    const { clock, rows, streams, sent, commitAndHand } = await streamed();
     const readsBefore = rows.reads;
-    const stored = [row(1, clock.now()), row(2, clock.now())];
-    rows.rows.push(...stored);
-    streams.handed(stored);
+    commitAndHand(row(1, clock.now()), row(2, clock.now()));
     assert.deepEqual(sent, ['m1', 'm2']);
     // Settled without a read, a second on.
     await sleep(1100);
@@ -89,13 +94,9 @@ describe('activity streams of single agents', () => {
   });
 
   it('still send a row committed late, around handed rows, when its wake comes', async () => {
-    const clock = new ManualClock();
-    const rows = new Rows();
-    const { streams, sent } = await streamed(clock, rows);
+    const { clock, rows, streams, sent, commitAndHand } = await streamed();
     clock.advance(10_000);
-    const stored = row(5, clock.now());
-    rows.rows.push(stored);
-    streams.handed([stored]);
+    commitAndHand(row(5, clock.now()));
     // The places are settled a second later, when a late row dated before the handed one may
     // not have been heard of yet.
     clock.advance(1_000);
@@ -109,13 +110,9 @@ describe('activity streams of single agents', () => {
   });
 
   it('are not settled past what a failed read has yet to send', async () => {
-    const clock = new ManualClock();
-    const rows = new Rows();
-    const { streams, sent } = await streamed(clock, rows);
+    const { clock, rows, streams, sent, commitAndHand } = await streamed();
     clock.advance(10_000);
-    const stored = row(8, clock.now());
-    rows.rows.push(stored);
-    streams.handed([stored]);
+    commitAndHand(row(8, clock.now()));
     // Before the places settle, a row is committed and its read fails (tried again a second
     // later); when they are due to settle, far past that row, it has still to be sent.
     await sleep(500);
