@@ -1,5 +1,11 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
+import {
+  isChange,
+  type Change,
+  type ChangeFeed,
+  type RemoteChanges,
+} from '../infra/change-feed.js';
 import type { DeliveryNotifier } from '../infra/delivery-notifier.js';
 import type { Logger } from '../logger.js';
 import { postgresConnection } from './database.js';
@@ -38,6 +44,8 @@ function backendOf(client: pg.Client): number | undefined {
 
 /** Marks a notification about an agent's activity rather than a message for it. */
 const ACTIVITY = 'activity:';
+/** Marks a notification that carries a change of the change feed, as JSON. */
+const CHANGE = 'change:';
 
 /** How long to wait before connecting again after the listening connection was lost. */
 const RECONNECT_DELAY_MS = 1000;
@@ -59,7 +67,7 @@ function channelFor(schema: string): string {
  * skipped when they come back. If the connection drops, every held poll looks again (a
  * notification may have been lost) and the connection is opened again a second later.
  */
-export class PostgresDeliverySignals implements DeliverySignals {
+export class PostgresDeliverySignals implements DeliverySignals, RemoteChanges {
   private client: pg.Client | undefined;
   private channel: string | undefined;
   private stopped = false;
@@ -72,8 +80,16 @@ export class PostgresDeliverySignals implements DeliverySignals {
     private readonly url: string,
     private readonly notifier: DeliveryNotifier,
     private readonly logger: Logger,
+    /** Hears the changes other processes publish, and what may have been missed. */
+    private readonly feed?: ChangeFeed,
   ) {
     this.ready = this.connect();
+  }
+
+  /** The changes this process published, for the others; sent as announcements are. */
+  send(changes: readonly Change[]): void {
+    for (const change of changes) this.unsent.add(`${CHANGE}${JSON.stringify(change)}`);
+    if (!this.sending) void this.flush();
   }
 
   announce(addresses: Iterable<string>, observed = false): void {
@@ -81,7 +97,7 @@ export class PostgresDeliverySignals implements DeliverySignals {
     if (list.length === 0) return;
     this.notifier.wake(list, observed);
     for (const address of list) this.unsent.add(address);
-    if (!this.sending) void this.send();
+    if (!this.sending) void this.flush();
   }
 
   announceActivity(addresses: Iterable<string>): void {
@@ -89,14 +105,14 @@ export class PostgresDeliverySignals implements DeliverySignals {
     if (list.length === 0) return;
     this.notifier.wakeActivity(list);
     for (const address of list) this.unsent.add(`${ACTIVITY}${address}`);
-    if (!this.sending) void this.send();
+    if (!this.sending) void this.flush();
   }
 
   /**
    * Sends what was announced, one statement at a time: announcements made while one is on
    * its way go together in the next, so a burst of submits never queues more than one.
    */
-  private async send(): Promise<void> {
+  private async flush(): Promise<void> {
     this.sending = true;
     try {
       while (this.unsent.size > 0) {
@@ -115,6 +131,16 @@ export class PostgresDeliverySignals implements DeliverySignals {
     } finally {
       this.sending = false;
     }
+  }
+
+  private heard(json: string): void {
+    let change: unknown;
+    try {
+      change = JSON.parse(json);
+    } catch {
+      return;
+    }
+    if (isChange(change)) this.feed?.heard([change]);
   }
 
   async close(): Promise<void> {
@@ -137,6 +163,7 @@ export class PostgresDeliverySignals implements DeliverySignals {
       if (this.stopped) return;
       this.logger.warn({ err }, 'mailbox notifications lost; listening again shortly');
       this.notifier.wakeAll();
+      this.feed?.missed();
       this.retry = setTimeout(() => void this.connect(), RECONNECT_DELAY_MS);
       this.retry.unref();
     };
@@ -145,7 +172,8 @@ export class PostgresDeliverySignals implements DeliverySignals {
     client.on('notification', (message) => {
       const { payload } = message;
       if (message.processId === backendOf(client) || !payload) return;
-      if (payload.startsWith(ACTIVITY))
+      if (payload.startsWith(CHANGE)) this.heard(payload.slice(CHANGE.length));
+      else if (payload.startsWith(ACTIVITY))
         this.notifier.wakeActivity([payload.slice(ACTIVITY.length)]);
       else this.notifier.wake([payload]);
     });
@@ -162,6 +190,7 @@ export class PostgresDeliverySignals implements DeliverySignals {
       this.client = client;
       // Whatever was committed while not listening: held polls look again.
       this.notifier.wakeAll();
+      this.feed?.missed();
     } catch (err) {
       onLost(err);
     }
