@@ -7,7 +7,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { AppContext } from './context.js';
 import { RateLimitedError } from './errors.js';
 import { installAuth, rateLimitKey, type RefusalHook } from './http/plugins/auth.js';
-import { installClients } from './http/plugins/clients.js';
+import { installClients, isProxysOwnRequest } from './http/plugins/clients.js';
 import { installDrain } from './http/plugins/drain.js';
 import {
   clientErrorHandler,
@@ -89,6 +89,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   });
   installClients(app, {
     trusted: ctx.trustedProxies,
+    header: config.forwardedHeader,
     maxRequestsPerClient: config.maxConnectionsPerAddress,
     logger: ctx.logger,
     refused: (client) =>
@@ -152,10 +153,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
       keyGenerator: rateLimitKey,
       // A trusted proxy's own requests (its health checks: it forwards no one) are never
       // refused: a proxy that saw 429 from /ready would take every replica out of rotation.
-      allowList: (request) => {
-        const socketAddress = request.raw.socket.remoteAddress;
-        return ctx.trustedProxies.trusts(socketAddress) && request.ip === socketAddress;
-      },
+      allowList: isProxysOwnRequest,
       errorResponseBuilder: (_request, context) =>
         new RateLimitedError(Math.max(1, Math.ceil(context.ttl / 1000))),
       // Shared by the replicas through Redis when configured, else this process's own.

@@ -12,6 +12,10 @@ export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' |
 export type LogFormat = 'json' | 'pretty';
 export const logFormats: readonly LogFormat[] = ['json', 'pretty'];
 
+/** The headers a trusted proxy may name its client in. */
+export type ForwardedHeader = 'x-forwarded-for' | 'forwarded';
+export const forwardedHeaders: readonly ForwardedHeader[] = ['x-forwarded-for', 'forwarded'];
+
 export interface Quotas {
   agents: number;
   messagesPerMonth: number;
@@ -132,10 +136,15 @@ export interface Config {
    */
   maxConnectionsPerAddress: number;
   /**
-   * Reverse proxies (addresses or CIDR ranges) whose `X-Forwarded-For` / `Forwarded` headers are
-   * believed: the client address is the first hop, from the end, that is not one of them.
+   * Reverse proxies (addresses or CIDR ranges) whose forwarding header is believed: the client
+   * address is the first hop, from the end, that is not one of them.
    */
   trustedProxies: string[];
+  /**
+   * The one header the trusted proxies name the client in: `x-forwarded-for`, or the RFC 7239
+   * `forwarded`. The other is ignored, whoever wrote it.
+   */
+  forwardedHeader: ForwardedHeader;
   /** Polls one agent may have held at once; past it, its oldest held poll is answered (empty). */
   maxHeldPollsPerAgent: number;
   /** Lifetime of a web console sign-in (never beyond the API key it was opened with). */
@@ -225,6 +234,7 @@ export const defaults: Config = {
   keepAliveTimeoutMs: 5_000,
   maxConnectionsPerAddress: 256,
   trustedProxies: [],
+  forwardedHeader: 'x-forwarded-for',
   maxHeldPollsPerAgent: 4,
   sessionTtlSeconds: 12 * 3600,
   redisUrl: undefined,
@@ -412,6 +422,14 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   int('AGENTRY_MAX_CONNECTIONS_PER_ADDRESS', 0, (n) => (config.maxConnectionsPerAddress = n));
   const trusted = read('AGENTRY_TRUSTED_PROXIES');
   if (trusted !== undefined) config.trustedProxies = parseTrustedProxies(trusted);
+  const forwarded = read('AGENTRY_FORWARDED_HEADER');
+  if (forwarded !== undefined) {
+    config.forwardedHeader = oneOf(
+      'AGENTRY_FORWARDED_HEADER',
+      forwarded.trim().toLowerCase(),
+      forwardedHeaders,
+    );
+  }
   int('AGENTRY_MAX_HELD_POLLS_PER_AGENT', 1, (n) => (config.maxHeldPollsPerAgent = n));
   int('AGENTRY_SESSION_TTL_SECONDS', 60, (n) => (config.sessionTtlSeconds = n));
   config.redisUrl = read('AGENTRY_REDIS_URL') ?? config.redisUrl;

@@ -26,6 +26,19 @@ describe('AGENTRY_TRUSTED_PROXIES', () => {
     assert.deepEqual(loadConfig({}, {}).trustedProxies, []);
   });
 
+  it('names the one header the proxies name clients in: X-Forwarded-For unless told', () => {
+    assert.equal(loadConfig({}, {}).forwardedHeader, 'x-forwarded-for');
+    assert.equal(
+      loadConfig({}, { AGENTRY_FORWARDED_HEADER: 'Forwarded' }).forwardedHeader,
+      'forwarded',
+    );
+    assert.throws(
+      () => loadConfig({}, { AGENTRY_FORWARDED_HEADER: 'x-real-ip' }),
+      (err: unknown) =>
+        err instanceof ConfigError && /AGENTRY_FORWARDED_HEADER must be one of/.test(err.message),
+    );
+  });
+
   it('stops start-up with a sentence naming the setting and the bad entry', () => {
     for (const [raw, problem] of [
       ['proxy.internal', /"proxy\.internal" is neither an IP address nor a CIDR range/],
@@ -169,19 +182,122 @@ describeOnEachDialect('behind a trusted proxy', (dialect) => {
     assert.equal(loggedClient(check), PROXY);
   });
 
-  it('reads the client of a trusted proxy’s RFC 7239 Forwarded header', async () => {
-    const res = await call(t.url, 'GET', '/health', {
+  it('takes a forwarded loopback address for a client like any other, limited as one', async () => {
+    // The proxy on a loopback address forwards a client it saw on loopback: that is a client,
+    // not the proxy's own request, however the addresses compare.
+    const answers = await statuses(MAX + 1, {
       localAddress: PROXY,
-      headers: { forwarded: 'for=192.0.2.60;proto=http, for="[2001:db8::7]:4711"' },
+      headers: { 'x-forwarded-for': PROXY },
     });
-    assert.equal(res.status, 200);
-    assert.equal(loggedClient(res), '2001:db8::7');
-    const warnings = lines.filter(
-      (entry) =>
-        typeof entry.msg === 'string' &&
-        entry.msg.startsWith('requests arrive with forwarding headers'),
-    );
-    assert.equal(warnings.length, 1, 'a trusted proxy’s headers bring no warning');
+    assert.deepEqual(answers, limited);
+  });
+
+  describe('with a proxy that sends Forwarded while X-Forwarded-For is the header named', () => {
+    let other: TestServer;
+    before(async () => {
+      other = await startTestServer({
+        dialect,
+        logger: pino(
+          { level: 'info' },
+          { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+        ),
+        config: {
+          trustedProxies: [PROXY],
+          rateLimit: { max: MAX, windowMs: 60_000 },
+          logRequests: true,
+        },
+      });
+    });
+    after(() => other.close());
+
+    it('takes the proxy’s address for the client, and warns once', async () => {
+      const answers = [];
+      for (let i = 0; i <= MAX; i++) {
+        answers.push(
+          await call(other.url, 'GET', '/health', {
+            localAddress: PROXY,
+            headers: { forwarded: `for=192.0.2.${i + 1}` },
+          }),
+        );
+      }
+      assert.deepEqual(
+        answers.map((res) => res.status),
+        limited,
+        'one bucket, the proxy’s, never its own requests’ freedom',
+      );
+      assert.equal(loggedClient(answers[0]!), PROXY);
+      const warnings = lines.filter((entry) => entry.setting === 'AGENTRY_FORWARDED_HEADER');
+      assert.equal(warnings.length, 1);
+      assert.match(String(warnings[0]!.msg), /set AGENTRY_FORWARDED_HEADER/);
+    });
+  });
+
+  describe('with AGENTRY_FORWARDED_HEADER=forwarded', () => {
+    let only: TestServer;
+    before(async () => {
+      only = await startTestServer({
+        dialect,
+        logger: pino(
+          { level: 'info' },
+          { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+        ),
+        config: {
+          trustedProxies: [PROXY],
+          forwardedHeader: 'forwarded',
+          rateLimit: { max: MAX, windowMs: 60_000 },
+          logRequests: true,
+        },
+      });
+    });
+    after(() => only.close());
+
+    const viaProxy = (headers: Record<string, string>) =>
+      call(only.url, 'GET', '/health', { localAddress: PROXY, headers });
+
+    it('reads the client of the Forwarded header', async () => {
+      const res = await viaProxy({
+        forwarded: 'for=192.0.2.60;proto=http, for="[2001:db8::7]:4711"',
+      });
+      assert.equal(res.status, 200);
+      assert.equal(loggedClient(res), '2001:db8::7');
+    });
+
+    it('ignores an X-Forwarded-For the client wrote, however it varies', async () => {
+      const answers = [];
+      for (let i = 0; i <= MAX; i++) {
+        answers.push(
+          await viaProxy({
+            'x-forwarded-for': `198.51.100.${i + 1}`,
+            forwarded: 'for=192.0.2.77',
+          }),
+        );
+      }
+      assert.deepEqual(
+        answers.map((res) => res.status),
+        limited,
+        'the Forwarded client’s bucket, whatever X-Forwarded-For says',
+      );
+      assert.equal(loggedClient(answers[0]!), '192.0.2.77');
+      // X-Forwarded-For alone, from the proxy, names no client: the proxy's address, limited.
+      const alone = [];
+      for (let i = 0; i <= MAX; i++) {
+        alone.push((await viaProxy({ 'x-forwarded-for': `198.51.100.${i + 50}` })).status);
+      }
+      assert.deepEqual(alone, limited);
+    });
+
+    it('limits a forwarded loopback client, and leaves the proxy’s own requests free', async () => {
+      const loopback = [];
+      for (let i = 0; i <= MAX; i++) {
+        loopback.push((await viaProxy({ forwarded: 'for=127.0.0.1' })).status);
+      }
+      assert.deepEqual(loopback, limited);
+      const own = [];
+      for (let i = 0; i <= MAX + 1; i++) {
+        own.push((await call(only.url, 'GET', '/ready', { localAddress: PROXY })).status);
+      }
+      assert.deepEqual(own, Array<number>(MAX + 2).fill(200));
+    });
   });
 
   describe('polls and slow requests', () => {
