@@ -1,5 +1,7 @@
 import { version } from './app.js';
 import { AttestationAuthenticator } from './auth/attestations.js';
+import { ChangeFeed } from './infra/change-feed.js';
+import { AccessWatch } from './services/access-watch.js';
 import { ConfigError, type Config } from './config/index.js';
 import { createDefaultVerifier, type SignatureVerifier } from './crypto/index.js';
 import type { Dispatcher } from 'undici';
@@ -67,6 +69,7 @@ export interface Services {
   storageAssets: StorageAssetsService;
   enrolments: EnrolmentsService;
   hosting: HostingService;
+  access: AccessWatch;
 }
 
 /** A job the server runs on a timer (expiry sweeps and the like). */
@@ -166,9 +169,11 @@ export function createContext(
     maxWindowSeconds: config.attestationMaxWindowSeconds,
   });
 
+  // What commits changed, told to whatever reacts to them here and in the other processes.
+  const feed = new ChangeFeed(logger);
   const users = new UsersService(store, clock);
-  const keys = new KeysService(store, clock, users);
-  const teams = new TeamsService(store, clock);
+  const keys = new KeysService(store, clock, users, feed);
+  const teams = new TeamsService(store, clock, feed);
   const verifierPool =
     config.verifierThreads > 0
       ? new VerifierPool(config.verifierThreads, verifier.kind)
@@ -179,10 +184,12 @@ export function createContext(
   // Held mailbox polls wait here; a serving process on PostgreSQL also hears (and tells) the
   // other processes on the same database through one LISTEN connection.
   const deliveryNotifier = new DeliveryNotifier(config.maxHeldPollsPerAgent);
-  const deliverySignals: DeliverySignals =
-    store.dialect === 'postgres' && options.serving
-      ? new PostgresDeliverySignals(config.databaseUrl, deliveryNotifier, logger)
-      : localDeliverySignals(deliveryNotifier);
+  let deliverySignals: DeliverySignals = localDeliverySignals(deliveryNotifier);
+  if (store.dialect === 'postgres' && options.serving) {
+    const signals = new PostgresDeliverySignals(config.databaseUrl, deliveryNotifier, logger, feed);
+    feed.connect(signals);
+    deliverySignals = signals;
+  }
   const deliveries = new DeliveryTrace(store, clock, config.deliveryTrace);
   const activity = new ActivityService(
     store,
@@ -203,7 +210,7 @@ export function createContext(
     changed: (addresses) => activity.wake(addresses),
     lost: () => activity.wakeAll(),
   });
-  const agents = new AgentsService(store, usage, clock, activity, (address) =>
+  const agents = new AgentsService(store, usage, clock, activity, feed, (address) =>
     deliverySignals.announce([address]),
   );
   const almanac = new AlmanacService(store, signatures, clock, config.publicUrl);
@@ -270,7 +277,15 @@ export function createContext(
   const interactions = new InteractionsService(store, clock, deliveries);
   const domains = new DomainsService(store, clock);
   const discovery = new DiscoveryService(store, almanac, domains, clock);
-  const sessions = new SessionsService(store, clock, keys, users, config.sessionTtlSeconds * 1000);
+  const sessions = new SessionsService(
+    store,
+    clock,
+    keys,
+    users,
+    config.sessionTtlSeconds * 1000,
+    feed,
+  );
+  const access = new AccessWatch(store, keys, sessions, clock, logger, feed);
   const enrolments = new EnrolmentsService(
     store,
     clock,
@@ -354,6 +369,12 @@ export function createContext(
       run: () => sessions.purgeExpired(),
     },
     {
+      // Changes the command line makes reach open streams this way (on SQLite, only so).
+      name: 'credentials of open streams',
+      intervalMs: 15_000,
+      run: () => access.recheck(),
+    },
+    {
       name: 'agent status',
       intervalMs: 15_000,
       run: () => activity.sweep(),
@@ -418,6 +439,7 @@ export function createContext(
       storageAssets,
       enrolments,
       hosting,
+      access,
     },
     metrics,
     housekeeping,

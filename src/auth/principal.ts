@@ -1,7 +1,7 @@
 /**
  * What a scoped API key may do: with `readOnly`, only safe methods (GET, HEAD); with
- * `addresses`, only calls about one of those agents (the path's `:address`, or the body's
- * `address` on a route without one). The auth plugin enforces both, for every route.
+ * `addresses`, only calls about one of those agents, as each route declares what it is about
+ * ({@link CallSubject}). The auth plugin enforces both, for every route.
  */
 export interface KeyScope {
   readOnly: boolean;
@@ -18,27 +18,47 @@ export type Principal =
       keyId: string;
       /** With `x-team`: the member acting, and the team's slug. */
       team?: { slug: string; actingUserId: string };
+      /**
+       * For a key a member made while acting for a team (the key's owner is then the team):
+       * that member. The key works only while they are a member.
+       */
+      member?: string;
+      /** The console session the user called through (the hash of its token). */
+      sessionId?: string;
       /** When the console session the user called through ends; absent for an API key. */
       sessionExpiresAt?: number;
+      /** When the key (the request's, or the session's) expires; absent when it never does. */
+      keyExpiresAt?: number;
       /** Present for a scoped API key: what it is limited to. */
       scope?: KeyScope;
     }
   | { kind: 'agent'; address: string; validTo: number }
   | { kind: 'anonymous' };
 
+export type UserPrincipal = Extract<Principal, { kind: 'user' }>;
+
+/**
+ * The member of a team a user principal stands for, when it acts for a team: the member who
+ * sent `x-team`, or who made the team key it calls with. Removing that member ends it.
+ */
+export function memberOf(principal: UserPrincipal): string | undefined {
+  return principal.team?.actingUserId ?? principal.member;
+}
+
 /**
  * What a route demands:
  * - `user`: a valid API key;
- * - `user-or-agent`: the owning user's key, or an attestation of the agent named by the
- *   route's `:address` parameter;
+ * - `user-or-agent`: the owning user's key, or an attestation of the agent the route is about
+ *   (its {@link CallSubject});
  * - `agent-body-source`: an attestation of the agent named by the body's `source` field;
  * - `agent`: an attestation of any agent, which the call is then about (its own events);
  * - `agent-token`: a v1 mailroom access token (`Authorization: token …`), which stands for the
  *   agent it was issued to; the call is then about that agent (its own mailbox);
  * - `user-or-any-agent`: a user's key, or an attestation of any agent; the service decides
  *   what that user or agent may do with what the request names (storage assets);
- * - `optional-user`: anyone, but a key given must be valid (it widens what is allowed);
- * - `none`: anyone, credentials are ignored.
+ * - `optional-user`: anyone, but a key given must be valid (it widens what is allowed, so a
+ *   scoped key's limits hold);
+ * - `none`: anyone, credentials are ignored (a scoped key is answered as anyone is).
  */
 export type AuthRequirement =
   | 'user'
@@ -49,3 +69,21 @@ export type AuthRequirement =
   | 'agent-token'
   | 'optional-user'
   | 'none';
+
+/**
+ * What a call is about, declared by its route beside its `auth` (docs/keys.md):
+ * - `{ agent: 'params' | 'body', field }`: one agent, named by that field of the validated
+ *   path or body. A key limited to agents may make the call for one of its agents; an
+ *   attestation on a `user-or-agent` route must be that agent's.
+ * - `'narrower-key'`: it makes an API key: a scoped key may, for a key no broader than itself
+ *   (the keys service checks the request against the caller's scope).
+ * - absent: the caller's things as a whole (lists, keys, names, webhooks, teams, assets…): a
+ *   key limited to agents is refused.
+ */
+export type CallSubject = { agent: 'params' | 'body'; field: string } | 'narrower-key';
+
+/** The subject of a call about the agent its path's `field` (`address` unless told) names. */
+export const agentInPath = (field = 'address'): CallSubject => ({ agent: 'params', field });
+
+/** The subject of a call about the agent its body's `field` (`address` unless told) names. */
+export const agentInBody = (field = 'address'): CallSubject => ({ agent: 'body', field });

@@ -16,7 +16,6 @@ import {
   type TimelineCursor,
   type TimelineFilter,
   type TimelineRow,
-  type TimelineScope,
   type TimelineSource,
 } from '../store/repositories/activity.js';
 import type { DeliveryEventRow, Ownership } from '../store/repositories/deliveries.js';
@@ -32,7 +31,13 @@ import {
 import { momentMs } from '../wire/formats.js';
 import type { AgentHistory, RegisteredAgent } from './agents.js';
 import type { DeliveryTrace, TraceWatcher } from './deliveries.js';
-import { TimelineStreams, type KindFilter } from './timeline-streams.js';
+import type { AccessEnded } from './access-watch.js';
+import {
+  TimelineStreams,
+  type HandedRow,
+  type KindFilter,
+  type StreamScope,
+} from './timeline-streams.js';
 
 /** How an agent was seen: it polled its mailbox, or called with its attestation, or signed an Almanac write. */
 export type SeenBy = 'poll' | 'call' | 'almanac';
@@ -208,7 +213,16 @@ export class ActivityService implements TraceWatcher, AgentHistory {
     private readonly announce: (address: string) => void,
   ) {
     trace.watch(this);
-    this.streams = new TimelineStreams(store.repos.activity, clock, logger);
+    const { activity, deliveries } = store.repos;
+    this.streams = new TimelineStreams(
+      {
+        newest: (agents, limit) => activity.newest(agents, limit),
+        timeline: (scope, filter) => activity.timeline(scope, filter),
+        owners: (addresses) => deliveries.owners(addresses),
+      },
+      clock,
+      logger,
+    );
   }
 
   /** Tells `listener` of the entries recorded from now on. */
@@ -618,11 +632,14 @@ export class ActivityService implements TraceWatcher, AgentHistory {
     return { since: origin, until, buckets };
   }
 
-  /** Whose timeline the caller may read: their agent's, from its registration; or all of theirs. */
-  async scopeFor(principal: Principal, address: string | undefined): Promise<TimelineScope> {
+  /**
+   * Whose timeline the caller may follow: their agent's, from its registration (under them);
+   * or all of theirs.
+   */
+  async scopeFor(principal: Principal, address: string | undefined): Promise<StreamScope> {
     if (principal.kind !== 'user') throw new NotFoundError('Agent not found');
     if (address === undefined) return { userId: principal.userId };
-    return this.agentScope(principal, address);
+    return { ...(await this.agentScope(principal, address)), owner: principal.userId };
   }
 
   /** The caller's agent and when they registered it; 404 when it is not theirs. */
@@ -644,15 +661,15 @@ export class ActivityService implements TraceWatcher, AgentHistory {
   /**
    * Opens a live stream of `scope` after `start` (docs/activity.md, "Live"): `send` is given
    * each new entry `filter` keeps, oldest first, as it is committed in this process or, on
-   * PostgreSQL, another; `end` is called when the process stops. Answers the function that
-   * closes the stream.
+   * PostgreSQL, another; `end` is called when the process stops, or with a reason when the
+   * agent followed is no longer the caller's. Answers the function that closes the stream.
    */
   openStream(
-    scope: TimelineScope,
+    scope: StreamScope,
     start: TimelineCursor,
     filter: KindFilter,
     send: (row: TimelineRow) => void,
-    end: () => void,
+    end: (ended?: AccessEnded) => void,
   ): () => void {
     const close = this.streams.open(scope, start, filter, send, end);
     this.counters.streams += 1;
@@ -671,9 +688,11 @@ export class ActivityService implements TraceWatcher, AgentHistory {
    */
   stored(messages: StoredMessage[]): void {
     if (this.counters.streams === 0) return;
-    const rows: TimelineRow[] = [];
+    const rows: HandedRow[] = [];
     for (const message of messages) {
-      if (this.streams.watches(message.address)) rows.push(pendingTimelineRow(message));
+      if (this.streams.watches(message.address)) {
+        rows.push({ row: pendingTimelineRow(message), owner: message.owner });
+      }
     }
     if (rows.length > 0) this.streams.handed(rows);
     if (this.streams.watchesUsers()) this.wakeOwners(messages.map((message) => message.address));

@@ -5,6 +5,7 @@ import {
   NotFoundError,
   QuotaExceededError,
 } from '../errors.js';
+import type { ChangeFeed } from '../infra/change-feed.js';
 import type { Clock } from '../infra/clock.js';
 import type { Repositories, Store } from '../store/index.js';
 import type { AgentListing, ListingChanges, StoredAgent } from '../store/repositories/agents.js';
@@ -90,6 +91,7 @@ export class AgentsService {
     private readonly clock: Clock,
     /** Records registrations, and deletes an agent's history with it. */
     private readonly history: AgentHistory,
+    private readonly feed: ChangeFeed,
     /** Hears, after the commit, of each mailbox a deletion removed (held polls end). */
     private readonly onMailboxRemoved: (address: string) => void = () => {},
   ) {}
@@ -200,8 +202,11 @@ export class AgentsService {
       await tx.discovery.removeAgent(address);
       await tx.agents.delete(address);
       await tx.identities.release(address, userId);
+      // A storage delegation needs the identity: it ends with it (docs/storage.md).
+      await tx.storageAssets.endDelegations(address);
     });
     this.onMailboxRemoved(address);
+    this.feed.publish([{ kind: 'agent.deleted', address, userId }]);
     await this.history.forget(address, deletedAt);
   }
 

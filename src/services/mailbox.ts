@@ -199,6 +199,8 @@ export class MailboxService {
     const keeping = group.some((submission) => submission.forwardAt !== undefined);
     const owners = new Map<string, OwnerTally>();
     const accepted: NewMessage[] = [];
+    /** The owner of each accepted message's mailbox, by uuid. */
+    const ownerOf = new Map<string, string>();
     const traced: NewDeliveryEvent[] = [];
     const trace = (
       submission: Submission,
@@ -235,6 +237,7 @@ export class MailboxService {
       tally.messagesThisPeriod += 1;
       tally.bytesStored += submission.size;
       taken.add(submission.uuid);
+      ownerOf.set(submission.uuid, owner);
       accepted.push({
         uuid: submission.uuid,
         address: submission.address,
@@ -259,7 +262,7 @@ export class MailboxService {
       const stored: StoredMessage[] = [];
       for (const message of accepted) {
         const id = ids.get(message.uuid);
-        if (id !== undefined) stored.push({ ...message, id });
+        if (id !== undefined) stored.push({ ...message, id, owner: ownerOf.get(message.uuid)! });
       }
       const { listener, signals } = this.wakeups;
       listener?.stored(stored);

@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { sha256Hex } from '../crypto/index.js';
-import type { Principal } from '../auth/principal.js';
+import type { UserPrincipal } from '../auth/principal.js';
 import { ForbiddenError, UnauthenticatedError } from '../errors.js';
+import type { ChangeFeed } from '../infra/change-feed.js';
 import type { Clock } from '../infra/clock.js';
 import type { Store } from '../store/index.js';
+import type { SessionWithKey } from '../store/repositories/sessions.js';
 import type { UserRow } from '../store/repositories/users.js';
 import type { KeysService } from './keys.js';
 import type { UsersService } from './users.js';
@@ -33,6 +35,7 @@ export class SessionsService {
     private readonly keys: KeysService,
     private readonly users: UsersService,
     private readonly ttlMs: number,
+    private readonly feed: ChangeFeed,
   ) {}
 
   async signIn(apiKey: string): Promise<OpenedSession> {
@@ -59,26 +62,38 @@ export class SessionsService {
   }
 
   /** The user behind a session token, or 401 saying why there is none. */
-  async authenticate(token: string): Promise<Extract<Principal, { kind: 'user' }>> {
-    const row = TOKEN_PATTERN.test(token)
-      ? await this.store.repos.sessions.find(hashToken(token))
-      : undefined;
-    const now = this.clock.now();
-    if (!row || row.expires_at <= now) {
-      throw new UnauthenticatedError('Not signed in, or the session has expired');
-    }
-    if (row.key_revoked_at !== null) {
-      throw new UnauthenticatedError('The API key of this session has been revoked');
-    }
-    if (row.key_expires_at !== null && row.key_expires_at <= now) {
-      throw new UnauthenticatedError('The API key of this session has expired');
-    }
+  async authenticate(token: string): Promise<UserPrincipal> {
+    const sessionId = TOKEN_PATTERN.test(token) ? hashToken(token) : undefined;
+    const row = sessionId && (await this.store.repos.sessions.find(sessionId));
+    const refusal = row ? await this.refusal(row) : 'Not signed in, or the session has expired';
+    if (!row || refusal !== undefined) throw new UnauthenticatedError(refusal);
     return {
       kind: 'user',
       userId: row.user_id,
       keyId: row.key_id,
+      sessionId: row.token_hash,
       sessionExpiresAt: row.expires_at,
+      ...(row.key_expires_at !== null && { keyExpiresAt: row.key_expires_at }),
+      ...(row.key_made_by !== null && { member: row.key_made_by }),
     };
+  }
+
+  /** Why the session of this id (its token's hash) no longer works; undefined while it does. */
+  async standing(sessionId: string): Promise<string | undefined> {
+    const row = await this.store.repos.sessions.find(sessionId);
+    return row ? this.refusal(row) : 'Signed out, or the session has expired';
+  }
+
+  private async refusal(row: SessionWithKey): Promise<string | undefined> {
+    if (row.expires_at <= this.clock.now()) return 'Not signed in, or the session has expired';
+    const key = await this.keys.refusal({
+      user_id: row.user_id,
+      revoked_at: row.key_revoked_at,
+      expires_at: row.key_expires_at,
+      made_by: row.key_made_by,
+    });
+    // The keys service says "API key has …": here it is the session's key.
+    return key?.replace(/^API key /, 'The API key of this session ');
   }
 
   /** Removes sessions past their expiry (a housekeeping task). */
@@ -87,6 +102,9 @@ export class SessionsService {
   }
 
   async signOut(token: string): Promise<void> {
-    if (TOKEN_PATTERN.test(token)) await this.store.repos.sessions.delete(hashToken(token));
+    if (!TOKEN_PATTERN.test(token)) return;
+    const sessionId = hashToken(token);
+    await this.store.repos.sessions.delete(sessionId);
+    this.feed.publish([{ kind: 'session.ended', sessionId }]);
   }
 }

@@ -316,27 +316,32 @@ export class StorageAssetsService {
   }
 
   /**
-   * Lets an agent registered to no one create assets in the user's storage. An agent is
-   * delegated by one user at a time: another user's delegation of it is 409. An agent
-   * registered to a user uses that user's storage whatever its delegation says.
+   * Lets an agent create assets in the user's storage. The user must hold the agent's identity:
+   * have proved control of its key (`POST /v2/identity`, which registering it also needs), so
+   * that nobody delegates an agent that is not theirs. One user at a time holds an identity, so
+   * one user delegates an agent; the delegation ends when the agent's registration is deleted
+   * (docs/storage.md, "Who may do what"). An agent registered to a user uses that user's
+   * storage whatever its delegation says.
    */
   async delegate(userId: string, agentAddress: string): Promise<void> {
     await this.store.transaction(async (tx) => {
       await tx.users.lock(userId);
+      const identity = await tx.identities.find(agentAddress);
+      if (identity?.user_id !== userId) {
+        throw new ForbiddenError(
+          `Prove that agent ${agentAddress} is yours before delegating it: GET /v2/identity/${agentAddress}/challenge, then POST /v2/identity with the challenge signed by the agent's key (registering the agent does this)`,
+        );
+      }
       const current = await tx.storageAssets.delegatedBy(agentAddress);
       if (current === userId) return;
-      if (current !== undefined) {
-        throw new ConflictError(`Agent ${agentAddress} is delegated by another user`);
-      }
       if ((await tx.storageAssets.countDelegations(userId)) >= MAX_DELEGATIONS_PER_USER) {
         throw new ConflictError(
           `A user may delegate at most ${MAX_DELEGATIONS_PER_USER} agents; withdraw a delegation first`,
         );
       }
-      const holder = await tx.storageAssets.delegate(agentAddress, userId, this.clock.now());
-      if (holder !== userId) {
-        throw new ConflictError(`Agent ${agentAddress} is delegated by another user`);
-      }
+      // Another user's delegation is from before the identity changed hands: it went with it.
+      await tx.storageAssets.endDelegations(agentAddress);
+      await tx.storageAssets.delegate(agentAddress, userId, this.clock.now());
     });
   }
 

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
+import type { ChangeFeed } from '../infra/change-feed.js';
 import type { Clock } from '../infra/clock.js';
 import type { Store } from '../store/index.js';
 import type { MemberRow, MembershipRow, TeamRow } from '../store/repositories/teams.js';
@@ -69,6 +70,7 @@ export class TeamsService {
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
+    private readonly feed: ChangeFeed,
   ) {}
 
   /**
@@ -198,7 +200,7 @@ export class TeamsService {
    */
   async removeMember(actorId: TeamActor, slug: string, userName: string): Promise<void> {
     const team = await this.memberOf(actorId, slug);
-    await this.store.transaction(async (tx) => {
+    const removed = await this.store.transaction(async (tx) => {
       await tx.users.lock(team.id);
       const member = (await tx.teams.members(team.id)).find((m) => m.user_name === userName);
       if (member?.user_id !== actorId && team.role !== 'owner') {
@@ -207,7 +209,15 @@ export class TeamsService {
       if (!member) throw new NotFoundError(`"${userName}" is not a member of "${slug}"`);
       if (member.role === 'owner') await this.keepAnOwner(tx, team.id);
       await tx.teams.removeMember(team.id, member.user_id);
+      // The keys the member made for the team leave with them (docs/teams.md).
+      const keys = await tx.apiKeys.revokeMadeBy(team.id, member.user_id, this.clock.now());
+      return { userId: member.user_id, keys };
     });
+    // What the member opened in the team's name ends with the membership.
+    this.feed.publish([
+      { kind: 'member.removed', teamId: team.id, userId: removed.userId },
+      ...removed.keys.map((keyId) => ({ kind: 'key.revoked' as const, keyId })),
+    ]);
   }
 
   /**
@@ -227,6 +237,7 @@ export class TeamsService {
       }
       await tx.teams.delete(team.id);
     });
+    this.feed.publish([{ kind: 'team.deleted', teamId: team.id }]);
   }
 
   /** Every team and its members (the operator's view). */

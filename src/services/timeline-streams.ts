@@ -6,6 +6,20 @@ import type {
   TimelineRow,
   TimelineScope,
 } from '../store/repositories/activity.js';
+import type { Ownership } from '../store/repositories/deliveries.js';
+import type { AccessEnded } from './access-watch.js';
+
+/**
+ * What a stream follows: one agent's timeline from when its owner registered it (the owner
+ * named, so that a stream never carries a later owner's entries), or all of a user's agents.
+ */
+export type StreamScope = { address: string; since: number; owner: string } | { userId: string };
+
+/** A row this process committed, handed to streams with the owner of its agent then. */
+export interface HandedRow {
+  row: TimelineRow;
+  owner: string;
+}
 
 /** What a stream's kind filter keeps (the timeline's own filter, without the rest). */
 export type KindFilter = Pick<
@@ -22,6 +36,16 @@ export interface TimelineReads {
   ): Promise<TimelineRow[]>;
   /** Rows of a scope after a place, filtered, oldest first. */
   timeline(scope: TimelineScope, filter: TimelineFilter): Promise<TimelineRow[]>;
+  /** Who owns these agents now, and since when (a deleted agent is missing). */
+  owners(addresses: string[]): Promise<Map<string, Ownership>>;
+}
+
+/** The end of a stream whose agent is no longer its owner's. */
+function agentGone(address: string): AccessEnded {
+  return {
+    reason: 'agent_deleted',
+    detail: `Agent ${address} was deleted by its owner; its history went with it`,
+  };
 }
 
 /** Rows one read takes; a full read is followed by the next at once. */
@@ -129,9 +153,13 @@ class Place {
 /** A stream of one agent's timeline, read with the other woken agents'. */
 interface AgentStream {
   place: Place;
+  /** The owner whose registration (at `since`) the stream follows. */
+  owner: string;
+  since: number;
   /** The read generation when it was opened: reads begun before it do not cover it. */
   opened: number;
   closed: boolean;
+  end: (ended?: AccessEnded) => void;
 }
 
 /**
@@ -148,7 +176,7 @@ interface AgentStream {
 export class TimelineStreams {
   private readonly agents = new Map<string, Set<AgentStream>>();
   private readonly users = new Map<string, Set<UserStream>>();
-  private readonly enders = new Set<() => void>();
+  private readonly enders = new Set<(ended?: AccessEnded) => void>();
   private woken = new Set<string>();
   private reading = false;
   private scheduled = false;
@@ -175,21 +203,25 @@ export class TimelineStreams {
 
   /**
    * Opens a stream of `scope` after `start`: `send` is given each new row the filter keeps,
-   * oldest first; `end` is called if the process stops. Answers the function that closes it.
+   * oldest first; `end` is called if the process stops (with no reason) or the agent followed
+   * is no longer its owner's (with the reason). Answers the function that closes it.
    */
   open(
-    scope: TimelineScope,
+    scope: StreamScope,
     start: TimelineCursor,
     filter: KindFilter,
     send: (row: TimelineRow) => void,
-    end: () => void,
+    end: (ended?: AccessEnded) => void,
   ): () => void {
     this.enders.add(end);
     if ('address' in scope) {
       const stream: AgentStream = {
         place: new Place(start, scope.since, filter, send),
+        owner: scope.owner,
+        since: scope.since,
         opened: this.generation,
         closed: false,
+        end,
       };
       let set = this.agents.get(scope.address);
       if (!set) this.agents.set(scope.address, (set = new Set()));
@@ -241,11 +273,15 @@ export class TimelineStreams {
    * ({@link HEARD_WITHIN_MS}), and they forget what they sent before that. An agent woken or
    * being read meanwhile is settled by its read.
    */
-  handed(rows: readonly TimelineRow[]): void {
-    for (const row of rows) {
+  handed(rows: readonly HandedRow[]): void {
+    for (const { row, owner } of rows) {
       const set = this.agents.get(row.address);
       if (!set) continue;
-      for (const stream of set) stream.place.offer(row);
+      for (const stream of [...set]) {
+        // Stored for another owner: this stream's agent was deleted before this process heard.
+        if (stream.owner !== owner) this.endStream(stream, agentGone(row.address));
+        else stream.place.offer(row);
+      }
       this.unsettled.add(row.address);
     }
     if (this.unsettled.size === 0 || this.settler) return;
@@ -299,6 +335,12 @@ export class TimelineStreams {
     for (const end of [...this.enders]) end();
   }
 
+  /** Ends one stream for a reason of its own (its end closes it). */
+  private endStream(stream: AgentStream, ended: AccessEnded): void {
+    if (stream.closed) return;
+    stream.end(ended);
+  }
+
   private schedule(): void {
     if (this.reading || this.scheduled) return;
     this.scheduled = true;
@@ -340,21 +382,34 @@ export class TimelineStreams {
       from: Math.min(...streams.map((s) => s.place.from)),
     }));
     let limit = PAGE;
+    const read: TimelineRow[] = [];
     for (const address of batch) this.inRead.add(address);
     try {
       while (watched.length > 0) {
         const rows = await this.reads.newest(watched, limit);
-        for (const row of rows) {
-          for (const stream of covered.get(row.address) ?? []) {
-            if (!stream.closed) stream.place.offer(row);
-          }
-        }
+        read.push(...rows);
         if (rows.length < limit) break;
         // A full answer is complete up to its last row: read on from there.
         const last = rows[rows.length - 1]!.at;
         const next = watched.map((w) => ({ address: w.address, from: Math.max(w.from, last) }));
         if (next.every((w, i) => w.from === watched[i]!.from)) limit *= 2;
         watched = next;
+      }
+      // Read after the rows: a row of a later owner committed after that owner's
+      // registration, which this then sees, so no stream of the earlier owner is given it.
+      const owners = await this.reads.owners([...covered.keys()]);
+      for (const [address, streams] of covered) {
+        const owner = owners.get(address);
+        for (const stream of streams) {
+          if (owner?.userId !== stream.owner || owner.since !== stream.since) {
+            this.endStream(stream, agentGone(address));
+          }
+        }
+      }
+      for (const row of read) {
+        for (const stream of covered.get(row.address) ?? []) {
+          if (!stream.closed) stream.place.offer(row);
+        }
       }
     } catch (err) {
       // Read again a little later; a stream does not end on one failed read.

@@ -68,6 +68,12 @@ export interface ApiKeysTable {
   read_only: ColumnType<number, number | undefined, number>;
   /** JSON array of the agent addresses the key may act on; null for every address. */
   addresses: ColumnType<string | null, string | null | undefined, string | null>;
+  /**
+   * For a key of a team made by one of its members (acting for it): that member. The key
+   * works only while they are a member. Null for a user's own key, and for a team key the
+   * operator made.
+   */
+  made_by: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** An address its owner provisioned: that agent may register itself under the owner. */

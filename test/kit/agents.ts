@@ -32,17 +32,13 @@ export async function newRegisteredAgent(
   return agent;
 }
 
-/**
- * Registers an agent as the uAgents client does on connect: challenge, proof, then
- * `POST /v2/agents` (which also creates its mailbox).
- */
-export async function registerAgent(
+/** Proves control of an agent's key for `ownerKey`'s user: challenge, then signed proof. */
+export async function proveIdentity(
   host: AgentHost,
   ownerKey: string,
   identity: TestIdentity,
-  options: RegisterOptions = {},
+  headers?: Record<string, string>,
 ): Promise<void> {
-  const { headers } = options;
   const issued = await call(host.url, 'GET', `/v2/identity/${identity.address}/challenge`, {
     key: ownerKey,
     headers,
@@ -59,7 +55,20 @@ export async function registerAgent(
     },
   });
   assert.equal(proof.status, 200, proof.text);
+}
 
+/**
+ * Registers an agent as the uAgents client does on connect: challenge, proof, then
+ * `POST /v2/agents` (which also creates its mailbox).
+ */
+export async function registerAgent(
+  host: AgentHost,
+  ownerKey: string,
+  identity: TestIdentity,
+  options: RegisterOptions = {},
+): Promise<void> {
+  const { headers } = options;
+  await proveIdentity(host, ownerKey, identity, headers);
   const registered = await call(host.url, 'POST', '/v2/agents', {
     key: ownerKey,
     headers,

@@ -2,6 +2,8 @@
 
 export interface StreamEvent {
   id: string | undefined;
+  /** The event's name (`event:`), undefined for an unnamed (`message`) event. */
+  event?: string;
   data: string;
 }
 
@@ -45,12 +47,16 @@ export async function openStream(
           const block = buffer.slice(0, end);
           buffer = buffer.slice(end + 2);
           let id: string | undefined;
+          let event: string | undefined;
           const data: string[] = [];
           for (const line of block.split('\n')) {
             if (line.startsWith('id: ')) id = line.slice(4);
+            else if (line.startsWith('event: ')) event = line.slice(7);
             else if (line.startsWith('data: ')) data.push(line.slice(6));
           }
-          if (data.length > 0) deliver({ id, data: data.join('\n') });
+          if (data.length > 0) {
+            deliver({ id, ...(event !== undefined && { event }), data: data.join('\n') });
+          }
         }
       }
     } catch {

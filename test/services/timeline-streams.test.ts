@@ -2,11 +2,14 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger } from '../../src/logger.js';
+import type { AccessEnded } from '../../src/services/access-watch.js';
 import { TimelineStreams, type TimelineReads } from '../../src/services/timeline-streams.js';
 import type { TimelineRow } from '../../src/store/repositories/activity.js';
 import { ManualClock } from '../kit/server.js';
 
 const AGENT = 'agent1streamed';
+/** The owner whose registration of AGENT (at 0) the streams follow. */
+const OWNER = 'alice';
 
 function row(id: number, at: number, source: TimelineRow['source'] = 'm'): TimelineRow {
   return {
@@ -33,6 +36,8 @@ class Rows implements TimelineReads {
   rows: TimelineRow[] = [];
   reads = 0;
   fail = 0;
+  /** Who owns AGENT now, and since when; undefined: deleted. */
+  owner: { userId: string; since: number } | undefined = { userId: OWNER, since: 0 };
 
   newest(agents: readonly { address: string; from: number }[], limit: number) {
     this.reads += 1;
@@ -50,6 +55,12 @@ class Rows implements TimelineReads {
   timeline(): Promise<TimelineRow[]> {
     return Promise.resolve([]);
   }
+
+  owners(addresses: string[]) {
+    const owners = new Map<string, { userId: string; since: number }>();
+    if (this.owner && addresses.includes(AGENT)) owners.set(AGENT, this.owner);
+    return Promise.resolve(owners);
+  }
 }
 
 /**
@@ -61,20 +72,24 @@ async function streamed() {
   const rows = new Rows();
   const streams = new TimelineStreams(rows, clock, createLogger({ level: 'silent' }));
   const sent: string[] = [];
-  streams.open(
-    { address: AGENT, since: 0 },
+  const ended: (AccessEnded | undefined)[] = [];
+  const close = streams.open(
+    { address: AGENT, since: 0, owner: OWNER },
     { at: clock.now() - 1, source: 'a', id: 0 },
     { pending: true },
     (r) => sent.push(`${r.source}${r.id}`),
-    () => undefined,
+    (why) => {
+      ended.push(why);
+      close();
+    },
   );
   // The stream's first read, of where it starts.
   await sleep(20);
   const commitAndHand = (...stored: TimelineRow[]): void => {
     rows.rows.push(...stored);
-    streams.handed(stored);
+    streams.handed(stored.map((r) => ({ row: r, owner: rows.owner?.userId ?? 'nobody' })));
   };
-  return { clock, rows, streams, sent, commitAndHand };
+  return { clock, rows, streams, sent, ended, commitAndHand };
 }
 
 describe('activity streams of single agents', () => {
@@ -125,5 +140,39 @@ describe('activity streams of single agents', () => {
     await sleep(1500);
     assert.deepEqual(sent, ['m8', 'a7']);
     streams.endAll();
+  });
+
+  it('end, without sending it, when a handed row was stored for a later owner of the agent', async () => {
+    const { clock, rows, streams, sent, ended, commitAndHand } = await streamed();
+    commitAndHand(row(1, clock.now()));
+    // The agent was deleted and registered by Bob in another process, not yet heard of here.
+    rows.owner = { userId: 'bob', since: clock.now() + 1 };
+    clock.advance(10);
+    commitAndHand(row(2, clock.now()));
+    assert.deepEqual(sent, ['m1']);
+    assert.equal(ended.length, 1);
+    assert.equal(ended[0]?.reason, 'agent_deleted');
+    streams.endAll();
+  });
+
+  it('end, without sending them, when the rows a read found are of a later owner', async () => {
+    const { clock, rows, streams, sent, ended } = await streamed();
+    rows.owner = { userId: 'bob', since: clock.now() + 1 };
+    clock.advance(10);
+    rows.rows.push(row(3, clock.now(), 'a'));
+    streams.wake([AGENT]);
+    await sleep(20);
+    assert.deepEqual(sent, []);
+    assert.equal(ended[0]?.reason, 'agent_deleted');
+    // Deleted and registered again by the same owner: a new registration, so it ends too.
+    const again = await streamed();
+    again.rows.owner = { userId: OWNER, since: again.clock.now() };
+    again.rows.rows.push(row(4, again.clock.now(), 'a'));
+    again.streams.wake([AGENT]);
+    await sleep(20);
+    assert.deepEqual(again.sent, []);
+    assert.equal(again.ended[0]?.reason, 'agent_deleted');
+    streams.endAll();
+    again.streams.endAll();
   });
 });

@@ -4,8 +4,18 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { TimelineEntry } from './api';
 
-/** Whether new entries arrive: `live` once the stream is open, `reconnecting` after it broke. */
-export type LiveState = 'connecting' | 'live' | 'reconnecting';
+/**
+ * Whether new entries arrive: `live` once the stream is open, `reconnecting` after it broke,
+ * `ended` when the server ended it for good (what let it open no longer holds: the key was
+ * revoked, the agent deleted, the team left), with the server's sentence.
+ */
+export type LiveState = 'connecting' | 'live' | 'reconnecting' | 'ended';
+
+export interface LiveStatus {
+  state: LiveState;
+  /** Why the stream ended, when it did. */
+  detail?: string;
+}
 
 /** How long to wait before opening a stream again that the server ended or refused. */
 const REOPEN_MS = 5000;
@@ -15,19 +25,22 @@ const REOPEN_MS = 5000;
  * now, when empty), and hands each entry to `onEntry` in the order they happened. The browser
  * reconnects by itself after a broken connection, sending the last id it received; when the
  * server ends the stream or refuses it (a restart, too many streams), it is opened again a
- * little later from that same last id, so nothing is missed either way.
+ * little later from that same last id, so nothing is missed either way. A stream the server
+ * ends with an `end` event is over: it is not opened again.
  */
 export function useTimelineStream(
   path: string | undefined,
   after: string | undefined,
   onEntry: (entry: TimelineEntry) => void,
-): LiveState {
-  const [state, setState] = useState<LiveState>('connecting');
+): LiveStatus {
+  const [status, setStatus] = useState<LiveStatus>({ state: 'connecting' });
+  const setState = (state: LiveState): void => setStatus({ state });
   const handler = useRef(onEntry);
   handler.current = onEntry;
   useEffect(() => {
     if (path === undefined) return;
     let last = after ?? '';
+    let ended = false;
     let source: EventSource | undefined;
     let reopen: ReturnType<typeof setTimeout> | undefined;
     const open = (): void => {
@@ -40,7 +53,14 @@ export function useTimelineStream(
         if (event.lastEventId) last = event.lastEventId;
         handler.current(JSON.parse(event.data) as TimelineEntry);
       };
+      source.addEventListener('end', (event: MessageEvent<string>) => {
+        ended = true;
+        source?.close();
+        const { detail } = JSON.parse(event.data) as { detail: string };
+        setStatus({ state: 'ended', detail });
+      });
       source.onerror = () => {
+        if (ended) return;
         setState('reconnecting');
         if (source?.readyState === EventSource.CLOSED) reopen = setTimeout(open, REOPEN_MS);
       };
@@ -52,5 +72,5 @@ export function useTimelineStream(
       source?.close();
     };
   }, [path, after]);
-  return state;
+  return status;
 }

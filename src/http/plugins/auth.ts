@@ -1,6 +1,12 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type {
+  FastifyContextConfig,
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+  RouteOptions,
+} from 'fastify';
 import type { AttestationAuthenticator } from '../../auth/attestations.js';
-import type { AuthRequirement, KeyScope, Principal } from '../../auth/principal.js';
+import type { AuthRequirement, CallSubject, KeyScope, Principal } from '../../auth/principal.js';
 import { ForbiddenError, UnauthenticatedError } from '../../errors.js';
 import type { KeysService } from '../../services/keys.js';
 import type { MailroomService } from '../../services/mailroom.js';
@@ -71,6 +77,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Who may call the route; every route must say. */
     auth?: AuthRequirement;
+    /** What the call is about, for scoped keys and attestations; absent: no one agent. */
+    about?: CallSubject;
   }
   interface FastifyRequest {
     principal: Principal;
@@ -98,44 +106,83 @@ function readCredential(request: FastifyRequest): Credential {
 }
 
 /**
- * The agent a request acts on, for routes an agent may call: the path's address or the body's
- * `source`, read after validation, which made them canonical.
+ * The agent a call is about, as its route declares it: one field of the path or body, read
+ * once validation has made it canonical. Whatever else a body carries is never looked at.
  */
+function subjectAgent(request: FastifyRequest): unknown {
+  const about = request.routeOptions.config.about;
+  if (about === undefined || about === 'narrower-key') return undefined;
+  const part = (about.agent === 'params' ? request.params : request.body) as
+    Record<string, unknown> | null | undefined;
+  return part !== null && typeof part === 'object' ? part[about.field] : undefined;
+}
+
+/** The agent an attestation acts on: the route's subject, or the body's `source`. */
 function actedOn(request: FastifyRequest, requirement: AuthRequirement): unknown {
-  if (requirement === 'user-or-agent') return addressOf(request);
-  return (request.body as { source?: unknown } | undefined)?.source;
+  if (requirement === 'agent-body-source') {
+    return (request.body as { source?: unknown } | undefined)?.source;
+  }
+  return subjectAgent(request);
+}
+
+const READ_ONLY =
+  'This API key is read-only: it may only read (GET). Use a key without read_only for this call';
+
+function limitedTo(scope: KeyScope): string {
+  const many = (scope.addresses?.length ?? 0) > 1;
+  return `This API key is limited to ${many ? `${scope.addresses!.length} agents` : 'one agent'}`;
 }
 
 /**
- * The agent a request is about: the path's `:address`, or, on a route without one, the body's
- * `address` (registering an agent, proving its identity). Undefined for any other request.
+ * What a scoped key may do, checked before validation where the request itself does not
+ * matter: a read-only key reads alone; a key limited to agents makes no call about the
+ * caller's things as a whole (docs/keys.md).
  */
-function addressOf(request: FastifyRequest): unknown {
-  const params = request.params as { address?: unknown } | undefined;
-  if (params?.address !== undefined) return params.address;
-  const body = request.body as { address?: unknown } | null | undefined;
-  return body !== null && typeof body === 'object' && !Array.isArray(body)
-    ? body.address
-    : undefined;
-}
-
-/**
- * Refuses what a scoped key may not do: one rule for every route (docs/console.md, "API
- * keys"), checked before validation as credentials are. Addresses are compared in lower case,
- * their canonical spelling; one that is not an address then fails validation anyway.
- */
-function checkScope(request: FastifyRequest, scope: KeyScope): void {
+function checkScopeOfRoute(request: FastifyRequest, scope: KeyScope): void {
   if (scope.readOnly && request.method !== 'GET' && request.method !== 'HEAD') {
+    throw new ForbiddenError(READ_ONLY);
+  }
+  if (scope.addresses !== null && request.routeOptions.config.about === undefined) {
     throw new ForbiddenError(
-      'This API key is read-only: it may only read (GET). Use a key without read_only for this call',
+      `${limitedTo(scope)}, and this call is about no one agent: use a key without addresses for it`,
     );
   }
-  if (scope.addresses === null) return;
-  const about = addressOf(request);
-  if (typeof about !== 'string' || !scope.addresses.includes(about.toLowerCase())) {
-    const many = scope.addresses.length > 1;
+}
+
+/**
+ * What a key limited to agents may do on a call about one agent, checked once validation
+ * has made the request's address canonical: the agent must be one of the key's.
+ */
+function checkScopeOfRequest(request: FastifyRequest, scope: KeyScope): void {
+  const { addresses } = scope;
+  if (addresses === null || request.routeOptions.config.about === 'narrower-key') return;
+  const about = subjectAgent(request);
+  if (typeof about !== 'string' || !addresses.includes(about)) {
     throw new ForbiddenError(
-      `This API key is limited to ${many ? `${scope.addresses.length} agents` : 'one agent'}, and this call is not about ${many ? 'one of them' : 'it'}: use a key without addresses for it`,
+      `${limitedTo(scope)}, and this call is not about ${addresses.length > 1 ? 'one of them' : 'it'}: use a key without addresses for it`,
+    );
+  }
+}
+
+/**
+ * A route's declaration is checked when it is added: a route an agent may call about itself,
+ * or a key limited to agents about one of them, names the field that says which agent, and
+ * its schema has that field.
+ */
+function checkDeclaration(route: RouteOptions): void {
+  const config = (route.config ?? {}) as FastifyContextConfig;
+  const { about, auth } = config;
+  const name = `${String(route.method)} ${route.url}`;
+  if (auth === 'user-or-agent' && (about === undefined || about === 'narrower-key')) {
+    throw new Error(`${name}: a user-or-agent route declares the agent it is about (config.about)`);
+  }
+  if (about === undefined || about === 'narrower-key') return;
+  const schema = route.schema as { params?: unknown; body?: unknown } | undefined;
+  const part = (about.agent === 'params' ? schema?.params : schema?.body) as
+    { properties?: Record<string, unknown> } | undefined;
+  if (part?.properties?.[about.field] === undefined) {
+    throw new Error(
+      `${name}: config.about names ${about.agent}.${about.field}, which its schema lacks`,
     );
   }
 }
@@ -200,6 +247,7 @@ export function installAuth(
       team: { slug, actingUserId: principal.userId },
     };
   };
+  app.addHook('onRoute', checkDeclaration);
   // Fastify wants a null placeholder for object decorations; the hook sets the real value.
   app.decorateRequest<Principal | null>('principal', null);
   // Before validation, as FastAPI resolves security first (a caller without credentials learns
@@ -273,10 +321,11 @@ export function installAuth(
   // Not a refused credential (not counted as one): a valid key asked for more than it may.
   app.addHook('preValidation', async (request) => {
     const { principal } = request;
-    if (principal.kind === 'user' && principal.scope) checkScope(request, principal.scope);
+    if (principal.kind === 'user' && principal.scope) checkScopeOfRoute(request, principal.scope);
   });
   app.addHook('preHandler', async (request) => {
     const { principal } = request;
+    if (principal.kind === 'user' && principal.scope) checkScopeOfRequest(request, principal.scope);
     const requirement = request.routeOptions.config.auth;
     // An attestation on an `agent` route, or a v1 token, is about the agent it stands for; an
     // agent acting on the assets it may reach names no agent.

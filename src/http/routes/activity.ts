@@ -1,8 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { Principal } from '../../auth/principal.js';
+import { agentInPath, type Principal, type UserPrincipal } from '../../auth/principal.js';
 import type { AppContext } from '../../context.js';
 import { RateLimitedError } from '../../errors.js';
+import type { AccessEnded } from '../../services/access-watch.js';
 import { cursorId, kindFilter, parseCursor } from '../../services/activity.js';
 import type { TimelineCursor } from '../../store/repositories/activity.js';
 import {
@@ -26,7 +27,7 @@ const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
 
 export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
-  const { activity } = ctx.services;
+  const { activity, access } = ctx.services;
   const streamsByUser = new Map<string, number>();
 
   r.post(
@@ -74,7 +75,7 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.get(
     '/v2/agents/:address/activity',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user', about: agentInPath() },
       schema: {
         tags: ['activity'],
         summary: 'Get Agent Activity',
@@ -153,14 +154,27 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
     const heartbeat = setInterval(() => res.write(': keep-alive\n\n'), HEARTBEAT_MS);
     heartbeat.unref();
     let finished = false;
-    const finish = (): void => {
+    // Ended by the client, by the process stopping, or (with a reason) because what let it
+    // open no longer holds: the last event says why, and the client should not reconnect.
+    const finish = (ended?: AccessEnded): void => {
       if (finished) return;
       finished = true;
       clearInterval(heartbeat);
       stop();
+      releaseGrant();
       release();
-      if (!res.writableEnded) res.end();
+      if (!res.writableEnded) {
+        if (ended) res.write(`event: end\ndata: ${JSON.stringify(ended)}\n\n`);
+        res.end();
+      }
     };
+    const principal = request.principal as UserPrincipal;
+    const releaseGrant = access.hold(
+      'address' in scope
+        ? { principal, agent: { address: scope.address, since: scope.since } }
+        : { principal },
+      finish,
+    );
     const stop = activity.openStream(
       scope,
       start,
@@ -171,13 +185,13 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
       },
       finish,
     );
-    res.on('close', finish);
+    res.on('close', () => finish());
   };
 
   r.get(
     '/v2/agents/:address/activity/stream',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user', about: agentInPath() },
       schema: {
         tags: ['activity'],
         summary: 'Stream Agent Activity',
@@ -209,7 +223,7 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.get(
     '/v2/agents/:address/activity/stats',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user', about: agentInPath() },
       schema: {
         tags: ['activity'],
         summary: 'Get Agent Activity Stats',

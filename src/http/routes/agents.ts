@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { agentInPath, agentInBody } from '../../auth/principal.js';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
 import {
@@ -47,7 +48,7 @@ export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.post(
     '/v2/agents',
     {
-      config: { auth: 'user-or-agent' },
+      config: { auth: 'user-or-agent', about: agentInBody() },
       schema: {
         tags: ['agents'],
         summary: 'Register Agent',
@@ -92,7 +93,7 @@ export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.get(
     '/v2/agents/:address',
     {
-      config: { auth: 'user-or-agent' },
+      config: { auth: 'user-or-agent', about: agentInPath() },
       schema: {
         tags: ['agents'],
         summary: 'Get Agent',
@@ -117,7 +118,7 @@ export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.put(
     '/v2/agents/:address',
     {
-      config: { auth: 'user-or-agent' },
+      config: { auth: 'user-or-agent', about: agentInPath() },
       schema: {
         tags: ['agents'],
         summary: 'Update Agent Details',
@@ -144,7 +145,7 @@ export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.delete(
     '/v2/agents/:address',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user', about: agentInPath() },
       schema: {
         tags: ['agents'],
         summary: 'Delete Agent',

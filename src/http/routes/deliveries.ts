@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { agentInPath } from '../../auth/principal.js';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../../context.js';
@@ -22,7 +23,7 @@ export function deliveriesRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.get(
     '/v2/agents/:address/deliveries',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user', about: agentInPath() },
       schema: {
         tags: ['mailbox'],
         summary: 'List Delivery Trace',
@@ -63,7 +64,7 @@ export function deliveriesRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.get(
     '/v2/agents/:address/deliveries/:uuid',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user', about: agentInPath() },
       schema: {
         tags: ['mailbox'],
         summary: 'Get Message Delivery Trace',

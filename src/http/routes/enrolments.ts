@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { agentInPath } from '../../auth/principal.js';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
 import { errorResponses, Success } from '../../wire/common.js';
@@ -56,7 +57,7 @@ export function enrolmentsRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.delete(
     '/v2/enrolments/:address',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user', about: agentInPath() },
       schema: {
         tags: ['agents'],
         summary: 'End Enrolment',

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TSchema } from '@sinclair/typebox';
+import { agentInBody, agentInPath, type CallSubject } from '../../auth/principal.js';
 import type { AppContext } from '../../context.js';
 import type { HostedAgentListQuery } from '../../services/hosting.js';
 import { EmptyObject, errorResponses } from '../../wire/common.js';
@@ -77,6 +78,11 @@ interface HostingOperation {
   bodyLimit?: number;
   response: TSchema;
   errors: number[];
+  /**
+   * What the call is about (docs/keys.md): the path's agent when it names one; otherwise what
+   * this says (the body's agent), or the owner's hosted agents as a whole.
+   */
+  about?: CallSubject;
   /** Does the call for `owner` (the caller, or the team the path names). */
   handle(owner: string, request: HostingRequest): Promise<unknown>;
 }
@@ -368,6 +374,7 @@ export function hostingRoutes(app: FastifyInstance, ctx: AppContext): void {
       description:
         'Sets a secret of an agent (one of the same name is replaced); its process reads it as an environment variable of that name. The name is a Python identifier, not starting with AGENTRY_. The value is kept sealed and never answered. 503 when this server has no hosting key.',
       params: 'none',
+      about: agentInBody(),
       body: SecretCreate,
       response: Secret,
       errors: [401, 403, 404, 409, 422, 503],
@@ -410,7 +417,10 @@ export function hostingRoutes(app: FastifyInstance, ctx: AppContext): void {
       app.route({
         method: operation.method,
         url: forTeam ? `/v1/hosting/teams/:slug${operation.path}` : `/v1/hosting${operation.path}`,
-        config: { auth: 'user' },
+        config: {
+          auth: 'user',
+          about: operation.params === 'none' ? operation.about : agentInPath(),
+        },
         ...(operation.bodyLimit !== undefined && { bodyLimit: operation.bodyLimit }),
         schema: {
           tags: [TAG],

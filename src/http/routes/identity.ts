@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { agentInPath, agentInBody } from '../../auth/principal.js';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
 import { actorOf, userOf } from '../plugins/auth.js';
@@ -12,7 +13,7 @@ export function identityRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.get(
     '/v2/identity/:address/challenge',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user', about: agentInPath() },
       schema: {
         tags: ['identity'],
         summary: 'Get Identity Challenge',
@@ -30,7 +31,7 @@ export function identityRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.post(
     '/v2/identity',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user', about: agentInBody() },
       schema: {
         tags: ['identity'],
         summary: 'Create Or Prove Identity',

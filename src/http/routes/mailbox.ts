@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { agentInPath } from '../../auth/principal.js';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../../context.js';
@@ -58,7 +59,7 @@ export function mailboxRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.get(
     '/v2/agents/:address/mailbox',
     {
-      config: { auth: 'user-or-agent' },
+      config: { auth: 'user-or-agent', about: agentInPath() },
       schema: {
         tags: ['mailbox'],
         summary: 'List Mailbox Messages',
@@ -111,7 +112,7 @@ export function mailboxRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.get(
     '/v2/agents/:address/mailbox/:uuid',
     {
-      config: { auth: 'user-or-agent' },
+      config: { auth: 'user-or-agent', about: agentInPath() },
       schema: {
         tags: ['mailbox'],
         summary: 'Get Mailbox Message',
@@ -133,7 +134,7 @@ export function mailboxRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.delete(
     '/v2/agents/:address/mailbox/:uuid',
     {
-      config: { auth: 'user-or-agent' },
+      config: { auth: 'user-or-agent', about: agentInPath() },
       schema: {
         tags: ['mailbox'],
         summary: 'Delete Mailbox Message',
@@ -151,7 +152,7 @@ export function mailboxRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.get(
     '/v2/agents/:address/mailbox/quarantine',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user', about: agentInPath() },
       schema: {
         tags: ['mailbox'],
         summary: 'List Quarantined Messages',
@@ -178,7 +179,7 @@ export function mailboxRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.delete(
     '/v2/agents/:address/mailbox/quarantine/:uuid',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user', about: agentInPath() },
       schema: {
         tags: ['mailbox'],
         summary: 'Delete Quarantined Message',

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { agentInPath, agentInBody } from '../../auth/principal.js';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
 import { UnauthenticatedError } from '../../errors.js';
@@ -49,7 +50,7 @@ export function mailroomRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.post(
     '/v1/auth/challenge',
     {
-      config: { auth: 'optional-user' },
+      config: { auth: 'optional-user', about: agentInBody() },
       schema: {
         tags: [TAG],
         summary: 'Get Access Challenge',
@@ -137,7 +138,7 @@ export function mailroomRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.post(
     '/v1/agents',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user', about: agentInBody() },
       schema: {
         tags: [TAG],
         summary: 'Register Agent (v1)',
@@ -156,7 +157,7 @@ export function mailroomRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.put(
     '/v1/agents/:address',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user', about: agentInPath() },
       schema: {
         tags: [TAG],
         summary: 'Update Agent Details (v1)',
@@ -174,7 +175,7 @@ export function mailroomRoutes(app: FastifyInstance, ctx: AppContext): void {
   r.delete(
     '/v1/agents/:address',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user', about: agentInPath() },
       schema: {
         tags: [TAG],
         summary: 'Delete Agent (v1)',

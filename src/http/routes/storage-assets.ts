@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { agentInPath } from '../../auth/principal.js';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../../context.js';
@@ -68,14 +69,14 @@ export async function storageAssetsRoutes(app: FastifyInstance, ctx: AppContext)
   r.put(
     '/v1/storage/assets/delegations/:agent_address',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user', about: agentInPath('agent_address') },
       schema: {
         tags: ['storage'],
         summary: 'Upsert Delegation',
         description:
-          'Lets an agent registered to no one create assets that count in the caller’s storage (an agent registered to a user always uses that user’s). One user per agent: 409 when another user has delegated it.',
+          'Lets an agent create assets that count in the caller’s storage (an agent registered to a user always uses that user’s). The caller must hold the agent’s identity, proved with its key (`POST /v2/identity`; registering the agent proves it too): 403 otherwise. The delegation ends when the agent’s registration is deleted.',
         params: DelegationParams,
-        response: { 200: DelegationResponse, ...errorResponses(401, 409, 422) },
+        response: { 200: DelegationResponse, ...errorResponses(401, 403, 409, 422) },
       },
     },
     async (request) => {
@@ -88,7 +89,7 @@ export async function storageAssetsRoutes(app: FastifyInstance, ctx: AppContext)
   r.delete(
     '/v1/storage/assets/delegations/:agent_address',
     {
-      config: { auth: 'user' },
+      config: { auth: 'user', about: agentInPath('agent_address') },
       schema: {
         tags: ['storage'],
         summary: 'Delete Delegation',

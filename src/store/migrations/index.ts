@@ -21,6 +21,7 @@ import * as storageAssets from './0019_storage_assets.js';
 import * as searchFeedback from './0020_search_feedback.js';
 import * as enrolmentAndKeyScopes from './0021_enrolment_and_key_scopes.js';
 import * as hosting from './0022_hosting.js';
+import * as tenancy from './0023_tenancy.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -49,4 +50,5 @@ export const migrations: Record<string, Migration> = {
   '0020_search_feedback': searchFeedback,
   '0021_enrolment_and_key_scopes': enrolmentAndKeyScopes,
   '0022_hosting': hosting,
+  '0023_tenancy': tenancy,
 };

@@ -118,12 +118,15 @@ export function traceTimelineRow(row: DeliveryEventRow): TimelineRow {
   };
 }
 
-/** A message just stored, with its row's id: the pending message the timeline shows. */
+/**
+ * A message just stored, with its row's id and the owner of its mailbox then: the pending
+ * message the timeline shows.
+ */
 export type StoredMessage = Pick<
   Selectable<MessagesTable>,
   'id' | 'address' | 'uuid' | 'size' | 'received_at'
 > &
-  Partial<Pick<Selectable<MessagesTable>, 'sender' | 'forward_attempts'>>;
+  Partial<Pick<Selectable<MessagesTable>, 'sender' | 'forward_attempts'>> & { owner: string };
 
 /** A pending message as the timeline reads it (a `stored` row to come). */
 export function pendingTimelineRow(message: StoredMessage): TimelineRow {

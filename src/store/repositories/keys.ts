@@ -26,6 +26,22 @@ export class ApiKeysRepository {
   }
 
   /**
+   * Revokes the keys of a team that one member made while acting for it (they leave with the
+   * member); answers their ids.
+   */
+  async revokeMadeBy(teamId: string, memberId: string, at: number): Promise<string[]> {
+    const rows = await this.db
+      .updateTable('api_keys')
+      .set({ revoked_at: at })
+      .where('user_id', '=', teamId)
+      .where('made_by', '=', memberId)
+      .where('revoked_at', 'is', null)
+      .returning('id')
+      .execute();
+    return rows.map((row) => row.id);
+  }
+
+  /**
    * Marks a key revoked; false when there is no such key (of that user, when one is named) or
    * it was already revoked.
    */

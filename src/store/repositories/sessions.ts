@@ -7,6 +7,7 @@ export type SessionRow = Selectable<SessionsTable>;
 export interface SessionWithKey extends SessionRow {
   key_expires_at: number | null;
   key_revoked_at: number | null;
+  key_made_by: string | null;
 }
 
 export class SessionsRepository {
@@ -28,6 +29,7 @@ export class SessionsRepository {
         'sessions.expires_at',
         'api_keys.expires_at as key_expires_at',
         'api_keys.revoked_at as key_revoked_at',
+        'api_keys.made_by as key_made_by',
       ])
       .where('sessions.token_hash', '=', tokenHash)
       .executeTakeFirst();

@@ -76,14 +76,17 @@ export class StorageAssetsRepository {
     return row?.user_id;
   }
 
-  /** Delegates the agent to the user unless another user has; the user it is delegated to. */
-  async delegate(address: string, userId: string, now: number): Promise<string> {
+  /** Delegates the agent to the user (the caller has ended any other delegation of it). */
+  async delegate(address: string, userId: string, now: number): Promise<void> {
     await this.db
       .insertInto('storage_delegations')
       .values({ agent_address: address, user_id: userId, created_at: now })
-      .onConflict((oc) => oc.column('agent_address').doNothing())
       .execute();
-    return (await this.delegatedBy(address)) ?? userId;
+  }
+
+  /** Ends every delegation of the agent, whoever made it. */
+  async endDelegations(address: string): Promise<void> {
+    await this.db.deleteFrom('storage_delegations').where('agent_address', '=', address).execute();
   }
 
   /** False when the user had not delegated the agent. */

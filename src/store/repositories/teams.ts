@@ -48,6 +48,17 @@ export class TeamsRepository {
       .executeTakeFirst();
   }
 
+  /** Whether the user is a member of the team (by the team's id). */
+  async isMember(teamId: string, userId: string): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('team_members')
+      .select('user_id')
+      .where('team_id', '=', teamId)
+      .where('user_id', '=', userId)
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
   /** The teams a user belongs to, by slug. */
   listForUser(userId: string): Promise<MembershipRow[]> {
     return this.db

@@ -31,6 +31,7 @@ const LIVE_TEXT: Record<LiveState, string> = {
   connecting: 'Connecting…',
   live: 'Live: new entries appear at the top',
   reconnecting: 'Reconnecting…',
+  ended: 'Stopped',
 };
 
 /**
@@ -128,8 +129,12 @@ export function Timeline(props: { address: string }) {
             </option>
           ))}
         </select>
-        <span class={`live live-${live}`} role="status" data-testid="live">
-          {start === undefined ? '' : LIVE_TEXT[live]}
+        <span class={`live live-${live.state}`} role="status" data-testid="live">
+          {start === undefined
+            ? ''
+            : live.detail
+              ? `${LIVE_TEXT[live.state]}: ${live.detail}`
+              : LIVE_TEXT[live.state]}
         </span>
       </div>
       <p class="visually-hidden" aria-live="polite" data-testid="announcer">
