@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { loadConfig } from '../../src/config/index.js';
 import { envelopeDigest, type EnvelopeFields } from '../../src/crypto/index.js';
 import { messageUuid } from '../../src/services/mailbox.js';
@@ -8,6 +9,7 @@ import type { DeliveryEventView } from '../../src/wire/deliveries.js';
 import { hostOf, newRegisteredAgent, registerAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call, type CallOptions } from '../kit/http.js';
+import { openStream } from '../kit/sse.js';
 import { startEndpoint } from '../kit/loopback.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
@@ -199,6 +201,166 @@ const RULES: Record<string, Rule> = {
   'DELETE /v1/hosting/teams/{slug}/secrets/{address}/{name}': 'owner',
 };
 
+/**
+ * What each operation a user's key may call is about, for keys limited to agents
+ * (docs/keys.md). Every such operation must be listed (a test fails otherwise).
+ *
+ * - `path`: the agent its path names: a key limited to that agent may call it;
+ * - `body`: the agent its body's `address` names, likewise;
+ * - `none`: the owner's things as a whole, or no one agent: a key limited to agents is refused,
+ *   whatever its body says;
+ * - `narrower-key`: makes a key: a key limited to agents may, for a key limited to some of
+ *   them;
+ * - `anyone`: takes no credential: a scoped key is answered as anyone is.
+ */
+type Subject = 'path' | 'body' | 'none' | 'narrower-key' | 'anyone';
+
+const SUBJECTS: Record<string, Subject> = {
+  'GET /health': 'anyone',
+  'GET /ready': 'anyone',
+  'GET /v2/identity/{address}/challenge': 'path',
+  'POST /v2/identity': 'body',
+  'GET /v2/agents': 'none',
+  'POST /v2/agents': 'body',
+  'POST /v2/agents/batch': 'none',
+  'GET /v2/agents/{address}': 'path',
+  'PUT /v2/agents/{address}': 'path',
+  'DELETE /v2/agents/{address}': 'path',
+  'POST /v2/enrolments': 'none',
+  'GET /v2/enrolments': 'none',
+  'DELETE /v2/enrolments/{address}': 'path',
+  'GET /v2/agents/usage/current': 'none',
+  'POST /v2/agents/mailbox/submit': 'none',
+  'GET /v2/agents/mailbox/submit': 'anyone',
+  'HEAD /v2/agents/mailbox/submit': 'anyone',
+  'GET /v2/agents/{address}/mailbox': 'path',
+  'GET /v2/agents/{address}/mailbox/{uuid}': 'path',
+  'DELETE /v2/agents/{address}/mailbox/{uuid}': 'path',
+  'GET /v2/agents/{address}/mailbox/quarantine': 'path',
+  'DELETE /v2/agents/{address}/mailbox/quarantine/{uuid}': 'path',
+  'POST /v2/agents/proxy/submit': 'none',
+  'GET /v2/agents/proxy/submit': 'anyone',
+  'HEAD /v2/agents/proxy/submit': 'anyone',
+  'GET /v2/agents/{address}/deliveries': 'path',
+  'GET /v2/agents/{address}/deliveries/{uuid}': 'path',
+  'GET /v2/deliveries': 'none',
+  'GET /v2/agents/{address}/activity': 'path',
+  'GET /v2/activity': 'none',
+  'GET /v2/agents/{address}/activity/stream': 'path',
+  'GET /v2/activity/stream': 'none',
+  'GET /v2/agents/{address}/activity/stats': 'path',
+  'POST /v2/webhooks': 'none',
+  'GET /v2/webhooks': 'none',
+  'GET /v2/webhooks/{id}': 'none',
+  'PUT /v2/webhooks/{id}': 'none',
+  'DELETE /v2/webhooks/{id}': 'none',
+  'GET /v2/webhooks/{id}/deliveries': 'none',
+  'POST /v2/webhooks/{id}/test': 'none',
+  'POST /v1/almanac/agents': 'anyone',
+  'POST /v1/almanac/agents/batch': 'anyone',
+  'POST /v1/almanac/agents/{address}/status': 'anyone',
+  'GET /v1/almanac/agents/{address}': 'anyone',
+  'POST /v1/almanac/manifests': 'anyone',
+  'GET /v1/almanac/manifests/protocols/{digest}': 'anyone',
+  'POST /v1/almanac/search': 'anyone',
+  'GET /v1/almanac/recent': 'anyone',
+  'GET /v1/almanac/domains/{name}': 'anyone',
+  'GET /v1/almanac/search/available_name': 'anyone',
+  'GET /v2/almanac/resolve/{id}': 'anyone',
+  'GET /v2/users/domains': 'none',
+  'POST /v2/users/domains': 'none',
+  'PUT /v2/users/domains/{domain_name}': 'none',
+  'DELETE /v2/users/domains/{domain_name}': 'none',
+  'POST /v1/search/agents': 'anyone',
+  'POST /v1/search': 'anyone',
+  'POST /v1/search/geo': 'anyone',
+  'POST /v1/search/agents/geo': 'anyone',
+  'GET /v1/search/agents/tags': 'anyone',
+  'POST /v1/search/agents/click': 'anyone',
+  'GET /v1/search/agents/{address}': 'anyone',
+  'POST /v2/session': 'anyone',
+  'GET /v2/session': 'none',
+  'DELETE /v2/session': 'anyone',
+  'GET /v2/api-keys': 'none',
+  'POST /v2/api-keys': 'narrower-key',
+  'DELETE /v2/api-keys/{id}': 'none',
+  'GET /v2/agents/usage/history': 'none',
+  'POST /v1/auth/challenge': 'body',
+  'POST /v1/auth/prove': 'anyone',
+  'POST /v1/agents': 'body',
+  'PUT /v1/agents/{address}': 'path',
+  'DELETE /v1/agents/{address}': 'path',
+  'POST /v1/submit': 'none',
+  'GET /v1/submit': 'anyone',
+  'HEAD /v1/submit': 'anyone',
+  'POST /v1/proxy/submit': 'none',
+  'GET /v1/proxy/submit': 'anyone',
+  'HEAD /v1/proxy/submit': 'anyone',
+  'PUT /v1/storage/assets/delegations/{agent_address}': 'path',
+  'DELETE /v1/storage/assets/delegations/{agent_address}': 'path',
+  'GET /v1/storage/assets/delegations/': 'none',
+  'POST /v1/storage/assets/': 'none',
+  'GET /v1/storage/assets/': 'none',
+  'GET /v1/storage/assets/{asset_id}/': 'none',
+  'DELETE /v1/storage/assets/{asset_id}/': 'none',
+  'GET /v1/storage/assets/{asset_id}/contents/': 'none',
+  'PUT /v1/storage/assets/{asset_id}/contents/': 'none',
+  'GET /v1/storage/assets/{asset_id}/permissions/': 'none',
+  'PUT /v1/storage/assets/{asset_id}/permissions/': 'none',
+  'DELETE /v1/storage/assets/{asset_id}/permissions/': 'none',
+  'GET /v2/teams': 'none',
+  'POST /v2/teams': 'none',
+  'GET /v2/teams/{slug}': 'none',
+  'DELETE /v2/teams/{slug}': 'none',
+  'POST /v2/teams/{slug}/members': 'none',
+  'PUT /v2/teams/{slug}/members/{user}': 'none',
+  'DELETE /v2/teams/{slug}/members/{user}': 'none',
+  'GET /v1/hosting/agents': 'none',
+  'GET /v1/hosting/teams/{slug}/agents': 'none',
+  'POST /v1/hosting/agents': 'none',
+  'POST /v1/hosting/teams/{slug}/agents': 'none',
+  'GET /v1/hosting/agents/{address}/profile': 'path',
+  'GET /v1/hosting/teams/{slug}/agents/{address}/profile': 'path',
+  'GET /v1/hosting/agents/{address}': 'path',
+  'GET /v1/hosting/teams/{slug}/agents/{address}': 'path',
+  'PUT /v1/hosting/agents/{address}': 'path',
+  'PUT /v1/hosting/teams/{slug}/agents/{address}': 'path',
+  'DELETE /v1/hosting/agents/{address}': 'path',
+  'DELETE /v1/hosting/teams/{slug}/agents/{address}': 'path',
+  'POST /v1/hosting/agents/{address}/duplicate': 'path',
+  'POST /v1/hosting/teams/{slug}/agents/{address}/duplicate': 'path',
+  'GET /v1/hosting/agents/{address}/code': 'path',
+  'GET /v1/hosting/teams/{slug}/agents/{address}/code': 'path',
+  'PUT /v1/hosting/agents/{address}/code': 'path',
+  'PUT /v1/hosting/teams/{slug}/agents/{address}/code': 'path',
+  'GET /v1/hosting/agents/{address}/storage': 'path',
+  'GET /v1/hosting/teams/{slug}/agents/{address}/storage': 'path',
+  'GET /v1/hosting/agents/{address}/storage/{key}': 'path',
+  'GET /v1/hosting/teams/{slug}/agents/{address}/storage/{key}': 'path',
+  'PUT /v1/hosting/agents/{address}/storage/{key}': 'path',
+  'PUT /v1/hosting/teams/{slug}/agents/{address}/storage/{key}': 'path',
+  'DELETE /v1/hosting/agents/{address}/storage/{key}': 'path',
+  'DELETE /v1/hosting/teams/{slug}/agents/{address}/storage/{key}': 'path',
+  'POST /v1/hosting/agents/{address}/start': 'path',
+  'POST /v1/hosting/teams/{slug}/agents/{address}/start': 'path',
+  'POST /v1/hosting/agents/{address}/stop': 'path',
+  'POST /v1/hosting/teams/{slug}/agents/{address}/stop': 'path',
+  'GET /v1/hosting/agents/{address}/logs/latest': 'path',
+  'GET /v1/hosting/teams/{slug}/agents/{address}/logs/latest': 'path',
+  'DELETE /v1/hosting/agents/{address}/logs': 'path',
+  'DELETE /v1/hosting/teams/{slug}/agents/{address}/logs': 'path',
+  'PUT /v1/hosting/agents/{address}/network': 'path',
+  'PUT /v1/hosting/teams/{slug}/agents/{address}/network': 'path',
+  'GET /v1/hosting/secrets': 'none',
+  'GET /v1/hosting/teams/{slug}/secrets': 'none',
+  'POST /v1/hosting/secrets': 'body',
+  'POST /v1/hosting/teams/{slug}/secrets': 'body',
+  'GET /v1/hosting/{address}/secrets': 'path',
+  'GET /v1/hosting/teams/{slug}/{address}/secrets': 'path',
+  'DELETE /v1/hosting/secrets/{address}/{name}': 'path',
+  'DELETE /v1/hosting/teams/{slug}/secrets/{address}/{name}': 'path',
+};
+
 /** A hosted agent's code, storage key and secret name, as the paths and bodies name them. */
 const HOSTED_CODE = JSON.stringify([{ name: 'agent.py', value: 'print(1)', language: 'python' }]);
 const HOSTED_KEY = 'hosted-key';
@@ -356,6 +518,7 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     const hosting = operation.path.startsWith('/v1/hosting');
     return operation.path
       .replace('{address}', hosting ? things.hosted : things.agent.address)
+      .replace('{agent_address}', things.agent.address)
       .replace('{key}', HOSTED_KEY)
       .replace('{name}', hosting ? HOSTED_SECRET : things.domain)
       .replace('{uuid}', things.uuid)
@@ -383,6 +546,19 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     }
     if (operation.method === 'PUT' && operation.path === '/v1/agents/{address}') {
       return { name: 'taken over' };
+    }
+    // Proofs of the owner's agent's key that pass validation (the challenge is none issued).
+    const proof = {
+      address: things.agent.address,
+      challenge: 'c'.repeat(64),
+      challenge_response: things.agent.signChallenge('c'.repeat(64)),
+    };
+    if (operation.method === 'POST' && operation.path === '/v2/identity') return proof;
+    if (operation.method === 'POST' && operation.path === '/v1/agents') {
+      return { ...proof, agent_type: 'mailbox' };
+    }
+    if (operation.method === 'POST' && operation.path === '/v1/auth/challenge') {
+      return { address: things.agent.address };
     }
     if (operation.method === 'PUT' && operation.path.startsWith('/v2/users/domains')) {
       return { agent_records: [] };
@@ -616,9 +792,13 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
 
   /** A key of Alice's made with a scope. */
   async function scopedKey(scope: { read_only?: boolean; addresses?: string[] }) {
+    return (await madeKey(scope)).key;
+  }
+  /** A key of Alice's made with a scope, with its id. */
+  async function madeKey(scope: { read_only?: boolean; addresses?: string[] }) {
     const res = await call(t.url, 'POST', '/v2/api-keys', { key: t.userKey, body: scope });
     assert.equal(res.status, 200, res.text);
-    return res.body.key as string;
+    return { key: res.body.key as string, id: res.body.id as string };
   }
   /** Every operation a user's key may call (an agent-only one answers 401 to any key). */
   const forKeys = () =>
@@ -648,31 +828,105 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     assert.notEqual(listing.body.name, 'taken over');
   });
 
-  it('refuses a key limited to other agents every operation, and one limited to this agent all but those about it', async () => {
-    const elsewhere = await scopedKey({ addresses: [TestIdentity.random().address] });
-    for (const operation of forKeys()) {
-      const res = await send(operation, { key: elsewhere });
-      assert.equal(res.status, 403, `${operation.method} ${operation.path}: ${res.text}`);
-      assert.match(res.body.detail, /limited to one agent/);
+  it('has a subject for every operation a key may call, and none for an operation gone', () => {
+    const forKeyHolders = operations.filter(
+      ({ rule }) => rule !== 'agent' && rule !== 'agent-token',
+    );
+    const unlisted = forKeyHolders
+      .map(({ method, path }) => `${method} ${path}`)
+      .filter((key) => SUBJECTS[key] === undefined);
+    assert.deepEqual(unlisted, [], 'add each new operation to SUBJECTS');
+    const documented = new Set(forKeyHolders.map(({ method, path }) => `${method} ${path}`));
+    assert.deepEqual(
+      Object.keys(SUBJECTS).filter((key) => !documented.has(key)),
+      [],
+      'remove the subjects of operations no longer served',
+    );
+  });
+
+  it('is what docs/keys.md says, operation by operation', () => {
+    const docs = readFileSync(new URL('../../docs/keys.md', import.meta.url), 'utf8');
+    const rows = new Map<string, [string, string]>();
+    for (const match of docs.matchAll(
+      /^\| `([A-Z]+ [^`]+)`\s*\|\s*([^|]+?)\s*\|\s*([^|]+?)\s*\|$/gm,
+    )) {
+      rows.set(match[1]!, [match[2]!, match[3]!]);
     }
+    const limited: Record<Subject, string> = {
+      path: 'if its path names one of them',
+      body: 'if its body’s `address` is one of them',
+      none: 'refused',
+      'narrower-key': 'for a key limited to some of them',
+      anyone: 'as anyone',
+    };
+    for (const { method, path, rule } of operations) {
+      const key = `${method} ${path}`;
+      const row = rows.get(key);
+      assert.ok(row, `docs/keys.md has a row for ${key}`);
+      if (rule === 'agent' || rule === 'agent-token') continue;
+      const subject = SUBJECTS[key]!;
+      const readOnly =
+        subject === 'anyone'
+          ? 'as anyone'
+          : method === 'GET' || method === 'HEAD'
+            ? 'yes'
+            : 'refused';
+      assert.deepEqual(row, [readOnly, limited[subject]], key);
+    }
+    assert.equal(rows.size, operations.length, 'no row for an operation gone');
+  });
+
+  const subjectOf = (operation: Operation): Subject =>
+    SUBJECTS[`${operation.method} ${operation.path}`]!;
+  /** The operations a key limited to agents is held to (those answering anyone aside). */
+  const scopedOperations = () =>
+    operations.filter(
+      (operation) =>
+        operation.rule !== 'agent' &&
+        operation.rule !== 'agent-token' &&
+        subjectOf(operation) !== 'anyone',
+    );
+  /** The operation's body with `address` added, as a key limited to `address` might try. */
+  const withAddress = (operation: Operation, address: string): unknown => {
+    const body = bodyOf(operation);
+    return body !== null && typeof body === 'object' && !Array.isArray(body)
+      ? { ...body, address }
+      : body;
+  };
+
+  it('refuses a key limited to another agent every operation not about that agent, with or without a body naming it', async () => {
+    const other = TestIdentity.random();
+    const key = await scopedKey({ addresses: [other.address] });
+    const keysBefore = await call(t.url, 'GET', '/v2/api-keys', { key: t.userKey });
+    for (const operation of scopedOperations()) {
+      const label = `${operation.method} ${operation.path}`;
+      const res = await send(operation, { key });
+      assert.equal(res.status, 403, `${label}: ${res.text}`);
+      assert.match(res.body.detail, /limited to (one agent|agents)/, label);
+      // The body names the key's own agent: still not what the call is about.
+      if (operation.method === 'GET' || operation.method === 'HEAD') continue;
+      if (subjectOf(operation) === 'body') continue;
+      const escalated = await send(operation, { key, body: withAddress(operation, other.address) });
+      assert.equal(escalated.status, 403, `${label} with a body address: ${escalated.text}`);
+    }
+    // No key was made by any of it.
+    const keysAfter = await call(t.url, 'GET', '/v2/api-keys', { key: t.userKey });
+    assert.deepEqual(keysAfter.body, keysBefore.body, 'no key made or revoked');
+  });
+
+  it('lets a key limited to an agent call every operation about it', async () => {
     const mine = await scopedKey({ addresses: [alice.agent.address, alice.hosted] });
-    const about = (operation: Operation) =>
-      operation.path.includes('{address}') ||
-      (operation.method === 'POST' &&
-        ['/v2/agents', '/v2/identity', '/v1/hosting/secrets'].includes(operation.path)) ||
-      (operation.method === 'POST' && operation.path === '/v1/hosting/teams/{slug}/secrets');
-    for (const operation of forKeys()) {
-      if (about(operation)) {
-        // Reads only: the writes about Alice's agent would change what the other tests read.
-        if (operation.method !== 'GET') continue;
-        // The team's agents are not among the key's.
-        const res = await send(operation, { key: mine }, thingsFor(operation));
-        const expected = forPathTeam(operation) ? 403 : 200;
-        assert.equal(res.status, expected, `${operation.method} ${operation.path}: ${res.text}`);
-      } else {
-        const res = await send(operation, { key: mine });
-        assert.equal(res.status, 403, `${operation.method} ${operation.path}: ${res.text}`);
-      }
+    const about = scopedOperations().filter((operation) =>
+      ['path', 'body'].includes(subjectOf(operation)),
+    );
+    assert.ok(about.length >= 40);
+    for (const operation of about) {
+      // Reads only: the writes about Alice's agent would change what the other tests read.
+      if (operation.method !== 'GET') continue;
+      // The team's agents are not among the key's.
+      const res = await send(operation, { key: mine }, thingsFor(operation));
+      const expected = forPathTeam(operation) ? 403 : 200;
+      assert.equal(res.status, expected, `${operation.method} ${operation.path}: ${res.text}`);
     }
     // A write about it passes the scope (and meets the service's own rules).
     const renamed = await call(t.url, 'PUT', `/v2/agents/${alice.agent.address}`, {
@@ -680,6 +934,61 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
       body: { address: alice.agent.address.toUpperCase(), redirect_url: alice.redirectUrl },
     });
     assert.equal(renamed.status, 200, renamed.text);
+    // It makes keys limited to some of its agents, and no broader one.
+    const narrower = await call(t.url, 'POST', '/v2/api-keys', {
+      key: mine,
+      body: { addresses: [alice.hosted] },
+    });
+    assert.equal(narrower.status, 200, narrower.text);
+    assert.deepEqual(narrower.body.addresses, [alice.hosted]);
+    for (const body of [{}, { addresses: [TestIdentity.random().address] }]) {
+      const broader = await call(t.url, 'POST', '/v2/api-keys', { key: mine, body });
+      assert.equal(broader.status, 403, broader.text);
+    }
+  });
+
+  it('answers a scoped key as anyone on every operation that takes no credential', async () => {
+    const scoped = [
+      await scopedKey({ read_only: true }),
+      await scopedKey({ addresses: [TestIdentity.random().address] }),
+    ];
+    const open = operations.filter(
+      (operation) => operation.rule === 'public' && subjectOf(operation) === 'anyone',
+    );
+    assert.ok(open.length >= 20);
+    for (const operation of open) {
+      const anonymous = await send(operation, {});
+      for (const key of scoped) {
+        const res = await send(operation, { key });
+        assert.equal(
+          res.status,
+          anonymous.status,
+          `${operation.method} ${operation.path}: ${res.text}`,
+        );
+      }
+    }
+  });
+
+  it('refuses a revoked key every operation, and ends the streams it opened with a last event saying why', async () => {
+    const { key, id } = await madeKey({});
+    const streams = operations.filter(({ path }) => path.endsWith('/stream'));
+    assert.equal(streams.length, 2);
+    const open = await Promise.all(
+      streams.map((operation) => openStream(`${t.url}${pathOf(operation)}`, { key })),
+    );
+    for (const stream of open) assert.equal(stream.status, 200);
+    const revoked = await call(t.url, 'DELETE', `/v2/api-keys/${id}`, { key: t.userKey });
+    assert.equal(revoked.status, 200, revoked.text);
+    for (const stream of open) {
+      const last = await stream.next(2000);
+      assert.equal(last.event, 'end');
+      assert.equal(JSON.parse(last.data).reason, 'key_revoked');
+      await stream.ended;
+    }
+    for (const operation of forKeys()) {
+      const res = await send(operation, { key }, thingsFor(operation));
+      assert.equal(res.status, 401, `${operation.method} ${operation.path}: ${res.text}`);
+    }
   });
 
   it('opens no console session with a scoped key', async () => {
@@ -714,6 +1023,55 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
         );
       }
     }
+  });
+
+  it("refuses a removed member's team key every operation, and ends what it opened", async () => {
+    // Carol makes a key for the team, acting for it, and follows the team's agents with it.
+    const made = await call(t.url, 'POST', '/v2/api-keys', {
+      key: carolKey,
+      headers: asTeam,
+      body: { label: 'carol for the team' },
+    });
+    assert.equal(made.status, 200, made.text);
+    const teamKey = made.body.key as string;
+    assert.equal(
+      (await call(t.url, 'GET', `/v2/webhooks/${team.webhookId}`, { key: teamKey })).status,
+      200,
+    );
+    const stream = await openStream(`${t.url}/v2/activity/stream`, { key: teamKey });
+    const asMember = await openStream(`${t.url}/v2/agents/${team.agent.address}/activity/stream`, {
+      key: carolKey,
+      headers: asTeam,
+    });
+    assert.equal(stream.status, 200);
+    assert.equal(asMember.status, 200);
+    // An owner's key made for the team by the operator is no member's: it stays.
+    const removed = await call(t.url, 'DELETE', `/v2/teams/${TEAM}/members/carol`, {
+      key: t.userKey,
+    });
+    assert.equal(removed.status, 200, removed.text);
+    try {
+      for (const open of [stream, asMember]) {
+        const last = await open.next(2000);
+        assert.equal(last.event, 'end');
+        assert.equal(JSON.parse(last.data).reason, 'member_removed');
+        await open.ended;
+      }
+      for (const operation of forKeys()) {
+        const res = await send(operation, { key: teamKey }, team);
+        assert.equal(res.status, 401, `${operation.method} ${operation.path}: ${res.text}`);
+        assert.ok(!res.text.includes('team-only-path'), res.text);
+      }
+    } finally {
+      const back = await call(t.url, 'POST', `/v2/teams/${TEAM}/members`, {
+        key: t.userKey,
+        body: { user: 'carol' },
+      });
+      assert.equal(back.status, 201, back.text);
+    }
+    // Back in the team, a key made before is still over: it belonged to the membership.
+    const again = await call(t.url, 'GET', `/v2/webhooks/${team.webhookId}`, { key: teamKey });
+    assert.equal(again.status, 401, again.text);
   });
 });
 

@@ -1,11 +1,11 @@
-import { after, before, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { crc32, deflateSync } from 'node:zlib';
-import { hostOf, newRegisteredAgent } from '../kit/agents.js';
+import { hostOf, newRegisteredAgent, proveIdentity } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call, type JsonResponse } from '../kit/http.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
@@ -362,9 +362,10 @@ describeOnEachDialect('storage assets', (dialect) => {
     assert.equal(listing.status, 401, listing.text);
   });
 
-  it("lets a user delegate an agent registered to no one, whose assets then count in that user's storage", async () => {
+  it("lets a user who proved an agent's key delegate it unregistered, whose assets then count in that user's storage", async () => {
     const stray = TestIdentity.random();
     const path = `/v1/storage/assets/delegations/${stray.address}`;
+    await proveIdentity(hostOf(t), carolKey, stray);
     const delegated = await call(t.url, 'PUT', path, { key: carolKey });
     assert.equal(delegated.status, 200, delegated.text);
     assert.deepEqual(delegated.body, {
@@ -377,7 +378,8 @@ describeOnEachDialect('storage assets', (dialect) => {
       'again: no change',
     );
     const taken = await call(t.url, 'PUT', path, { key: bobKey });
-    assert.equal(taken.status, 409, taken.text);
+    assert.equal(taken.status, 403, taken.text);
+    assert.match(taken.body.detail, /Prove that agent .* is yours/);
     const listed = await call(t.url, 'GET', '/v1/storage/assets/delegations/', { key: carolKey });
     assert.deepEqual(listed.body, { items: [stray.address] });
 
@@ -397,6 +399,46 @@ describeOnEachDialect('storage assets', (dialect) => {
     // What it made stays Carol's, and the agent still reaches it.
     const kept = await download(created.body.asset_id, { authorization: agentAuth(stray) });
     assert.equal(kept.status, 200, kept.text);
+  });
+
+  describe('delegations without proof', () => {
+    it("refuse a user who holds neither the agent's key nor its registration, and never block its holder", async () => {
+      const u = TestIdentity.random();
+      const path = `/v1/storage/assets/delegations/${u.address}`;
+      // Bob names an agent that is not his: refused, and nothing kept.
+      const squat = await call(t.url, 'PUT', path, { key: bobKey });
+      assert.equal(squat.status, 403, squat.text);
+      const bobs = await call(t.url, 'GET', '/v1/storage/assets/delegations/', { key: bobKey });
+      assert.ok(!bobs.body.items.includes(u.address));
+      // Carol, who holds U's key, proves it and delegates it; U's uploads are hers.
+      await proveIdentity(hostOf(t), carolKey, u);
+      const held = await call(t.url, 'PUT', path, { key: carolKey });
+      assert.equal(held.status, 200, held.text);
+      const created = await sdkUpload(t, clock, u, Buffer.from('carol'), 'text/plain');
+      assert.equal(created.status, 201, created.text);
+      assert.equal(
+        (await download(created.body.asset_id, { key: bobKey })).status,
+        404,
+        'Bob reads none of U’s uploads',
+      );
+      assert.equal((await download(created.body.asset_id, { key: carolKey })).status, 200);
+    });
+
+    it("refuse another user's registered agent, and end with the agent's registration", async () => {
+      const a = await newRegisteredAgent(hostOf(t), t.userKey);
+      const path = `/v1/storage/assets/delegations/${a.address}`;
+      assert.equal((await call(t.url, 'PUT', path, { key: bobKey })).status, 403);
+      // Its owner delegates it, then deletes it: the delegation goes with the registration.
+      assert.equal((await call(t.url, 'PUT', path, { key: t.userKey })).status, 200);
+      const removed = await call(t.url, 'DELETE', `/v2/agents/${a.address}`, { key: t.userKey });
+      assert.equal(removed.status, 200, removed.text);
+      const listed = await call(t.url, 'GET', '/v1/storage/assets/delegations/', {
+        key: t.userKey,
+      });
+      assert.ok(!listed.body.items.includes(a.address));
+      const refused = await sdkUpload(t, clock, a, Buffer.from('orphan'), 'text/plain');
+      assert.equal(refused.status, 403, refused.text);
+    });
   });
 
   it('takes contents as base64 in JSON (either alphabet, padded or not) or as bytes, and gives them back either way', async () => {

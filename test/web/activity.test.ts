@@ -229,6 +229,21 @@ describeOnEachDialect('what agents are doing, in the console', (dialect) => {
     assert.deepEqual(problems, []);
   });
 
+  it('stops following, and says why, when what let it follow ends', opts, async () => {
+    const key = await t.addUser(`ended-${dialect}`);
+    const agent = await newRegisteredAgent(hostOf(t), key, { listing: { name: 'doomed' } });
+    const { page, problems } = await openConsole(key, `#/agents/${agent.address}/activity`);
+    const live = page.getByTestId('live');
+    await live.getByText('Live').waitFor();
+    const removed = await call(t.url, 'DELETE', `/v2/agents/${agent.address}`, { key });
+    assert.equal(removed.status, 200, removed.text);
+    await live.getByText(/^Stopped: Agent agent1\w+ was deleted by its owner/).waitFor();
+    // It is over: the page does not open the stream again.
+    await new Promise((resolve) => setTimeout(resolve, 6000));
+    assert.match((await live.textContent()) ?? '', /^Stopped/);
+    assert.deepEqual(problems, []);
+  });
+
   it('pages to older entries', opts, async () => {
     const key = await t.addUser(`paging-${dialect}`);
     const agent = await newRegisteredAgent(hostOf(t), key, { listing: { name: 'chatty' } });
