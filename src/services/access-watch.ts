@@ -96,11 +96,6 @@ export class AccessWatch {
     feed.onMissed(() => void this.recheck());
   }
 
-  /** Streams held now. */
-  get size(): number {
-    return this.held.size;
-  }
-
   /**
    * Holds a stream's grant until the function answered is called (the stream closed); `end`
    * is called once if access ends first, and the stream must then end. The grant is looked at

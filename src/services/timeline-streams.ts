@@ -153,6 +153,7 @@ class Place {
 /** A stream of one agent's timeline, read with the other woken agents'. */
 interface AgentStream {
   place: Place;
+  address: string;
   /** The owner whose registration (at `since`) the stream follows. */
   owner: string;
   since: number;
@@ -217,6 +218,7 @@ export class TimelineStreams {
     if ('address' in scope) {
       const stream: AgentStream = {
         place: new Place(start, scope.since, filter, send),
+        address: scope.address,
         owner: scope.owner,
         since: scope.since,
         opened: this.generation,
@@ -274,16 +276,18 @@ export class TimelineStreams {
    * being read meanwhile is settled by its read.
    */
   handed(rows: readonly HandedRow[]): void {
+    let gone: AgentStream[] | undefined;
     for (const { row, owner } of rows) {
       const set = this.agents.get(row.address);
       if (!set) continue;
-      for (const stream of [...set]) {
+      for (const stream of set) {
         // Stored for another owner: this stream's agent was deleted before this process heard.
-        if (stream.owner !== owner) this.endStream(stream, agentGone(row.address));
-        else stream.place.offer(row);
+        if (stream.owner === owner) stream.place.offer(row);
+        else (gone ??= []).push(stream);
       }
       this.unsettled.add(row.address);
     }
+    for (const stream of gone ?? []) this.endStream(stream, agentGone(stream.address));
     if (this.unsettled.size === 0 || this.settler) return;
     this.settler = setTimeout(() => this.settleHanded(), SETTLE_MS);
     this.settler.unref();
