@@ -1,5 +1,5 @@
 import { generateApiKey, parseApiKey, secretMatches } from '../auth/api-keys.js';
-import type { KeyScope, UserPrincipal } from '../auth/principal.js';
+import { memberOf, type KeyScope, type UserPrincipal } from '../auth/principal.js';
 import { ForbiddenError, NotFoundError, UnauthenticatedError } from '../errors.js';
 import type { ChangeFeed } from '../infra/change-feed.js';
 import type { Clock } from '../infra/clock.js';
@@ -53,7 +53,7 @@ export interface KeyMaker {
 
 /** A key's maker as a request's principal stands for it. */
 export function makerOf(principal: UserPrincipal): KeyMaker {
-  const member = principal.team?.actingUserId ?? principal.member;
+  const member = memberOf(principal);
   return {
     ...(principal.scope && { scope: principal.scope }),
     ...(principal.keyExpiresAt !== undefined && { expiresAt: principal.keyExpiresAt }),

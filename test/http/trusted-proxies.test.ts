@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { Agent, fetch as undiciFetch } from 'undici';
-import { ConfigError, loadConfig } from '../../src/config/index.js';
+import { ConfigError, loadConfig, type Config } from '../../src/config/index.js';
 import { forwardedFor, TrustedProxies } from '../../src/infra/trusted-proxies.js';
 import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
@@ -122,6 +122,22 @@ describeOnEachDialect('behind a trusted proxy', (dialect) => {
 
   const limited = [...Array<number>(MAX).fill(200), 429];
 
+  /** Another server behind the proxy, rate-limited as `t` is, logging into the same lines. */
+  const proxiedServer = (config: Partial<Config>): Promise<TestServer> =>
+    startTestServer({
+      dialect,
+      logger: pino(
+        { level: 'info' },
+        { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+      ),
+      config: {
+        trustedProxies: [PROXY],
+        rateLimit: { max: MAX, windowMs: 60_000 },
+        logRequests: true,
+        ...config,
+      },
+    });
+
   it('ignores X-Forwarded-For from a direct client: one bucket and the socket address in the log, whatever it claims', async () => {
     const spoofs = Array.from({ length: MAX + 1 }, (_, i) => `198.51.100.${i + 1}`);
     const answers = [];
@@ -195,18 +211,7 @@ describeOnEachDialect('behind a trusted proxy', (dialect) => {
   describe('with a proxy that sends Forwarded while X-Forwarded-For is the header named', () => {
     let other: TestServer;
     before(async () => {
-      other = await startTestServer({
-        dialect,
-        logger: pino(
-          { level: 'info' },
-          { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
-        ),
-        config: {
-          trustedProxies: [PROXY],
-          rateLimit: { max: MAX, windowMs: 60_000 },
-          logRequests: true,
-        },
-      });
+      other = await proxiedServer({});
     });
     after(() => other.close());
 
@@ -235,19 +240,7 @@ describeOnEachDialect('behind a trusted proxy', (dialect) => {
   describe('with AGENTRY_FORWARDED_HEADER=forwarded', () => {
     let only: TestServer;
     before(async () => {
-      only = await startTestServer({
-        dialect,
-        logger: pino(
-          { level: 'info' },
-          { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
-        ),
-        config: {
-          trustedProxies: [PROXY],
-          forwardedHeader: 'forwarded',
-          rateLimit: { max: MAX, windowMs: 60_000 },
-          logRequests: true,
-        },
-      });
+      only = await proxiedServer({ forwardedHeader: 'forwarded' });
     });
     after(() => only.close());
 
