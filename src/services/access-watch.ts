@@ -21,6 +21,20 @@ export interface AccessEnded {
   detail: string;
 }
 
+/** The end of a stream whose agent is no longer its owner's. */
+export function agentDeleted(address: string): AccessEnded {
+  return {
+    reason: 'agent_deleted',
+    detail: `Agent ${address} was deleted by its owner; its history went with it`,
+  };
+}
+
+/** The end of a stream whose team membership ended. */
+const MEMBER_REMOVED: AccessEnded = {
+  reason: 'member_removed',
+  detail: 'The member this stream was opened by is no longer a member of its team',
+};
+
 /** What let a stream be opened: the caller's credential and, for one agent's, that agent. */
 export interface Grant {
   principal: UserPrincipal;
@@ -74,10 +88,7 @@ export class AccessWatch {
       }),
     );
     feed.subscribe(['member.removed'], ({ teamId, userId }) =>
-      this.endWhere((p) => p.userId === teamId && memberOf(p) === userId, {
-        reason: 'member_removed',
-        detail: 'The member this stream was opened by is no longer a member of its team',
-      }),
+      this.endWhere((p) => p.userId === teamId && memberOf(p) === userId, MEMBER_REMOVED),
     );
     feed.subscribe(['team.deleted'], ({ teamId }) =>
       this.endWhere((p) => p.userId === teamId, {
@@ -87,10 +98,7 @@ export class AccessWatch {
     );
     feed.subscribe(['agent.deleted'], ({ address }) => {
       for (const held of [...(this.byAgent.get(address) ?? [])]) {
-        this.finish(held, {
-          reason: 'agent_deleted',
-          detail: `Agent ${address} was deleted by its owner; its history went with it`,
-        });
+        this.finish(held, agentDeleted(address));
       }
     });
     feed.onMissed(() => void this.recheck());
@@ -167,15 +175,9 @@ export class AccessWatch {
         if (refusal !== undefined) {
           why = { reason: 'access_ended', detail: refusal };
         } else if (member && !(await memberships.get(`${p.userId} ${member}`))) {
-          why = {
-            reason: 'member_removed',
-            detail: 'The member this stream was opened by is no longer a member of its team',
-          };
+          why = MEMBER_REMOVED;
         } else if (agent && (owner?.userId !== p.userId || owner.since !== agent.since)) {
-          why = {
-            reason: 'agent_deleted',
-            detail: `Agent ${agent.address} was deleted by its owner; its history went with it`,
-          };
+          why = agentDeleted(agent.address);
         }
         if (why && this.held.has(held)) {
           this.finish(held, why);

@@ -7,7 +7,7 @@ import type {
   TimelineScope,
 } from '../store/repositories/activity.js';
 import type { Ownership } from '../store/repositories/deliveries.js';
-import type { AccessEnded } from './access-watch.js';
+import { agentDeleted, type AccessEnded } from './access-watch.js';
 
 /**
  * What a stream follows: one agent's timeline from when its owner registered it (the owner
@@ -38,14 +38,6 @@ export interface TimelineReads {
   timeline(scope: TimelineScope, filter: TimelineFilter): Promise<TimelineRow[]>;
   /** Who owns these agents now, and since when (a deleted agent is missing). */
   owners(addresses: string[]): Promise<Map<string, Ownership>>;
-}
-
-/** The end of a stream whose agent is no longer its owner's. */
-function agentGone(address: string): AccessEnded {
-  return {
-    reason: 'agent_deleted',
-    detail: `Agent ${address} was deleted by its owner; its history went with it`,
-  };
 }
 
 /** Rows one read takes; a full read is followed by the next at once. */
@@ -287,7 +279,7 @@ export class TimelineStreams {
       }
       this.unsettled.add(row.address);
     }
-    for (const stream of gone ?? []) this.endStream(stream, agentGone(stream.address));
+    for (const stream of gone ?? []) this.endStream(stream, agentDeleted(stream.address));
     if (this.unsettled.size === 0 || this.settler) return;
     this.settler = setTimeout(() => this.settleHanded(), SETTLE_MS);
     this.settler.unref();
@@ -406,7 +398,7 @@ export class TimelineStreams {
         const owner = owners.get(address);
         for (const stream of streams) {
           if (owner?.userId !== stream.owner || owner.since !== stream.since) {
-            this.endStream(stream, agentGone(address));
+            this.endStream(stream, agentDeleted(address));
           }
         }
       }
