@@ -15,7 +15,7 @@ import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 /**
  * An unmodified uAgents 0.25.5 mailbox agent connected with a key limited to it: what a user
  * does with a short-lived key made to connect one agent (docs/keys.md). It runs with the
- * interpreter AGENTRY_TEST_PYTHON names (`.ci/run` makes one from ../shared/clients) and skips,
+ * interpreter AGENTRY_TEST_PYTHON names (`.ci/run` makes one with the real client) and skips,
  * saying so, where that interpreter cannot import uagents 0.25.
  */
 const python = process.env.AGENTRY_TEST_PYTHON ?? 'python3';
@@ -27,7 +27,7 @@ const installed = spawnSync(
 const version = installed.status === 0 ? installed.stdout.trim() : undefined;
 const skip =
   version === undefined
-    ? `${python} cannot import uagents: set AGENTRY_TEST_PYTHON to an interpreter with uAgents 0.25 (../shared/clients/make-venv.sh makes one)`
+    ? `${python} cannot import uagents: set AGENTRY_TEST_PYTHON to an interpreter with uAgents 0.25 (the real client's make-venv.sh makes one)`
     : version.startsWith('0.25.')
       ? false
       : `uagents ${version} is installed for ${python}, not 0.25`;
