@@ -17,11 +17,10 @@ import { dispense, mailboxEndpointOf, resolveEndpoints } from '../kit/client.js'
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { hostingDir, hostingSkipReason } from '../kit/hosted-agents.js';
 import { call } from '../kit/http.js';
+import { realClient } from '../kit/real-client.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import {
-  canImport,
   echoAgentFile,
-  pythonExecutable,
   REPLY_DIGEST,
   REQUEST_DIGEST,
   standInInterpreter,
@@ -33,8 +32,8 @@ import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
  * a secret, start it, and then talk to it as another agent does — through the Almanac and the
  * mailboxes — and read what it logged and stored, then stop it. The code is an ordinary
  * uAgents agent (test/fixtures/hosting/echo_agent.py). It runs on the stand-in `uagents`
- * package, with no sandbox and in bubblewrap with egress to this Agentry only, and on the real
- * package where the test interpreter has it.
+ * package, with no sandbox and in bubblewrap with egress to this Agentry only, and the same on
+ * the real package where the test interpreter has it.
  */
 
 const verifier = createNodeVerifier();
@@ -258,15 +257,15 @@ describe(
   },
 );
 
-/** AGENTRY_TEST_PYTHON or python3: with the real uagents installed, the same flow runs on it. */
-const testPython = pythonExecutable();
-describe(
-  'hosted agents: the deploy flow on the real uagents',
-  {
-    skip:
-      testPython && canImport(testPython, 'uagents')
-        ? false
-        : `${testPython ?? 'python3'} cannot import uagents (it is not installed there): set AGENTRY_TEST_PYTHON to an interpreter that has it`,
-  },
-  () => deployFlow({ python: testPython!, sandbox: 'off' }),
-);
+/**
+ * The interpreter AGENTRY_TEST_PYTHON names (or python3): where it has the real uagents, the
+ * same flow runs on it, without a sandbox and in bubblewrap (which runs the interpreter as the
+ * agent's own user: its environment must be readable by every user).
+ */
+const real = realClient('AGENTRY_TEST_PYTHON', { fallback: 'python3' });
+describe('hosted agents: the deploy flow on the real uagents', { skip: real.skip }, () => {
+  describe('without a sandbox', () => deployFlow({ python: real.python!, sandbox: 'off' }));
+  describe('in bubblewrap, reaching only this Agentry', { skip: hostingSkipReason('bwrap') }, () =>
+    deployFlow({ python: real.python!, sandbox: 'bwrap' }),
+  );
+});

@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,28 +9,18 @@ import { hostOf, registerAgent } from '../kit/agents.js';
 import { registerInAlmanac } from '../kit/almanac.js';
 import { call } from '../kit/http.js';
 import { freePort } from '../kit/ports.js';
+import { realClient } from '../kit/real-client.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
 /**
  * An unmodified uAgents 0.22 agent (the v1 mailroom, docs/mailbox.md), run by Python, connected
  * through its own `/connect`, exchanging messages with a current agent (the test kit's, which
- * speaks v2). It runs only where `python3` has uagents 0.22 installed
- * (`pip install 'uagents==0.22.10'`); test/http/mailroom.test.ts replays the same client's
- * requests without Python.
+ * speaks v2). It runs with the interpreter AGENTRY_TEST_PYTHON_022 names (`.ci/run` makes one
+ * with the real uAgents 0.22.10) and skips, saying so, where that is unset or cannot import
+ * uagents 0.22; test/http/mailroom.test.ts replays the same client's requests without Python.
  */
-const installed = spawnSync(
-  'python3',
-  ['-c', 'import importlib.metadata as m, uagents; print(m.version("uagents"))'],
-  { encoding: 'utf8' },
-);
-const version = installed.status === 0 ? installed.stdout.trim() : undefined;
-const skip =
-  version === undefined
-    ? 'uagents is not installed for python3 (pip install "uagents==0.22.10")'
-    : version.startsWith('0.22.')
-      ? false
-      : `uagents ${version} is installed for python3, not 0.22`;
+const { python, skip } = realClient('AGENTRY_TEST_PYTHON_022', { series: '0.22' });
 
 /** The 0.22 agent: it answers each Ping with a Pong and prints what it hears as JSON lines. */
 const AGENT_SCRIPT = `
@@ -87,11 +77,9 @@ async function startLegacyAgent(
   writeFileSync(script, AGENT_SCRIPT);
   const port = await freePort();
   const child = spawn(
-    'python3',
+    python!,
     [script, agentverse, kind, String(port), `legacy ${kind} ${Math.random()}`],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
+    { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   const lines: Record<string, unknown>[] = [];
   let pending = '';

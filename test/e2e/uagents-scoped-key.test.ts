@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +9,7 @@ import { hostOf, registerAgent } from '../kit/agents.js';
 import { registerInAlmanac } from '../kit/almanac.js';
 import { call } from '../kit/http.js';
 import { freePort } from '../kit/ports.js';
+import { realClient } from '../kit/real-client.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
@@ -18,19 +19,7 @@ import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
  * interpreter AGENTRY_TEST_PYTHON names (`.ci/run` makes one with the real client) and skips,
  * saying so, where that interpreter cannot import uagents 0.25.
  */
-const python = process.env.AGENTRY_TEST_PYTHON ?? 'python3';
-const installed = spawnSync(
-  python,
-  ['-c', 'import importlib.metadata as m, uagents; print(m.version("uagents"))'],
-  { encoding: 'utf8' },
-);
-const version = installed.status === 0 ? installed.stdout.trim() : undefined;
-const skip =
-  version === undefined
-    ? `${python} cannot import uagents: set AGENTRY_TEST_PYTHON to an interpreter with uAgents 0.25 (the real client's make-venv.sh makes one)`
-    : version.startsWith('0.25.')
-      ? false
-      : `uagents ${version} is installed for ${python}, not 0.25`;
+const { python, skip } = realClient('AGENTRY_TEST_PYTHON', { series: '0.25', fallback: 'python3' });
 
 /** The agent: it answers each Ping with a Pong and prints what it hears as JSON lines. */
 const AGENT_SCRIPT = `
@@ -89,7 +78,7 @@ describe('an unmodified uAgents 0.25 agent connected with a key limited to it', 
     writeFileSync(script, AGENT_SCRIPT);
     const port = await freePort();
     agentUrl = `http://127.0.0.1:${port}`;
-    child = spawn(python, [script, t.url, String(port), `scoped ${Math.random()}`], {
+    child = spawn(python!, [script, t.url, String(port), `scoped ${Math.random()}`], {
       cwd: dir,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

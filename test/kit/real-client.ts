@@ -1,0 +1,72 @@
+import { spawnSync } from 'node:child_process';
+
+/**
+ * The real uAgents client, for the tests that run unmodified uAgents agents against Agentry.
+ * Each release is found through an environment variable naming a Python interpreter that has
+ * it installed (`.ci/run` makes these environments from the client's releases and exports the
+ * variables): AGENTRY_TEST_PYTHON for the current release (0.25), AGENTRY_TEST_PYTHON_022 for
+ * 0.22 (the v1 mailroom). Where the interpreter is not there or has no such release, the tests
+ * skip and say why.
+ */
+
+export interface RealClient {
+  /** The interpreter's own path (`sys.executable`), or undefined when the tests skip. */
+  python: string | undefined;
+  /** The installed uagents release, e.g. `0.25.5`. */
+  version: string | undefined;
+  /** Why the tests skip, or false when the real client is there. */
+  skip: string | false;
+}
+
+export interface RealClientOptions {
+  /** The release series the tests need (`0.25`); any release of the real package otherwise. */
+  series?: string;
+  /** The interpreter to try when the variable is unset; none makes an unset variable a skip. */
+  fallback?: string;
+}
+
+/** The real uAgents client of the interpreter that `variable` names. */
+export function realClient(variable: string, options: RealClientOptions = {}): RealClient {
+  const { series, fallback } = options;
+  const wanted = `uAgents ${series ?? ''}`.trim();
+  const how = `set ${variable} to a Python interpreter with the real ${wanted} (the real client's make-venv.sh makes one; .ci/run does)`;
+  const named = process.env[variable];
+  const python = named !== undefined && named !== '' ? named : fallback;
+  if (python === undefined) {
+    return { python: undefined, version: undefined, skip: `${variable} is not set: ${how}` };
+  }
+  const which = python === named ? `${python} (${variable})` : `${python} (${variable} is not set)`;
+  // The package's metadata: the test stand-in, a bare `uagents` directory, has none.
+  const probe = spawnSync(
+    python,
+    [
+      '-c',
+      'import sys, importlib.metadata as m, uagents; print(sys.executable); print(m.version("uagents"))',
+    ],
+    { encoding: 'utf8', env: { ...process.env, PYTHONPATH: '' } },
+  );
+  if (probe.error !== undefined) {
+    return {
+      python: undefined,
+      version: undefined,
+      skip: `${which} cannot be run (${probe.error.message}): ${how}`,
+    };
+  }
+  if (probe.status !== 0) {
+    const last = probe.stderr.trim().split('\n').pop() ?? '';
+    return {
+      python: undefined,
+      version: undefined,
+      skip: `${which} cannot import the real uagents (${last}): ${how}`,
+    };
+  }
+  const [executable, version] = probe.stdout.trim().split('\n');
+  if (series !== undefined && !version!.startsWith(`${series}.`)) {
+    return {
+      python: undefined,
+      version,
+      skip: `${which} has uagents ${version}, not ${series}: ${how}`,
+    };
+  }
+  return { python: executable!, version, skip: false };
+}
