@@ -17,7 +17,7 @@ import { DeliveryNotifier } from './infra/delivery-notifier.js';
 import { EnvelopeAdmission } from './services/envelopes.js';
 import { IdentityService } from './services/identity.js';
 import { DeliveryTrace } from './services/deliveries.js';
-import { ActivityService } from './services/activity.js';
+import { ActivityService } from './services/activity/index.js';
 import { InteractionsService } from './services/interactions.js';
 import { EnrolmentsService } from './services/enrolments.js';
 import { HostingService } from './services/hosting.js';
@@ -42,11 +42,7 @@ import { Lifecycle } from './infra/lifecycle.js';
 import { VerifierPool } from './infra/verifier-pool.js';
 import { Store } from './store/index.js';
 import { sqlitePath } from './store/database.js';
-import {
-  localDeliverySignals,
-  PostgresDeliverySignals,
-  type DeliverySignals,
-} from './store/delivery-signals.js';
+import { PostgresChangeRelay } from './store/change-relay.js';
 
 export interface Services {
   users: UsersService;
@@ -181,16 +177,16 @@ export function createContext(
   const signatures = verifierPool ?? inlineSignatureChecker(verifier);
   const identity = new IdentityService(store, signatures, clock, config.challengeTtlSeconds * 1000);
   const usage = new UsageService(store, clock, config.quotas);
-  // Held mailbox polls wait here; a serving process on PostgreSQL also hears (and tells) the
-  // other processes on the same database through one LISTEN connection.
+  // A serving process on PostgreSQL hears (and tells) the other processes on the same
+  // database through one LISTEN connection.
+  const relay =
+    store.dialect === 'postgres' && options.serving
+      ? new PostgresChangeRelay(config.databaseUrl, feed, logger)
+      : undefined;
+  if (relay) feed.connect(relay);
+  // Held mailbox polls wait here.
   const deliveryNotifier = new DeliveryNotifier(config.maxHeldPollsPerAgent);
-  let deliverySignals: DeliverySignals = localDeliverySignals(deliveryNotifier);
-  if (store.dialect === 'postgres' && options.serving) {
-    const signals = new PostgresDeliverySignals(config.databaseUrl, deliveryNotifier, logger, feed);
-    feed.connect(signals);
-    deliverySignals = signals;
-  }
-  const deliveries = new DeliveryTrace(store, clock, config.deliveryTrace);
+  const deliveries = new DeliveryTrace(store, clock, config.deliveryTrace, feed);
   const activity = new ActivityService(
     store,
     clock,
@@ -203,45 +199,21 @@ export function createContext(
       eventsPerMinute: config.eventsPerMinute,
     },
     logger,
-    (address) => deliverySignals.announceActivity([address]),
+    feed,
   );
-  // Streams hear of messages where held polls do, and of the rest of the activity beside them.
-  deliveryNotifier.observe({
-    changed: (addresses) => activity.wake(addresses),
-    lost: () => activity.wakeAll(),
-  });
-  const agents = new AgentsService(store, usage, clock, activity, feed, (address) =>
-    deliverySignals.announce([address]),
-  );
-  const almanac = new AlmanacService(store, signatures, clock, config.publicUrl);
-  almanac.watch({
-    seen: (addresses) => {
-      const now = clock.now();
-      for (const address of addresses) activity.seen(address, 'almanac', now);
-    },
-    registered: (changes) => {
-      activity
-        .almanacRegistered(changes)
-        .catch((err: unknown) => logger.warn({ err }, 'Almanac activity not recorded'));
-    },
-    status: (address, active, signedAt) => activity.almanacStatus(address, active, signedAt),
-  });
+  const agents = new AgentsService(store, usage, clock, activity, feed);
+  const almanac = new AlmanacService(store, signatures, clock, config.publicUrl, feed);
   const admission = new EnvelopeAdmission(
     verifierPool ?? inlineEnvelopeVerifier(verifier),
     clock,
     deliveries,
   );
-  const mailboxWakeups = {
-    notifier: deliveryNotifier,
-    signals: deliverySignals,
-    listener: activity,
-  };
   const mailbox = new MailboxService(
     store,
     admission,
     usage,
     clock,
-    mailboxWakeups,
+    { notifier: deliveryNotifier, changes: feed },
     {
       retentionMs: config.mailboxRetentionSeconds * 1000,
       sweepBatchSize: 500,
@@ -285,7 +257,7 @@ export function createContext(
     config.sessionTtlSeconds * 1000,
     feed,
   );
-  const access = new AccessWatch(store, keys, sessions, clock, logger, feed);
+  const access = new AccessWatch(store, keys, sessions, clock, logger);
   const enrolments = new EnrolmentsService(
     store,
     clock,
@@ -327,7 +299,6 @@ export function createContext(
     timelineEntry,
     (outcome) => metrics.webhookDeliveries.inc({ outcome }),
   );
-  activity.listen(webhooks);
   // Asset contents go to the database unless a directory is configured for them.
   const storageAssets = new StorageAssetsService(
     store,
@@ -337,6 +308,15 @@ export function createContext(
     logger,
     config.assetsDir === undefined ? undefined : new AssetFiles(config.assetsDir),
   );
+  // ---- After a commit (docs/architecture.md): who hears which changes, in one place. Each
+  // consumer declares its kinds where it is written; what it hears, it hears from this
+  // process at once and, for the kinds that travel, from the others through the relay.
+  feed.attach(deliveryNotifier); // held polls: messages stored, mailboxes removed
+  feed.attach(activity.live); // live streams: messages, mailboxes, timeline entries
+  feed.attach(activity.presenceChanges); // presence: agents seen, forwards, the Almanac
+  feed.attach(webhooks); // webhooks: timeline entries recorded here
+  feed.attach(access); // open streams: keys, sessions, memberships, teams, agents
+
   const rateLimits =
     options.serving && config.redisUrl && config.rateLimit.max > 0
       ? new SharedRateLimits({ url: config.redisUrl, keyPrefix: config.redisKeyPrefix, logger })
@@ -455,7 +435,7 @@ export function createContext(
       await activity.close();
       // After the activity service, whose last flush may still enqueue deliveries.
       await webhooks.close();
-      await deliverySignals.close();
+      await relay?.close();
       await rateLimits?.close();
       await verifierPool?.close();
       await dispatcher.close();

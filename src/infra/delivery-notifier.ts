@@ -1,3 +1,5 @@
+import type { ChangeConsumer, ChangeOf } from './change-feed.js';
+
 /** Why a held mailbox poll stopped waiting. */
 export type WakeReason = 'delivered' | 'timeout' | 'aborted' | 'closed' | 'superseded';
 
@@ -69,15 +71,10 @@ export class Hold extends Waiter {
   }
 }
 
-/** Hears what wakes the notifier: the agents whose timeline changed, or that news may have been lost. */
-export interface NotifierObserver {
-  changed(addresses: Iterable<string>): void;
-  lost(): void;
-}
-
 /**
  * Where held mailbox polls of this process wait for a message to be committed for their
- * agent. Deliveries, wherever they were committed, end up in {@link wake}; nothing here
+ * agent. It hears of messages stored and mailboxes removed, wherever they were committed, on
+ * the change feed, and wakes the polls of their agents ({@link wake}); nothing here
  * reads the store or runs on a timer loop. The waits' limits are kept in one heap ordered by
  * deadline, served by one unreferenced timer set for the earliest: a held poll costs a slot
  * in it, not a timer of its own. After {@link close} (shutdown, or a drain), every wait ends at
@@ -85,7 +82,9 @@ export interface NotifierObserver {
  * the next one ends the oldest (`superseded`), so that one agent's polls, however many clients
  * or forwarded connections they come through, cannot pile up.
  */
-export class DeliveryNotifier {
+export class DeliveryNotifier implements ChangeConsumer<'message.stored' | 'mailbox.removed'> {
+  readonly kinds = ['message.stored', 'mailbox.removed'] as const;
+
   constructor(private readonly maxPerAddress = Infinity) {}
 
   private readonly waiting = new Map<string, Set<Waiter>>();
@@ -95,11 +94,14 @@ export class DeliveryNotifier {
   /** When {@link timer} fires, in `performance.now()` milliseconds. */
   private timerDue = Infinity;
   private ended = false;
-  private observer: NotifierObserver | undefined;
 
-  /** Tells `observer` of every wake from now on (the activity streams). */
-  observe(observer: NotifierObserver): void {
-    this.observer = observer;
+  heard(change: ChangeOf<'message.stored' | 'mailbox.removed'>): void {
+    this.wake(change.addresses);
+  }
+
+  /** Notifications may have been lost: every held poll looks again. */
+  missed(): void {
+    this.wakeAll();
   }
 
   /** Polls held now. */
@@ -149,30 +151,18 @@ export class DeliveryNotifier {
     if (waiter.deadline < this.timerDue) this.schedule(waiter.deadline);
   }
 
-  /**
-   * Wakes the polls held here for these agents: a message for them was committed. The
-   * observer hears of it too, unless the committer told it already (`observed`).
-   */
-  wake(addresses: Iterable<string>, observed = false): void {
-    const observer = observed ? undefined : this.observer;
-    const list = observer ? [...addresses] : addresses;
-    for (const address of list) {
+  /** Wakes the polls held here for these agents: a message for them was committed. */
+  wake(addresses: Iterable<string>): void {
+    for (const address of addresses) {
       const set = this.waiting.get(address);
       if (!set) continue;
       for (const waiter of [...set]) this.settle(waiter, 'delivered');
     }
-    observer?.changed(list);
-  }
-
-  /** Tells the observer, not the held polls: something other than a message happened to these agents. */
-  wakeActivity(addresses: Iterable<string>): void {
-    this.observer?.changed(addresses);
   }
 
   /** Wakes every held poll, to look again (after notifications may have been missed). */
   wakeAll(): void {
     this.wake([...this.waiting.keys()]);
-    this.observer?.lost();
   }
 
   /**

@@ -1,5 +1,5 @@
 import { memberOf, type UserPrincipal } from '../auth/principal.js';
-import type { ChangeFeed } from '../infra/change-feed.js';
+import type { ChangeConsumer, ChangeOf } from '../infra/change-feed.js';
 import type { Clock } from '../infra/clock.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
@@ -62,7 +62,11 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  * have been missed, looks at every held credential again (changes the command line makes, on
  * SQLite, reach a serving process only so).
  */
-export class AccessWatch {
+/** What ends open streams. */
+type AccessChange =
+  'key.revoked' | 'session.ended' | 'member.removed' | 'team.deleted' | 'agent.deleted';
+
+export class AccessWatch implements ChangeConsumer<AccessChange> {
   private readonly held = new Set<Held>();
   /** Streams of one agent, by address: the changes heard most often are about agents. */
   private readonly byAgent = new Map<string, Set<Held>>();
@@ -73,35 +77,48 @@ export class AccessWatch {
     private readonly sessions: SessionsService,
     private readonly clock: Clock,
     private readonly logger: Logger,
-    feed: ChangeFeed,
-  ) {
-    feed.subscribe(['key.revoked'], ({ keyId }) =>
-      this.endWhere((p) => p.keyId === keyId, {
-        reason: 'key_revoked',
-        detail: 'The API key this stream was opened with was revoked',
-      }),
-    );
-    feed.subscribe(['session.ended'], ({ sessionId }) =>
-      this.endWhere((p) => p.sessionId === sessionId, {
-        reason: 'signed_out',
-        detail: 'The console session this stream was opened in has ended',
-      }),
-    );
-    feed.subscribe(['member.removed'], ({ teamId, userId }) =>
-      this.endWhere((p) => p.userId === teamId && memberOf(p) === userId, MEMBER_REMOVED),
-    );
-    feed.subscribe(['team.deleted'], ({ teamId }) =>
-      this.endWhere((p) => p.userId === teamId, {
-        reason: 'team_deleted',
-        detail: 'The team this stream was opened for was deleted',
-      }),
-    );
-    feed.subscribe(['agent.deleted'], ({ address }) => {
-      for (const held of [...(this.byAgent.get(address) ?? [])]) {
-        this.finish(held, agentDeleted(address));
-      }
-    });
-    feed.onMissed(() => void this.recheck());
+  ) {}
+
+  readonly kinds = [
+    'key.revoked',
+    'session.ended',
+    'member.removed',
+    'team.deleted',
+    'agent.deleted',
+  ] as const;
+
+  heard(change: ChangeOf<AccessChange>): void {
+    switch (change.kind) {
+      case 'key.revoked':
+        return this.endWhere((p) => p.keyId === change.keyId, {
+          reason: 'key_revoked',
+          detail: 'The API key this stream was opened with was revoked',
+        });
+      case 'session.ended':
+        return this.endWhere((p) => p.sessionId === change.sessionId, {
+          reason: 'signed_out',
+          detail: 'The console session this stream was opened in has ended',
+        });
+      case 'member.removed':
+        return this.endWhere(
+          (p) => p.userId === change.teamId && memberOf(p) === change.userId,
+          MEMBER_REMOVED,
+        );
+      case 'team.deleted':
+        return this.endWhere((p) => p.userId === change.teamId, {
+          reason: 'team_deleted',
+          detail: 'The team this stream was opened for was deleted',
+        });
+      case 'agent.deleted':
+        for (const held of [...(this.byAgent.get(change.address) ?? [])]) {
+          this.finish(held, agentDeleted(change.address));
+        }
+    }
+  }
+
+  /** Changes may have been missed: every held credential is looked at again. */
+  missed(): void {
+    void this.recheck();
   }
 
   /**

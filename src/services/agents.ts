@@ -92,8 +92,6 @@ export class AgentsService {
     /** Records registrations, and deletes an agent's history with it. */
     private readonly history: AgentHistory,
     private readonly feed: ChangeFeed,
-    /** Hears, after the commit, of each mailbox a deletion removed (held polls end). */
-    private readonly onMailboxRemoved: (address: string) => void = () => {},
   ) {}
 
   list(userId: string, limit: number, offset: number): Promise<StoredAgent[]> {
@@ -205,8 +203,10 @@ export class AgentsService {
       // A storage delegation needs the identity: it ends with it (docs/storage.md).
       await tx.storageAssets.endDelegations(address);
     });
-    this.onMailboxRemoved(address);
-    this.feed.publish([{ kind: 'agent.deleted', address, userId }]);
+    void this.feed.publish([
+      { kind: 'mailbox.removed', addresses: [address] },
+      { kind: 'agent.deleted', address, userId },
+    ]);
     await this.history.forget(address, deletedAt);
   }
 

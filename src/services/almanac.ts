@@ -8,6 +8,7 @@ import {
 } from '../crypto/index.js';
 import { BadRequestError, InvalidSignatureError, NotFoundError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
+import type { ChangeFeed } from '../infra/change-feed.js';
 import { GroupCommit, type ItemOutcome } from '../infra/group-commit.js';
 import type { SignatureChecker } from '../infra/signature-checker.js';
 import type { Repositories, Store } from '../store/index.js';
@@ -63,14 +64,6 @@ export interface AlmanacChange {
   endpoints: string[];
 }
 
-/** Hears what the Almanac stored, after the commit (the activity service). */
-export interface AlmanacWatcher {
-  /** These agents signed a registration: they are running. */
-  seen(addresses: string[]): void;
-  registered(changes: AlmanacChange[]): void;
-  status(address: string, active: boolean, signedAt: number): Promise<void>;
-}
-
 /** What a group of registrations did: each one's refusal, if any; who registered; what changed. */
 interface StoredRegistrations {
   refusals: (BadRequestError | undefined)[];
@@ -86,7 +79,6 @@ interface StoredRegistrations {
  * same second are all taken, the last one received winning.
  */
 export class AlmanacService {
-  private watcher: AlmanacWatcher | undefined;
   /** Normalised URL of this service's submit endpoints → the agent type they imply. */
   private readonly ownEndpoints: ReadonlyMap<string, AlmanacAgentType>;
   /** Registrations on their way to the store, written a group per transaction. */
@@ -100,6 +92,8 @@ export class AlmanacService {
     private readonly signatures: SignatureChecker,
     private readonly clock: Clock,
     publicUrl: string,
+    /** Where what the Almanac stored is told, after the commit (the activity service). */
+    private readonly changes: ChangeFeed,
   ) {
     // uAgents builds these as f"{agentverse_url}{path}", so the public URL's own path stays.
     this.ownEndpoints = new Map([
@@ -110,16 +104,12 @@ export class AlmanacService {
     ]);
   }
 
-  /** Tells `watcher` of the registrations and status updates stored from now on. */
-  watch(watcher: AlmanacWatcher): void {
-    this.watcher = watcher;
-  }
-
   /** After a commit: who registered, and which of them are new or declare something new. */
   private tell(stored: StoredRegistrations): void {
-    if (!this.watcher || stored.seen.length === 0) return;
-    this.watcher.seen(stored.seen);
-    if (stored.changed.length > 0) this.watcher.registered(stored.changed);
+    if (stored.seen.length === 0) return;
+    void this.changes.publish([
+      { kind: 'almanac.registered', addresses: stored.seen, changed: stored.changed },
+    ]);
   }
 
   /**
@@ -248,7 +238,10 @@ export class AlmanacService {
     };
     const almanac = this.store.repos.almanac;
     if (await almanac.upsertStatus(row)) {
-      await this.watcher?.status(address, update.is_active, signedAt);
+      // Answered once its consequences (presence, the timeline) are written.
+      await this.changes.publish([
+        { kind: 'almanac.status', address, active: update.is_active, signedAt },
+      ]);
       return;
     }
     if (isResent(await almanac.findStatus(address), row)) return;

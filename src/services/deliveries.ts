@@ -3,6 +3,7 @@ import { envelopeDigest, unlessMalformed, type EnvelopeFields } from '../crypto/
 import { NotFoundError } from '../errors.js';
 import { inBatches } from '../infra/batches.js';
 import type { Clock } from '../infra/clock.js';
+import type { ChangeFeed } from '../infra/change-feed.js';
 import type { Store } from '../store/index.js';
 import type {
   DeliveryEventRow,
@@ -11,6 +12,7 @@ import type {
   Ownership,
 } from '../store/repositories/deliveries.js';
 import type { PendingMessage } from '../store/repositories/mailbox.js';
+import { traceTimelineRow } from '../store/repositories/activity.js';
 
 const AGENT_NOT_FOUND = 'Agent not found';
 const TRACE_NOT_FOUND = 'No delivery found';
@@ -36,18 +38,6 @@ export interface ForwardAttempt {
   error: string | null;
 }
 
-/** Hears what the trace records, after it is written (the activity service: streams, presence). */
-export interface TraceWatcher {
-  /** Something was recorded for the agent. */
-  changed(address: string): void;
-  /** These rows were recorded (refusals, forwards, interactions, expiries): what they say. */
-  recorded(rows: DeliveryEventRow[]): void;
-  /** The agent showed it is running (`poll`: it read its mailbox). */
-  seen(address: string, by: 'poll' | 'call', at: number): void;
-  /** A forward to the agent's URL went well or not. */
-  forwarded(address: string, ok: boolean, error: string | null): void;
-}
-
 /**
  * The delivery trace (docs/mailbox.md, "Delivery trace"): records what happens to messages
  * outside the mailbox's own transactions (refusals, polls, forwards, interactions) and reads
@@ -55,32 +45,34 @@ export interface TraceWatcher {
  * When disabled, nothing is recorded; pending messages still show as submitted and stored.
  */
 export class DeliveryTrace {
-  private watcher: TraceWatcher | undefined;
-
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
     readonly enabled: boolean,
+    /** Where what the trace records, and what it sees of agents, is told (after the commit). */
+    private readonly changes: ChangeFeed,
   ) {}
-
-  /** Tells `watcher` of what is recorded from now on. */
-  watch(watcher: TraceWatcher): void {
-    this.watcher = watcher;
-  }
 
   /** The agent called in (a poll of its mailbox, an attested call): it is running. */
   seen(address: string, by: 'poll' | 'call'): void {
-    this.watcher?.seen(address, by, this.clock.now());
+    void this.changes.publish([{ kind: 'agent.seen', address, by, at: this.clock.now() }]);
   }
 
-  /** Rows were written for the agent outside this class (the mailbox's own). */
+  /** Rows were written for the agent outside this class (the mailbox's own: polls, deletions). */
   changed(address: string): void {
-    this.watcher?.changed(address);
+    void this.changes.publish([{ kind: 'timeline.recorded', addresses: [address] }]);
   }
 
-  /** Rows were written outside this class, and their watcher may want to know what they say. */
+  /** Rows were written outside this class (refusals, forwards, interactions, expiries): what they say. */
   recorded(rows: DeliveryEventRow[]): void {
-    if (rows.length > 0) this.watcher?.recorded(rows);
+    if (rows.length === 0) return;
+    void this.changes.publish([
+      {
+        kind: 'timeline.recorded',
+        addresses: [...new Set(rows.map((row) => row.address))],
+        local: { rows: rows.map(traceTimelineRow) },
+      },
+    ]);
   }
 
   /** Writes these rows (whether the trace is on is the caller's to check) and tells of them. */
@@ -136,14 +128,21 @@ export class DeliveryTrace {
       at,
       by,
     );
-    this.watcher?.changed(address);
+    this.changed(address);
   }
 
   /** Records one attempt of the proxy to forward a message to its target. */
   async forwarded(attempt: ForwardAttempt): Promise<void> {
     const ok = attempt.statusCode !== null && attempt.statusCode >= 200 && attempt.statusCode < 300;
     // Presence follows forwards whether or not the trace is on.
-    this.watcher?.forwarded(attempt.address, ok && attempt.error === null, attempt.error);
+    void this.changes.publish([
+      {
+        kind: 'forward.attempted',
+        address: attempt.address,
+        ok: ok && attempt.error === null,
+        error: attempt.error,
+      },
+    ]);
     if (!this.enabled) return;
     await this.record([
       {

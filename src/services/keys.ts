@@ -151,7 +151,7 @@ export class KeysService {
    */
   async revokeKey(keyId: string, userId?: string): Promise<void> {
     if (await this.store.repos.apiKeys.revoke(keyId, this.clock.now(), userId)) {
-      this.feed.publish([{ kind: 'key.revoked', keyId }]);
+      void this.feed.publish([{ kind: 'key.revoked', keyId }]);
       return;
     }
     const row = await this.store.repos.apiKeys.findById(keyId);

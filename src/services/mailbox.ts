@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Principal } from '../auth/principal.js';
 import { envelopeDigest, type EnvelopeFields } from '../crypto/index.js';
 import { NotFoundError, QuotaExceededError } from '../errors.js';
+import type { ChangeFeed } from '../infra/change-feed.js';
 import type { Clock } from '../infra/clock.js';
 import {
   Waiter,
@@ -12,7 +13,6 @@ import {
 import { inBatches } from '../infra/batches.js';
 import { GroupCommit, type ItemOutcome } from '../infra/group-commit.js';
 import { formatUuid4 } from '../infra/uuids.js';
-import type { DeliverySignals } from '../store/delivery-signals.js';
 import type { Store } from '../store/index.js';
 import type { StoredMessage } from '../store/repositories/activity.js';
 import type { NewDeliveryEvent } from '../store/repositories/deliveries.js';
@@ -42,17 +42,13 @@ export interface MailboxPolicy {
   holdMs: number;
 }
 
-/** Hears of the messages this process stored, once committed (the activity streams). */
-export interface StoredMessagesListener {
-  stored(messages: StoredMessage[]): void;
-}
-
-/** Where held polls wait, and how commits reach them (in this process and others). */
+/**
+ * Where held polls wait (`notifier`), and where the messages this process commits are told of
+ * (`changes`: the held polls here and in the other processes, the live streams).
+ */
 export interface DeliveryWakeups {
   notifier: DeliveryNotifier;
-  signals: DeliverySignals;
-  /** Told of each stored message, with its id, instead of being woken to read it. */
-  listener?: StoredMessagesListener;
+  changes: ChangeFeed;
 }
 
 /** A poll that may be held: `departure` is left when its client goes away. */
@@ -264,12 +260,14 @@ export class MailboxService {
         const id = ids.get(message.uuid);
         if (id !== undefined) stored.push({ ...message, id, owner: ownerOf.get(message.uuid)! });
       }
-      const { listener, signals } = this.wakeups;
-      listener?.stored(stored);
-      signals.announce(
-        stored.map((message) => message.address),
-        listener !== undefined,
-      );
+      // Handed on as they are: this process's streams show them without reading them back.
+      void this.wakeups.changes.publish([
+        {
+          kind: 'message.stored',
+          addresses: stored.map((message) => message.address),
+          local: { messages: stored },
+        },
+      ]);
       // Refusals (the owner's webhooks hear of them) and resubmissions, as any trace row.
       this.trace.recorded(written);
     } else if (traced.length > 0) {

@@ -105,6 +105,6 @@ export class SessionsService {
     if (!TOKEN_PATTERN.test(token)) return;
     const sessionId = hashToken(token);
     await this.store.repos.sessions.delete(sessionId);
-    this.feed.publish([{ kind: 'session.ended', sessionId }]);
+    void this.feed.publish([{ kind: 'session.ended', sessionId }]);
   }
 }

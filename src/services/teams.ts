@@ -214,7 +214,7 @@ export class TeamsService {
       return { userId: member.user_id, keys };
     });
     // What the member opened in the team's name ends with the membership.
-    this.feed.publish([
+    void this.feed.publish([
       { kind: 'member.removed', teamId: team.id, userId: removed.userId },
       ...removed.keys.map((keyId) => ({ kind: 'key.revoked' as const, keyId })),
     ]);
@@ -237,7 +237,7 @@ export class TeamsService {
       }
       await tx.teams.delete(team.id);
     });
-    this.feed.publish([{ kind: 'team.deleted', teamId: team.id }]);
+    void this.feed.publish([{ kind: 'team.deleted', teamId: team.id }]);
   }
 
   /** Every team and its members (the operator's view). */

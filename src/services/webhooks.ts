@@ -21,7 +21,8 @@ import type {
   WebhookKind,
   WebhookPayload,
 } from '../wire/webhooks.js';
-import { kindOf, type TimelineListener } from './activity.js';
+import type { ChangeConsumer, ChangeOf } from '../infra/change-feed.js';
+import { kindOf } from './activity/index.js';
 
 /** Hooks one user may have. */
 export const MAX_WEBHOOKS_PER_USER = 20;
@@ -119,13 +120,15 @@ export function webhookSignature(secret: string, seconds: number, body: string):
 const BASE32 = 'abcdefghijklmnopqrstuvwxyz234567';
 
 /**
- * Webhooks (docs/webhooks.md): each user's hooks, and their deliveries. The activity service
- * tells this one of every entry recorded in this process ({@link TimelineListener}); an entry
- * of a kind a hook of the agent's owner chose becomes a delivery, a row in the queue. A loop
+ * Webhooks (docs/webhooks.md): each user's hooks, and their deliveries. It hears on the
+ * change feed of every timeline entry recorded in this process (the process that recorded an
+ * entry tells of it, once); an entry of a kind a hook of the agent's owner chose becomes a
+ * delivery, a row in the queue. A loop
  * claims due deliveries (one process at a time each), POSTs them signed through the outbound
  * guard the proxy uses, and schedules a retry after a failure until the last is spent.
  */
-export class WebhooksService implements TimelineListener {
+export class WebhooksService implements ChangeConsumer<'timeline.recorded'> {
+  readonly kinds = ['timeline.recorded'] as const;
   private timer: NodeJS.Timeout | undefined;
   private sending: Promise<void> | undefined;
   private sendAgain = false;
@@ -294,9 +297,17 @@ export class WebhooksService implements TimelineListener {
     return unique;
   }
 
-  // ---- Enqueueing (TimelineListener) ----------------------------------------------------
+  // ---- Enqueueing (the change feed) ------------------------------------------------------
 
-  recorded(rows: TimelineRow[]): void {
+  /**
+   * Entries recorded: those of this process come with what they say; another process's are
+   * that process's to deliver.
+   */
+  heard(change: ChangeOf<'timeline.recorded'>): void {
+    if (change.local) this.recorded(change.local.rows);
+  }
+
+  private recorded(rows: readonly TimelineRow[]): void {
     const news = rows.flatMap((row) => {
       const kind = webhookKindOf(row);
       return kind ? [{ kind, row }] : [];

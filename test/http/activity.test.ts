@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { cursorId, kindFilter } from '../../src/services/activity.js';
+import { cursorId, kindFilter } from '../../src/services/activity/index.js';
 import { messageUuid } from '../../src/services/mailbox.js';
 import { admits } from '../../src/services/timeline-streams.js';
 import { TIMELINE_GROUPS, TIMELINE_KINDS, type TimelineEntry } from '../../src/wire/activity.js';
@@ -620,11 +620,11 @@ describeOnEachDialect('agent activity', (dialect) => {
           data: null,
         },
       ]);
-      activity().wake([agent.address]);
+      activity().live.wake([agent.address]);
       const late = JSON.parse((await stream.next(2000)).data) as TimelineEntry;
       assert.equal(late.kind, 'event.info');
       // Woken again, nothing is sent twice.
-      activity().wake([agent.address]);
+      activity().live.wake([agent.address]);
       assert.deepEqual(await stream.drain(400), []);
       stream.close();
     });

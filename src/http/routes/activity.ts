@@ -4,7 +4,7 @@ import { agentInPath, type Principal, type UserPrincipal } from '../../auth/prin
 import type { AppContext } from '../../context.js';
 import { RateLimitedError } from '../../errors.js';
 import type { AccessEnded } from '../../services/access-watch.js';
-import { cursorId, kindFilter, parseCursor } from '../../services/activity.js';
+import { cursorId, kindFilter, parseCursor } from '../../services/activity/index.js';
 import type { TimelineCursor } from '../../store/repositories/activity.js';
 import {
   ActivityQuery,

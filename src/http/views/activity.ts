@@ -1,4 +1,4 @@
-import { cursorId, kindOf, type ActivityStatsRows } from '../../services/activity.js';
+import { cursorId, kindOf, type ActivityStatsRows } from '../../services/activity/index.js';
 import type { TimelineRow } from '../../store/repositories/activity.js';
 import type {
   ActivityStats,

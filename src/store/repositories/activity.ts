@@ -77,6 +77,9 @@ export interface TimelineFilter {
 }
 
 /** An activity row as the timeline reads it. */
+/** An activity row as stored. */
+export type ActivityRow = Selectable<AgentActivityTable>;
+
 export function activityTimelineRow(row: Selectable<AgentActivityTable>): TimelineRow {
   return {
     source: 'a',

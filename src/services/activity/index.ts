@@ -1,0 +1,474 @@
+import { randomUUID } from 'node:crypto';
+import type { Principal } from '../../auth/principal.js';
+import { NotFoundError, RateLimitedError } from '../../errors.js';
+import { inBatches } from '../../infra/batches.js';
+import type { ChangeConsumer, ChangeFeed, ChangeOf } from '../../infra/change-feed.js';
+import type { Clock } from '../../infra/clock.js';
+import type { Logger } from '../../logger.js';
+import type { Store } from '../../store/index.js';
+import {
+  activityTimelineRow,
+  type ActivityRow,
+  type NewActivity,
+  type StatsRow,
+  type TimelineCursor,
+  type TimelineFilter,
+  type TimelineRow,
+} from '../../store/repositories/activity.js';
+import type { Ownership } from '../../store/repositories/deliveries.js';
+import {
+  DEFAULT_STATS_BUCKETS,
+  type AgentBatchEvents,
+  type AgentStatusName,
+  type StatsBucket,
+} from '../../wire/activity.js';
+import { momentMs } from '../../wire/formats.js';
+import type { AccessEnded } from '../access-watch.js';
+import type { AgentHistory, RegisteredAgent } from '../agents.js';
+import type { DeliveryTrace } from '../deliveries.js';
+import type { KindFilter, StreamScope } from '../timeline-streams.js';
+import { kindFilter } from './kinds.js';
+import { LiveTimelines } from './live.js';
+import { Presence, type PresencePolicy, type SeenBy } from './presence.js';
+
+export { cursorId, kindFilter, kindOf, parseCursor } from './kinds.js';
+export { statusOf, type SeenBy } from './presence.js';
+
+export interface ActivityPolicy extends PresencePolicy {
+  /** How long activity rows are kept (the retention period of the trace). */
+  retentionMs: number;
+  /** Events an agent may report a minute (per process). */
+  eventsPerMinute: number;
+}
+
+/** What the timeline answers: entries with their place, and where the next (older) page starts. */
+export interface TimelineRows {
+  rows: TimelineRow[];
+  next: TimelineCursor | null;
+}
+
+/** An agent's counts per bucket, every bucket from `since` to `until` (ms), oldest first. */
+export interface ActivityStatsRows {
+  since: number;
+  until: number;
+  buckets: (Omit<StatsRow, 'bucket'> & { start: number })[];
+}
+
+/** How long each bucket of the stats is. */
+const BUCKET_MS: Record<StatsBucket, number> = { hour: 3_600_000, day: 86_400_000 };
+
+/**
+ * What agents are doing (docs/activity.md): the events they report, their timeline (the
+ * delivery trace joined with the activity table), their presence and status ({@link Presence})
+ * and live streams of it ({@link LiveTimelines}).
+ */
+export class ActivityService implements AgentHistory {
+  /** Events each agent reported in the current minute. */
+  private eventBudget = new Map<string, number>();
+  private budgetMinute = 0;
+  private eventsIngested = 0;
+  private readonly presence: Presence;
+  /** Live streams, and what they hear on the change feed. */
+  readonly live: LiveTimelines;
+
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly trace: DeliveryTrace,
+    private readonly policy: ActivityPolicy,
+    private readonly logger: Logger,
+    /** Where the entries it records are told, after the commit (streams, webhooks). */
+    private readonly changes: ChangeFeed,
+  ) {
+    this.presence = new Presence(store, clock, policy, logger, (rows) => this.record(rows));
+    this.live = new LiveTimelines(store, clock, logger);
+  }
+
+  /** Events stored since the process started, and streams open now (read by the metrics). */
+  get counters(): { eventsIngested: number; streams: number } {
+    return { eventsIngested: this.eventsIngested, streams: this.live.open };
+  }
+
+  /** Starts writing presence once a second. */
+  start(): void {
+    this.presence.start();
+  }
+
+  async close(): Promise<void> {
+    this.live.endStreams();
+    await this.presence.close();
+  }
+
+  // ---- Reported events -------------------------------------------------------------------
+
+  /**
+   * Stores the events an agent reports about itself (the auth plugin has checked that the
+   * caller is `address`). Only a registered agent has an owner to show them to; an event id
+   * sent before is stored once.
+   */
+  async ingest(
+    address: string,
+    batch: AgentBatchEvents,
+  ): Promise<{ accepted: number; duplicates: number }> {
+    if (!(await this.store.repos.agents.isRegistered(address))) {
+      throw new NotFoundError(
+        `Agent ${address} is not registered here: register it before sending events`,
+      );
+    }
+    this.spendBudget(address, batch.events.length);
+    const now = this.clock.now();
+    const oldest = now - this.policy.retentionMs;
+    const platform = batch.platform ?? null;
+    const rows: NewActivity[] = batch.events.map((event) => {
+      const reported = momentMs(event.timestamp);
+      // A clock far off would put the event out of place (or out of retention): it is filed
+      // when it arrived, with the time the agent gave beside it.
+      const at = reported > now + 60_000 || reported < oldest ? now : reported;
+      const metadata = (event.metadata ?? null) as Record<string, unknown> | null;
+      const session = typeof metadata?.session_id === 'string' ? metadata.session_id : null;
+      const peer = typeof metadata?.peer === 'string' ? metadata.peer.slice(0, 66) : null;
+      return {
+        address,
+        kind: `event.${event.kind}`,
+        at,
+        event_id: event.id ?? randomUUID(),
+        category: event.category,
+        peer,
+        session,
+        message: event.message ?? event.exception ?? null,
+        data: JSON.stringify({
+          ...(event.exception != null ? { exception: event.exception } : {}),
+          ...(event.traceback != null ? { traceback: event.traceback } : {}),
+          ...(metadata !== null ? { metadata } : {}),
+          ...(at !== reported ? { reported_at: event.timestamp } : {}),
+          ...(platform !== null ? { platform } : {}),
+        }),
+      };
+    });
+    const stored = await this.store.repos.activity.record(rows);
+    this.eventsIngested += stored.length;
+    this.tell([address], stored);
+    this.seen(address, 'call', now);
+    const errors = stored.filter((row) => row.kind === 'event.error');
+    if (errors.length > 0) {
+      const last = errors.reduce((a, b) => (Number(a.at) >= Number(b.at) ? a : b));
+      await this.presence.errored(address, last.message);
+      for (const error of errors) {
+        this.logger.info({ agent: address, error: error.message }, 'agent reported an error');
+      }
+    }
+    return { accepted: stored.length, duplicates: rows.length - stored.length };
+  }
+
+  /** Counts events against the agent's budget for this minute; 429 past it. */
+  private spendBudget(address: string, events: number): void {
+    const minute = Math.floor(this.clock.now() / 60_000);
+    if (minute !== this.budgetMinute) {
+      this.budgetMinute = minute;
+      this.eventBudget = new Map();
+    }
+    const spent = (this.eventBudget.get(address) ?? 0) + events;
+    if (spent > this.policy.eventsPerMinute) {
+      throw new RateLimitedError(60 - Math.floor((this.clock.now() % 60_000) / 1000));
+    }
+    this.eventBudget.set(address, spent);
+  }
+
+  // ---- What the service itself records ---------------------------------------------------
+
+  /** Records rows of what happened to agents (registrations, Almanac changes) and tells streams. */
+  async record(rows: NewActivity[]): Promise<void> {
+    if (rows.length === 0) return;
+    const stored = await this.store.repos.activity.record(rows);
+    this.tell([...new Set(rows.map((row) => row.address))], stored);
+  }
+
+  /**
+   * The agent met an error now (one it reported, or one of a hosted agent's process): it is
+   * failing for the error window, with this message as the reason.
+   */
+  errored(address: string, message: string | null): Promise<void> {
+    return this.presence.errored(address, message);
+  }
+
+  /** Tells of activity rows just committed for these agents. */
+  private tell(addresses: string[], stored: ActivityRow[]): void {
+    if (stored.length === 0) return;
+    void this.changes.publish([
+      {
+        kind: 'timeline.recorded',
+        addresses,
+        local: { rows: stored.map(activityTimelineRow) },
+      },
+    ]);
+  }
+
+  /** Agents registered (or registered again) by their owner. */
+  async registered(agents: RegisteredAgent[]): Promise<void> {
+    const at = this.clock.now();
+    await this.record(
+      agents.map(({ address, isNew, agentType, url }) => {
+        this.live.forgetOwner(address);
+        this.logger.info(
+          { agent: address, agentType, proxy: url !== null },
+          isNew ? 'agent registered' : 'agent registration updated',
+        );
+        return {
+          address,
+          kind: 'agent.registered',
+          at,
+          message: `${isNew ? 'registered' : 'registration updated'}: ${agentType}, ${url ? 'proxy' : 'mailbox'}`,
+          data: JSON.stringify({ new: isNew, agent_type: agentType, proxy: url !== null }),
+        };
+      }),
+    );
+  }
+
+  /** Almanac registrations of registered agents that are new or declare something new. */
+  async almanacRegistered(
+    changes: readonly { address: string; endpoints: string[]; isNew: boolean }[],
+  ): Promise<void> {
+    if (changes.length === 0) return;
+    const owners = await this.store.repos.deliveries.owners(changes.map((c) => c.address));
+    const now = this.clock.now();
+    await this.record(
+      changes
+        .filter((change) => owners.has(change.address))
+        .map((change) => ({
+          address: change.address,
+          kind: 'almanac.registered',
+          at: now,
+          message: `${change.isNew ? 'registered in' : 'updated its registration in'} the Almanac: ${change.endpoints.join(', ') || 'no endpoint'}`,
+          data: JSON.stringify({ endpoints: change.endpoints }),
+        })),
+    );
+  }
+
+  /** The agent told the Almanac it is active or not. */
+  async almanacStatus(address: string, active: boolean, signedAt: number): Promise<void> {
+    if (!(await this.store.repos.agents.isRegistered(address))) return;
+    const { activity } = this.store.repos;
+    if (active) {
+      await activity.setPresence(address, { inactive_at: null });
+      this.presence.seen(address, 'almanac', this.clock.now());
+    } else {
+      await activity.setPresence(address, { inactive_at: signedAt });
+    }
+    await this.record([
+      {
+        address,
+        kind: 'almanac.status',
+        at: this.clock.now(),
+        message: active ? 'told the Almanac it is active' : 'told the Almanac it stopped',
+        data: JSON.stringify({ is_active: active }),
+      },
+    ]);
+    await this.presence.evaluate([address]);
+  }
+
+  // ---- What it hears on the change feed -------------------------------------------------
+
+  /**
+   * Presence and the rows this process records of what agents did: agents seen, forwards
+   * tried, Almanac registrations and status updates (kinds heard in this process only, so each
+   * is recorded once).
+   */
+  readonly presenceChanges: ChangeConsumer<
+    'agent.seen' | 'forward.attempted' | 'almanac.registered' | 'almanac.status'
+  > = {
+    kinds: ['agent.seen', 'forward.attempted', 'almanac.registered', 'almanac.status'],
+    heard: (change) => this.presenceChanged(change),
+  };
+
+  private presenceChanged(
+    change: ChangeOf<'agent.seen' | 'forward.attempted' | 'almanac.registered' | 'almanac.status'>,
+  ): Promise<void> | undefined {
+    switch (change.kind) {
+      case 'agent.seen':
+        this.presence.seen(change.address, change.by, change.at);
+        return undefined;
+      case 'forward.attempted':
+        this.presence.forwarded(change.address, change.ok, change.error);
+        return undefined;
+      case 'almanac.registered': {
+        const now = this.clock.now();
+        for (const address of change.addresses) this.presence.seen(address, 'almanac', now);
+        if (change.changed.length === 0) return undefined;
+        return this.almanacRegistered(change.changed).catch((err: unknown) =>
+          this.logger.warn({ err }, 'Almanac activity not recorded'),
+        );
+      }
+      case 'almanac.status':
+        return this.almanacStatus(change.address, change.active, change.signedAt);
+    }
+  }
+
+  // ---- Presence and status ---------------------------------------------------------------
+
+  /** The agent was seen running now (tests and the runner tell it directly). */
+  seen(address: string, by: SeenBy, at: number): void {
+    this.presence.seen(address, by, at);
+  }
+
+  /** Writes what was seen since the last flush (once a second on its own). */
+  flush(): Promise<void> {
+    return this.presence.flush();
+  }
+
+  /** Looks at the status of `addresses`, recording each change once. */
+  evaluate(addresses: string[]): Promise<void> {
+    return this.presence.evaluate(addresses);
+  }
+
+  /** Every registered agent's status, a page at a time: time alone turns active into idle. */
+  sweep(): Promise<number> {
+    return this.presence.sweep();
+  }
+
+  /** The status of each of `addresses` now, with when it was last seen. */
+  statuses(
+    addresses: string[],
+  ): Promise<
+    Map<string, { status: AgentStatusName; reason: string | null; lastSeen: number | null }>
+  > {
+    return this.presence.statuses(addresses);
+  }
+
+  // ---- The timeline ----------------------------------------------------------------------
+
+  /** A page of one agent's timeline for its owner (from their registration on), newest first. */
+  async timeline(
+    principal: Principal,
+    address: string | undefined,
+    filter: Omit<TimelineFilter, 'pending'> & { kind?: string },
+  ): Promise<TimelineRows> {
+    const scope = await this.scopeFor(principal, address);
+    const { kind, ...rest } = filter;
+    const rows = await this.store.repos.activity.timeline(scope, { ...rest, ...kindFilter(kind) });
+    const next = rows.length === filter.limit ? rows[rows.length - 1]! : null;
+    return { rows, next: next && { at: next.at, source: next.source, id: next.id } };
+  }
+
+  /**
+   * A page of any agent's timeline for the operator (the command line), newest first: no owner
+   * check, and all of it, whoever owned the agent.
+   */
+  async timelineAsOperator(
+    address: string,
+    filter: Omit<TimelineFilter, 'pending'> & { kind?: string },
+  ): Promise<TimelineRow[]> {
+    const { kind, ...rest } = filter;
+    return this.store.repos.activity.timeline(
+      { address, since: 0 },
+      { ...rest, ...kindFilter(kind) },
+    );
+  }
+
+  /**
+   * The agent's messages, failures and forward latency per hour or day (UTC), for its owner:
+   * `count` buckets ending with the current one, the empty ones included, counted from the
+   * owner's registration on as the timeline is.
+   */
+  async stats(
+    principal: Principal,
+    address: string,
+    bucket: StatsBucket,
+    count = DEFAULT_STATS_BUCKETS[bucket],
+  ): Promise<ActivityStatsRows> {
+    const scope = await this.agentScope(principal, address);
+    const size = BUCKET_MS[bucket];
+    const until = (Math.floor(this.clock.now() / size) + 1) * size;
+    const origin = until - count * size;
+    const rows = await this.store.repos.activity.stats({
+      address,
+      origin,
+      size,
+      since: Math.max(origin, scope.since),
+      until,
+    });
+    const found = new Map(rows.map(({ bucket: index, ...counts }) => [index, counts]));
+    const buckets = Array.from({ length: count }, (_, index) => ({
+      start: origin + index * size,
+      ...(found.get(index) ?? EMPTY_BUCKET),
+    }));
+    return { since: origin, until, buckets };
+  }
+
+  /**
+   * Whose timeline the caller may follow: their agent's, from its registration (under them);
+   * or all of theirs.
+   */
+  async scopeFor(principal: Principal, address: string | undefined): Promise<StreamScope> {
+    if (principal.kind !== 'user') throw new NotFoundError('Agent not found');
+    if (address === undefined) return { userId: principal.userId };
+    return { ...(await this.agentScope(principal, address)), owner: principal.userId };
+  }
+
+  /** The caller's agent and when they registered it; 404 when it is not theirs. */
+  private async agentScope(
+    principal: Principal,
+    address: string,
+  ): Promise<{ address: string; since: number }> {
+    const owner: Ownership | undefined = (await this.store.repos.deliveries.owners([address])).get(
+      address,
+    );
+    if (principal.kind !== 'user' || owner?.userId !== principal.userId) {
+      throw new NotFoundError('Agent not found');
+    }
+    return { address, since: owner.since };
+  }
+
+  // ---- Live streams ----------------------------------------------------------------------
+
+  /** Opens a live stream of `scope` after `start` ({@link LiveTimelines.openStream}). */
+  openStream(
+    scope: StreamScope,
+    start: TimelineCursor,
+    filter: KindFilter,
+    send: (row: TimelineRow) => void,
+    end: (ended?: AccessEnded) => void,
+  ): () => void {
+    return this.live.openStream(scope, start, filter, send, end);
+  }
+
+  /** Ends every stream (the process is stopping). */
+  endStreams(): void {
+    this.live.endStreams();
+  }
+
+  // ---- Whose history ---------------------------------------------------------------------
+
+  /**
+   * Deletes what is kept of an agent whose listing was deleted at `until`: its trace, its
+   * activity, the webhook deliveries about it and its presence (docs/mailbox.md, "Whose
+   * history").
+   */
+  async forget(address: string, until: number): Promise<void> {
+    this.live.forgetOwner(address);
+    this.presence.forget(address);
+    await this.trace.forget(address, until);
+    await inBatches(1000, 1000, () => this.store.repos.activity.forget(address, until, 1000));
+    await inBatches(1000, 1000, () => this.store.repos.webhooks.forgetAgent(address, until, 1000));
+    await this.store.repos.activity.removePresence(address);
+    this.logger.info({ agent: address }, 'agent deleted');
+  }
+
+  /** Deletes activity rows older than the retention period; how many went. */
+  prune(batchSize = 500, maxBatches = 100): Promise<number> {
+    const before = this.clock.now() - this.policy.retentionMs;
+    return inBatches(batchSize, maxBatches, () =>
+      this.store.repos.activity.prune(before, batchSize),
+    );
+  }
+}
+
+/** A bucket nothing happened in. */
+const EMPTY_BUCKET: Omit<StatsRow, 'bucket'> = {
+  stored: 0,
+  refused: 0,
+  forward_failed: 0,
+  forwarded: 0,
+  errors: 0,
+  latency_p50_ms: null,
+  latency_p95_ms: null,
+};
