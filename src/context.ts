@@ -13,7 +13,7 @@ import { AlmanacService } from './services/almanac.js';
 import { systemClock, type Clock } from './infra/clock.js';
 import { DiscoveryService } from './services/discovery.js';
 import { DomainsService } from './services/domains.js';
-import { DeliveryNotifier } from './infra/delivery-notifier.js';
+import { HeldPolls } from './infra/held-polls.js';
 import { EnvelopeAdmission } from './services/envelopes.js';
 import { IdentityService } from './services/identity.js';
 import { DeliveryTrace } from './services/deliveries.js';
@@ -185,7 +185,7 @@ export function createContext(
       : undefined;
   if (relay) feed.connect(relay);
   // Held mailbox polls wait here.
-  const deliveryNotifier = new DeliveryNotifier(config.maxHeldPollsPerAgent);
+  const heldPolls = new HeldPolls(config.maxHeldPollsPerAgent);
   const deliveries = new DeliveryTrace(store, clock, config.deliveryTrace, feed);
   const activity = new ActivityService(
     store,
@@ -213,7 +213,7 @@ export function createContext(
     admission,
     usage,
     clock,
-    { notifier: deliveryNotifier, changes: feed },
+    { held: heldPolls, changes: feed },
     {
       retentionMs: config.mailboxRetentionSeconds * 1000,
       sweepBatchSize: 500,
@@ -311,7 +311,7 @@ export function createContext(
   // ---- After a commit (docs/architecture.md): who hears which changes, in one place. Each
   // consumer declares its kinds where it is written; what it hears, it hears from this
   // process at once and, for the kinds that travel, from the others through the relay.
-  feed.attach(deliveryNotifier); // held polls: messages stored, mailboxes removed
+  feed.attach(heldPolls); // held polls: messages stored, mailboxes removed
   feed.attach(activity.live); // live streams: messages, mailboxes, timeline entries
   feed.attach(activity.presenceChanges); // presence: agents seen, forwards, the Almanac
   feed.attach(webhooks); // webhooks: timeline entries recorded here

@@ -4,12 +4,7 @@ import { envelopeDigest, type EnvelopeFields } from '../crypto/index.js';
 import { NotFoundError, QuotaExceededError } from '../errors.js';
 import type { ChangeFeed } from '../infra/change-feed.js';
 import type { Clock } from '../infra/clock.js';
-import {
-  Waiter,
-  type Departure,
-  type DeliveryNotifier,
-  type WakeReason,
-} from '../infra/delivery-notifier.js';
+import { Waiter, type Departure, type HeldPolls, type WakeReason } from '../infra/held-polls.js';
 import { inBatches } from '../infra/batches.js';
 import { GroupCommit, type ItemOutcome } from '../infra/group-commit.js';
 import { formatUuid4 } from '../infra/uuids.js';
@@ -43,11 +38,11 @@ export interface MailboxPolicy {
 }
 
 /**
- * Where held polls wait (`notifier`), and where the messages this process commits are told of
+ * Where held polls wait (`held`), and where the messages this process commits are told of
  * (`changes`: the held polls here and in the other processes, the live streams).
  */
 export interface DeliveryWakeups {
-  notifier: DeliveryNotifier;
+  held: HeldPolls;
   changes: ChangeFeed;
 }
 
@@ -288,7 +283,7 @@ export class MailboxService {
    * ends it empty. Only what is finally answered counts as transferred.
    *
    * It answers through `done` (`err` null on success) rather than a promise: thousands of polls
-   * may be held at once, and held, a poll is then one object waiting in the notifier, with no
+   * may be held at once, and held, a poll is then one object waiting among the held polls, with no
    * promise or callback chain of its own.
    */
   poll(
@@ -303,7 +298,7 @@ export class MailboxService {
       options.hold && this.policy.holdMs > 0 && principal.kind === 'agent' && page.offset === 0;
     if (holds) {
       const deadline = performance.now() + this.policy.holdMs;
-      const poll = new HeldPoll(this, this.wakeups.notifier, principal, address, page, charge, {
+      const poll = new HeldPoll(this, this.wakeups.held, principal, address, page, charge, {
         deadline,
         departure: options.departure,
         done,
@@ -327,12 +322,12 @@ export class MailboxService {
 
   /** Polls held now, in this process. */
   get heldPolls(): number {
-    return this.wakeups.notifier.held;
+    return this.wakeups.held.held;
   }
 
   /** Whether held polls were ended (the process is stopping or draining). */
   get holdsEnded(): boolean {
-    return this.wakeups.notifier.closed;
+    return this.wakeups.held.closed;
   }
 
   /**
@@ -340,12 +335,12 @@ export class MailboxService {
    * shutdown and draining.
    */
   endHeldPolls(): void {
-    this.wakeups.notifier.close();
+    this.wakeups.held.close();
   }
 
   /** Ends up to `count` held polls (each answers an empty list); later polls are held as before. */
   endSomeHeldPolls(count: number): void {
-    this.wakeups.notifier.release(count);
+    this.wakeups.held.release(count);
   }
 
   async get(
@@ -502,7 +497,7 @@ function answerWith(messages: Promise<PendingMessage[]>, done: PollCallback): vo
 /**
  * An agent's poll of its empty mailbox, held (see {@link MailboxService.poll}): it reads, and
  * while it finds nothing waits to be woken and reads again, until its deadline. Waiting, a held
- * poll is this one object in the notifier, with no suspended function, promise or timer of its
+ * poll is this one object among the held polls, with no suspended function, promise or timer of its
  * own: thousands of them wait at once.
  */
 class HeldPoll extends Waiter {
@@ -513,7 +508,7 @@ class HeldPoll extends Waiter {
 
   constructor(
     private readonly service: MailboxService,
-    private readonly notifier: DeliveryNotifier,
+    private readonly held: HeldPolls,
     private readonly principal: Principal,
     address: string,
     private readonly page: MailboxPage,
@@ -530,7 +525,7 @@ class HeldPoll extends Waiter {
     this.reading = true;
     this.wokenWhileReading = undefined;
     // Waiting starts before the read: a commit in between still wakes this poll.
-    this.notifier.wait(this);
+    this.held.wait(this);
     this.read().then(
       (messages) => {
         if (messages.length > 0) {
@@ -565,7 +560,7 @@ class HeldPoll extends Waiter {
 
   private after(reason: WakeReason): void {
     if (reason === 'closed' || reason === 'aborted' || reason === 'superseded') {
-      // Answered on its own turn, not from within the notifier's loop over the polls it ends.
+      // Answered on its own turn, not from within the held polls' loop over the polls it ends.
       queueMicrotask(() => this.done(null, []));
     } else if (reason === 'timeout') {
       // Reads once more, then answers what it finds.

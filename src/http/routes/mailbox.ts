@@ -3,7 +3,7 @@ import { agentInPath } from '../../auth/principal.js';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../../context.js';
-import { Departure } from '../../infra/delivery-notifier.js';
+import { Departure } from '../../infra/held-polls.js';
 import { AddressParams, EmptyObject, errorResponses } from '../../wire/common.js';
 import {
   Envelope,

@@ -11,7 +11,7 @@ export type WakeReason = 'delivered' | 'timeout' | 'aborted' | 'closed' | 'super
  */
 export class Departure {
   private gone = false;
-  /** The wait under way for this poll, if any (the notifier keeps it). */
+  /** The wait under way for this poll, if any (kept where it waits). */
   current: Waiter | undefined;
 
   get left(): boolean {
@@ -25,14 +25,14 @@ export class Departure {
 }
 
 /**
- * What waits in a {@link DeliveryNotifier} for a delivery to `address` until `deadline`; told
+ * What waits in a {@link HeldPolls} for a delivery to `address` until `deadline`; told
  * once, through {@link woken}, why its wait ended. A held poll is one of these, so that
  * waiting costs it no promise, timer or closure of its own.
  */
 export abstract class Waiter {
-  /** Its place in the notifier's deadline heap while it waits; -1 otherwise. */
+  /** Its place in the deadline heap of the held polls while it waits; -1 otherwise. */
   index = -1;
-  private waitingIn: DeliveryNotifier | undefined;
+  private waitingIn: HeldPolls | undefined;
 
   constructor(
     readonly address: string,
@@ -42,7 +42,7 @@ export abstract class Waiter {
     readonly departure?: Departure,
   ) {}
 
-  /** Called once the wait has ended, by then out of the notifier's structures. */
+  /** Called once the wait has ended, by then out of the held polls' structures. */
   abstract woken(reason: WakeReason): void;
 
   /** Stops the wait, if it is under way: it ends as `aborted`. */
@@ -50,9 +50,9 @@ export abstract class Waiter {
     this.waitingIn?.settle(this, 'aborted');
   }
 
-  /** Where this waits now: set and cleared by the notifier alone. */
-  attach(notifier: DeliveryNotifier | undefined): void {
-    this.waitingIn = notifier;
+  /** Where this waits now: set and cleared by where it waits alone. */
+  attach(room: HeldPolls | undefined): void {
+    this.waitingIn = room;
   }
 }
 
@@ -82,7 +82,7 @@ export class Hold extends Waiter {
  * the next one ends the oldest (`superseded`), so that one agent's polls, however many clients
  * or forwarded connections they come through, cannot pile up.
  */
-export class DeliveryNotifier implements ChangeConsumer<'message.stored' | 'mailbox.removed'> {
+export class HeldPolls implements ChangeConsumer<'message.stored' | 'mailbox.removed'> {
   readonly kinds = ['message.stored', 'mailbox.removed'] as const;
 
   constructor(private readonly maxPerAddress = Infinity) {}
@@ -125,7 +125,7 @@ export class DeliveryNotifier implements ChangeConsumer<'message.stored' | 'mail
   }
 
   /**
-   * Starts `waiter`'s wait, as {@link hold} does. When the notifier is closed, or the poll's
+   * Starts `waiter`'s wait, as {@link hold} does. When closed, or the poll's
    * client has left, the wait ends at once (`closed`, `aborted`) and `waiter` is told so
    * before this returns.
    */

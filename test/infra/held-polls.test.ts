@@ -1,40 +1,36 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { Departure, DeliveryNotifier } from '../../src/infra/delivery-notifier.js';
+import { Departure, HeldPolls } from '../../src/infra/held-polls.js';
 
-describe('delivery notifier', () => {
+describe('held polls', () => {
   // A hold's timer never keeps the process alive by itself (a server's socket does).
   let alive: NodeJS.Timeout;
   before(() => (alive = setInterval(() => {}, 1000)));
   after(() => clearInterval(alive));
 
   it('wakes the holds of the addresses woken, and only those', async () => {
-    const notifier = new DeliveryNotifier();
-    const [a1, a2, b] = [
-      notifier.hold('a', 10_000),
-      notifier.hold('a', 10_000),
-      notifier.hold('b', 50),
-    ];
-    assert.equal(notifier.held, 3);
-    notifier.wake(['a', 'c']);
+    const polls = new HeldPolls();
+    const [a1, a2, b] = [polls.hold('a', 10_000), polls.hold('a', 10_000), polls.hold('b', 50)];
+    assert.equal(polls.held, 3);
+    polls.wake(['a', 'c']);
     assert.equal(await a1.settled, 'delivered');
     assert.equal(await a2.settled, 'delivered');
-    assert.equal(notifier.held, 1);
+    assert.equal(polls.held, 1);
     assert.equal(await b.settled, 'timeout');
-    assert.equal(notifier.held, 0);
+    assert.equal(polls.held, 0);
   });
 
   it('holds at most maxPerAddress waits for one address: the next ends the oldest', async () => {
-    const notifier = new DeliveryNotifier(2);
+    const polls = new HeldPolls(2);
     const [first, second, other] = [
-      notifier.hold('a', 10_000),
-      notifier.hold('a', 10_000),
-      notifier.hold('b', 10_000),
+      polls.hold('a', 10_000),
+      polls.hold('a', 10_000),
+      polls.hold('b', 10_000),
     ];
-    const third = notifier.hold('a', 10_000);
+    const third = polls.hold('a', 10_000);
     assert.equal(await first.settled, 'superseded');
-    assert.equal(notifier.held, 3, 'the second and third for a, and the one for b, wait on');
-    notifier.wake(['a', 'b']);
+    assert.equal(polls.held, 3, 'the second and third for a, and the one for b, wait on');
+    polls.wake(['a', 'b']);
     assert.deepEqual(await Promise.all([second.settled, third.settled, other.settled]), [
       'delivered',
       'delivered',
@@ -43,47 +39,47 @@ describe('delivery notifier', () => {
   });
 
   it('release ends the given number of holds, soonest deadline first, and holds later ones', async () => {
-    const notifier = new DeliveryNotifier();
-    const late = notifier.hold('a', 30_000);
-    const soon = notifier.hold('b', 10_000);
-    const middle = notifier.hold('c', 20_000);
-    notifier.release(2);
+    const polls = new HeldPolls();
+    const late = polls.hold('a', 30_000);
+    const soon = polls.hold('b', 10_000);
+    const middle = polls.hold('c', 20_000);
+    polls.release(2);
     assert.equal(await soon.settled, 'closed');
     assert.equal(await middle.settled, 'closed');
-    assert.equal(notifier.held, 1);
-    assert.ok(!notifier.closed);
-    const next = notifier.hold('d', 10_000);
-    assert.equal(notifier.held, 2, 'a hold after a release waits');
-    notifier.release(5);
+    assert.equal(polls.held, 1);
+    assert.ok(!polls.closed);
+    const next = polls.hold('d', 10_000);
+    assert.equal(polls.held, 2, 'a hold after a release waits');
+    polls.release(5);
     assert.equal(await late.settled, 'closed');
     assert.equal(await next.settled, 'closed');
   });
 
   it('ends a hold when its client leaves or it is released', async () => {
-    const notifier = new DeliveryNotifier();
+    const polls = new HeldPolls();
     const departure = new Departure();
-    const aborted = notifier.hold('a', 10_000, departure);
-    const released = notifier.hold('a', 10_000);
+    const aborted = polls.hold('a', 10_000, departure);
+    const released = polls.hold('a', 10_000);
     departure.leave();
     released.release();
     assert.equal(await aborted.settled, 'aborted');
     assert.equal(await released.settled, 'aborted');
-    assert.equal(notifier.held, 0);
-    assert.equal(await notifier.hold('a', 10_000, departure).settled, 'aborted');
+    assert.equal(polls.held, 0);
+    assert.equal(await polls.hold('a', 10_000, departure).settled, 'aborted');
   });
 
   it('times holds out in deadline order, whatever order they began in', async () => {
-    const notifier = new DeliveryNotifier();
+    const polls = new HeldPolls();
     const ended: string[] = [];
     const limits = [120, 40, 200, 80, 10, 160];
     const holds = limits.map((ms) => {
-      const hold = notifier.hold(String(ms), ms);
+      const hold = polls.hold(String(ms), ms);
       void hold.settled.then((reason) => ended.push(`${ms} ${reason}`));
       return hold;
     });
     // Settling some early leaves the others' limits as they were.
     holds[3]!.release();
-    notifier.wake(['160']);
+    polls.wake(['160']);
     await Promise.all(holds.map((hold) => hold.settled));
     assert.deepEqual(ended, [
       '80 aborted',
@@ -93,23 +89,23 @@ describe('delivery notifier', () => {
       '120 timeout',
       '200 timeout',
     ]);
-    assert.equal(notifier.held, 0);
+    assert.equal(polls.held, 0);
   });
 
   it('after close, ends every hold and every new one at once', async () => {
-    const notifier = new DeliveryNotifier();
-    const waiting = notifier.hold('a', 10_000);
-    notifier.close();
+    const polls = new HeldPolls();
+    const waiting = polls.hold('a', 10_000);
+    polls.close();
     assert.equal(await waiting.settled, 'closed');
-    assert.equal(await notifier.hold('b', 10_000).settled, 'closed');
-    assert.equal(notifier.held, 0);
-    assert.equal(notifier.closed, true);
+    assert.equal(await polls.hold('b', 10_000).settled, 'closed');
+    assert.equal(polls.held, 0);
+    assert.equal(polls.closed, true);
   });
 
   it('wakeAll wakes every hold, to look again', async () => {
-    const notifier = new DeliveryNotifier();
-    const holds = ['a', 'b', 'c'].map((address) => notifier.hold(address, 10_000));
-    notifier.wakeAll();
+    const polls = new HeldPolls();
+    const holds = ['a', 'b', 'c'].map((address) => polls.hold(address, 10_000));
+    polls.wakeAll();
     for (const hold of holds) assert.equal(await hold.settled, 'delivered');
   });
 });
