@@ -23,7 +23,7 @@ import { agentsRoutes } from './http/routes/agents.js';
 import { almanacRoutes } from './http/routes/almanac.js';
 import { deliveriesRoutes } from './http/routes/deliveries.js';
 import { enrolmentsRoutes } from './http/routes/enrolments.js';
-import { almanacSearchRoutes, resolveRoutes, searchRoutes } from './http/routes/discovery.js';
+import { almanacSearchRoutes, resolveRoutes, searchRoutes } from './http/routes/search.js';
 import { almanacDomainsRoutes, domainsRoutes } from './http/routes/domains.js';
 import { healthRoutes } from './http/routes/health.js';
 import { identityRoutes } from './http/routes/identity.js';

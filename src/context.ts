@@ -11,7 +11,7 @@ import { Metrics } from './metrics.js';
 import { AgentsService } from './services/agents.js';
 import { AlmanacService } from './services/almanac.js';
 import { systemClock, type Clock } from './infra/clock.js';
-import { DiscoveryService } from './services/discovery.js';
+import { SearchService } from './services/search.js';
 import { DomainsService } from './services/domains.js';
 import { HeldPolls } from './infra/held-polls.js';
 import { EnvelopeAdmission } from './services/envelopes.js';
@@ -59,7 +59,7 @@ export interface Services {
   deliveries: DeliveryTrace;
   activity: ActivityService;
   domains: DomainsService;
-  discovery: DiscoveryService;
+  search: SearchService;
   sessions: SessionsService;
   webhooks: WebhooksService;
   storageAssets: StorageAssetsService;
@@ -248,7 +248,7 @@ export function createContext(
   });
   const interactions = new InteractionsService(store, clock, deliveries);
   const domains = new DomainsService(store, clock);
-  const discovery = new DiscoveryService(store, almanac, domains, clock);
+  const search = new SearchService(store, almanac, domains, clock);
   const sessions = new SessionsService(
     store,
     clock,
@@ -377,7 +377,7 @@ export function createContext(
     {
       name: 'expired searches',
       intervalMs: 600_000,
-      run: () => discovery.purgeExpiredSearches(),
+      run: () => search.purgeExpiredSearches(),
     },
   ];
 
@@ -413,7 +413,7 @@ export function createContext(
       deliveries,
       activity,
       domains,
-      discovery,
+      search,
       sessions,
       webhooks,
       storageAssets,

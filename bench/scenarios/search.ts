@@ -146,7 +146,7 @@ function measure(
 }
 
 /**
- * Discovery at two registry sizes: `POST /v1/almanac/search` with a protocol digest (what
+ * Almanac search at two registry sizes: `POST /v1/almanac/search` with a protocol digest (what
  * uAgents' broadcast sends; 100 agents declare each protocol, one in ten inactive), and
  * `POST /v1/search/agents` with a word that ten listings carry (full-text relevance), each
  * 1,000 times one after another from one client (after 1,000 to warm up). The registry is written straight into the store, in

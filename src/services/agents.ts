@@ -180,7 +180,7 @@ export class AgentsService {
         throw handleTaken(changes.handle);
       }
       const updated = { ...agent, ...changes };
-      await tx.discovery.indexAgent(searchText(updated));
+      await tx.search.indexAgent(searchText(updated));
       return updated;
     });
   }
@@ -197,7 +197,7 @@ export class AgentsService {
       const agent = await tx.agents.find(address);
       if (agent?.user_id !== userId) throw agentNotFound(address);
       await tx.mailbox.close(address);
-      await tx.discovery.removeAgent(address);
+      await tx.search.removeAgent(address);
       await tx.agents.delete(address);
       await tx.identities.release(address, userId);
       // A storage delegation needs the identity: it ends with it (docs/storage.md).
@@ -258,7 +258,7 @@ export class AgentsService {
     };
     const outcome = await tx.agents.save(listing);
     if (outcome === 'handle-taken') throw handleTaken(registration.handle);
-    await tx.discovery.indexAgent(searchText(listing));
+    await tx.search.indexAgent(searchText(listing));
     await tx.mailbox.open({ address, user_id: userId, created_at: now });
     if (isNew) allowance.used += 1;
     return isNew;

@@ -7,7 +7,7 @@ import { ActivityRepository } from './repositories/activity.js';
 import { AgentsRepository } from './repositories/agents.js';
 import { AlmanacRepository } from './repositories/almanac.js';
 import { DeliveriesRepository } from './repositories/deliveries.js';
-import { DiscoveryRepository } from './repositories/discovery.js';
+import { SearchRepository } from './repositories/search.js';
 import { DomainsRepository } from './repositories/domains.js';
 import { EnrolmentsRepository } from './repositories/enrolments.js';
 import { HostingRepository } from './repositories/hosting.js';
@@ -34,7 +34,7 @@ export interface Repositories {
   mailbox: MailboxRepository;
   almanac: AlmanacRepository;
   interactions: InteractionsRepository;
-  discovery: DiscoveryRepository;
+  search: SearchRepository;
   domains: DomainsRepository;
   sessions: SessionsRepository;
   deliveries: DeliveriesRepository;
@@ -58,7 +58,7 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     mailbox: new MailboxRepository(db, dialect.name),
     almanac: new AlmanacRepository(db),
     interactions: new InteractionsRepository(db),
-    discovery: new DiscoveryRepository(db, dialect.name),
+    search: new SearchRepository(db, dialect.name),
     domains: new DomainsRepository(db),
     sessions: new SessionsRepository(db),
     deliveries: new DeliveriesRepository(db),

@@ -6,4 +6,4 @@
  */
 export { openSqliteConnection, sqlitePath } from './database.js';
 export { insertMessagesQuery, type NewMessage } from './repositories/mailbox.js';
-export { fullTextSearch } from './search.js';
+export { fullTextSearch } from './full-text.js';

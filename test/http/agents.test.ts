@@ -342,7 +342,7 @@ describeOnEachDialect('agent registry', (dialect) => {
     it('asks for credentials before looking at the body', async () => {
       const res = await call(t.url, 'POST', '/v2/agents', { body: {} });
       assert.equal(res.status, 401);
-      // A user's key, or an enrolled agent's own attestation (test/http/enrolment.test.ts).
+      // A user's key, or an enrolled agent's own attestation (test/http/enrolments.test.ts).
       assert.equal(res.headers.get('www-authenticate'), 'Bearer, Agent');
     });
   });

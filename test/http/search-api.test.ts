@@ -299,7 +299,7 @@ describeOnEachDialect('search api (agentverse-client)', (dialect) => {
       assert.equal(click.status, 200, click.text);
     }
     assert.deepEqual(
-      (await t.server.ctx.store.repos.discovery.clicks(second.search_id)).map((c) => [
+      (await t.server.ctx.store.repos.search.clicks(second.search_id)).map((c) => [
         c.address,
         c.page_index,
         c.contract,
@@ -470,7 +470,7 @@ describeOnEachDialect('search api (agentverse-client)', (dialect) => {
     assertValid('SearchFeedbackRequest', click, 'click');
     const res = await call(t.url, 'POST', '/v1/search/agents/click', { body: click });
     assert.equal(res.status, 200, res.text);
-    const stored = await t.server.ctx.store.repos.discovery.clicks(answer.search_id);
+    const stored = await t.server.ctx.store.repos.search.clicks(answer.search_id);
     assert.deepEqual(
       stored.map((c) => [c.address, c.page_index, c.contract]),
       [[pilot.address, 0, 'testnet']],
@@ -491,8 +491,8 @@ describeOnEachDialect('search api (agentverse-client)', (dialect) => {
     clock.advance(24 * HOUR + 1);
     const expired = await call(t.url, 'POST', '/v1/search/agents/click', { body: click });
     assert.equal(expired.status, 404, expired.text);
-    assert.ok((await t.server.ctx.services.discovery.purgeExpiredSearches()) >= 2);
-    assert.deepEqual(await t.server.ctx.store.repos.discovery.clicks(answer.search_id), []);
+    assert.ok((await t.server.ctx.services.search.purgeExpiredSearches()) >= 2);
+    assert.deepEqual(await t.server.ctx.store.repos.search.clicks(answer.search_id), []);
   });
 });
 

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { dialectOf } from '../dialect.js';
-import { fullTextSearch } from '../search.js';
+import { fullTextSearch } from '../full-text.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type AnyDb = Kysely<any>;

@@ -3,14 +3,14 @@ import { NotFoundError, RequestValidationError } from '../errors.js';
 import { inBatches } from '../infra/batches.js';
 import type { Clock } from '../infra/clock.js';
 import type { Store } from '../store/index.js';
-import type { TextQuery } from '../store/search.js';
+import type { TextQuery } from '../store/full-text.js';
 import type {
   AgentSearch,
   AgentSearchRow,
   AlmanacSearchRow,
   RegistrationType,
   SearchType,
-} from '../store/repositories/discovery.js';
+} from '../store/repositories/search.js';
 import type { AlmanacMetadata } from '../wire/almanac.js';
 import type { Endpoint } from '../wire/common.js';
 import { isoTimestamp } from '../wire/common.js';
@@ -23,7 +23,7 @@ import {
   type SearchAgent,
   type SearchFeedback,
   type SearchResults,
-} from '../wire/discovery.js';
+} from '../wire/search.js';
 import { DOMAIN_NAME_PATTERN } from '../wire/domain-name.js';
 import { canonicalAgentAddress } from '../wire/formats.js';
 import { normaliseDigest, type AlmanacService, type AlmanacEntry } from './almanac.js';
@@ -54,11 +54,11 @@ function searchWords(text: string): string[] {
 }
 
 /**
- * Discovery: which agents serve a protocol (uAgents' broadcast), the registry's search by text
+ * Search: which agents serve a protocol (uAgents' broadcast), the registry's search by text
  * with filters and orderings, search by distance, and resolution of any identifier (address,
  * handle or domain). Relevance and filters are the database's work; nothing scans in here.
  */
-export class DiscoveryService {
+export class SearchService {
   constructor(
     private readonly store: Store,
     private readonly almanac: AlmanacService,
@@ -71,12 +71,12 @@ export class DiscoveryService {
    * it; other text the registrations of agents whose listing matches. Active agents first.
    */
   async searchAlmanac(text: string, offset = 0, limit = 1000): Promise<AlmanacSearchRecord[]> {
-    const discovery = this.store.repos.discovery;
+    const searches = this.store.repos.search;
     const now = this.clock.now();
     const trimmed = text.trim();
     let rows: AlmanacSearchRow[];
     if (DIGEST.test(trimmed)) {
-      rows = await discovery.almanacByProtocol(normaliseDigest(trimmed.toLowerCase()), now, {
+      rows = await searches.almanacByProtocol(normaliseDigest(trimmed.toLowerCase()), now, {
         offset,
         limit,
       });
@@ -89,14 +89,14 @@ export class DiscoveryService {
     } else {
       const words = searchWords(trimmed);
       if (words.length === 0) return [];
-      rows = await discovery.almanacByText({ words, exact: false }, now, { offset, limit });
+      rows = await searches.almanacByText({ words, exact: false }, now, { offset, limit });
     }
     return rows.map((row) => this.almanacRecord(row));
   }
 
   /** The agents that registered most recently, and are still registered. */
   async recentAlmanac(): Promise<AlmanacSearchRecord[]> {
-    const rows = await this.store.repos.discovery.almanacRecent(this.clock.now(), RECENT_LIMIT);
+    const rows = await this.store.repos.search.almanacRecent(this.clock.now(), RECENT_LIMIT);
     return rows.map((row) => this.almanacRecord(row));
   }
 
@@ -104,7 +104,7 @@ export class DiscoveryService {
   async searchAgents(criteria: AgentSearchCriteria): Promise<SearchResults> {
     const search = this.agentSearch(criteria);
     const found = search
-      ? await this.store.repos.discovery.searchAgents(search)
+      ? await this.store.repos.search.searchAgents(search)
       : { rows: [], total: 0 };
     return this.answer(criteria, found.rows, found.total);
   }
@@ -118,7 +118,7 @@ export class DiscoveryService {
   async searchGeo(criteria: AgentGeoSearchCriteria): Promise<SearchResults> {
     const search = this.agentSearch(criteria);
     if (!search) return this.answer(criteria, [], 0);
-    const { rows } = await this.store.repos.discovery.searchAgents({ ...search, geo: true });
+    const { rows } = await this.store.repos.search.searchAgents({ ...search, geo: true });
     const { latitude, longitude, radius } = criteria.geo_filter;
     const byDistance =
       search.sort === 'relevancy' && (!search.text || criteria.include_geo_in_relevancy === true);
@@ -146,7 +146,7 @@ export class DiscoveryService {
   /** A listed agent as search shows it; 404 when it has no listing, or is on another network. */
   async searchAgent(address: string, contract?: 'mainnet' | 'testnet'): Promise<SearchAgent> {
     const search = this.agentSearch({ search_text: `address:${address}` });
-    const found = search ? await this.store.repos.discovery.searchAgents(search) : undefined;
+    const found = search ? await this.store.repos.search.searchAgents(search) : undefined;
     const row = found?.rows[0];
     if (!row || (contract && row.prefix !== null && row.prefix !== CONTRACT_PREFIX[contract])) {
       throw new NotFoundError(
@@ -169,8 +169,8 @@ export class DiscoveryService {
   }> {
     const now = this.clock.now();
     const searchId = feedback.search_id.toLowerCase();
-    const discovery = this.store.repos.discovery;
-    const kept = await discovery.keptSearch(searchId, feedback.address, now);
+    const searches = this.store.repos.search;
+    const kept = await searches.keptSearch(searchId, feedback.address, now);
     if (!kept) {
       throw new NotFoundError(
         `search ${searchId} is unknown or expired (searches are kept ${SEARCH_RETENTION_MS / 3600_000} hours); search again and send the search_id of its answer`,
@@ -188,7 +188,7 @@ export class DiscoveryService {
       contract: feedback.contract ?? 'testnet',
       page_index: feedback.page_index,
     };
-    await discovery.recordClick({
+    await searches.recordClick({
       ...click,
       created_at: now,
       expires_at: kept.expiresAt,
@@ -198,7 +198,7 @@ export class DiscoveryService {
 
   /** The tags listed agents carry, most used first. */
   async tags(): Promise<{ tags: { tag: string }[] }> {
-    const rows = await this.store.repos.discovery.tags(MAX_LISTED_TAGS);
+    const rows = await this.store.repos.search.tags(MAX_LISTED_TAGS);
     return { tags: rows.map((row) => ({ tag: row.tag })) };
   }
 
@@ -208,11 +208,11 @@ export class DiscoveryService {
    */
   async purgeExpiredSearches(): Promise<number> {
     const now = this.clock.now();
-    const { discovery } = this.store.repos;
+    const { search } = this.store.repos;
     let removed = 0;
     for (const table of ['search_pages', 'search_clicks'] as const) {
       removed += await inBatches(PURGE_BATCH, PURGE_MAX_BATCHES, () =>
-        discovery.purgeExpiredSearches(table, now, PURGE_BATCH),
+        search.purgeExpiredSearches(table, now, PURGE_BATCH),
       );
     }
     return removed;
@@ -229,7 +229,7 @@ export class DiscoveryService {
     const offset = criteria.offset ?? 0;
     const limit = criteria.limit ?? 30;
     const agents = await this.searchRecords(rows);
-    await this.store.repos.discovery.recordSearchPage({
+    await this.store.repos.search.recordSearchPage({
       search_id: searchId,
       request: JSON.stringify(criteria),
       addresses: agents.map((agent) => agent.address),
@@ -253,7 +253,7 @@ export class DiscoveryService {
     if (DOMAIN.test(id)) {
       named = await this.domains.pick(id);
     } else if (HANDLE.test(id)) {
-      named = await this.store.repos.discovery.addressOfHandle(id);
+      named = await this.store.repos.search.addressOfHandle(id);
     } else {
       throw RequestValidationError.single(
         ['path', 'id'],
@@ -353,7 +353,7 @@ export class DiscoveryService {
         ].map(normaliseDigest),
       ),
     ]);
-    const names = await this.store.repos.discovery.protocolNames([...new Set(perRow.flat())]);
+    const names = await this.store.repos.search.protocolNames([...new Set(perRow.flat())]);
     return rows.map((row, index) => {
       const profile = JSON.parse(row.profile) as {
         description?: string;

@@ -16,16 +16,16 @@ import {
   SearchFeedbackRecorded,
   SearchResults,
   SearchTags,
-} from '../../wire/discovery.js';
+} from '../../wire/search.js';
 import { almanacAgent } from '../views/almanac.js';
 
-// Discovery: Almanac search (uAgents' broadcast), resolution of any identifier, and the
+// Search: Almanac search (uAgents' broadcast), resolution of any identifier, and the
 // Search API. Each group is added where the OpenAPI document lists it (src/app.ts).
 
 /** Which agents serve a protocol (uAgents' broadcast), and the latest registrations. */
 export function almanacSearchRoutes(app: FastifyInstance, ctx: AppContext): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
-  const { discovery } = ctx.services;
+  const { search } = ctx.services;
 
   r.post(
     '/v1/almanac/search',
@@ -40,8 +40,7 @@ export function almanacSearchRoutes(app: FastifyInstance, ctx: AppContext): void
         response: { 200: AlmanacSearchResults, ...errorResponses(422) },
       },
     },
-    (request) =>
-      discovery.searchAlmanac(request.body.text, request.body.offset, request.body.limit),
+    (request) => search.searchAlmanac(request.body.text, request.body.offset, request.body.limit),
   );
 
   r.get(
@@ -55,14 +54,14 @@ export function almanacSearchRoutes(app: FastifyInstance, ctx: AppContext): void
         response: { 200: AlmanacSearchResults },
       },
     },
-    () => discovery.recentAlmanac(),
+    () => search.recentAlmanac(),
   );
 }
 
 /** An address, a handle or a domain, resolved to its agent's Almanac registration. */
 export function resolveRoutes(app: FastifyInstance, ctx: AppContext): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
-  const { discovery } = ctx.services;
+  const { search } = ctx.services;
 
   r.get(
     '/v2/almanac/resolve/:id',
@@ -77,7 +76,7 @@ export function resolveRoutes(app: FastifyInstance, ctx: AppContext): void {
         response: { 200: AlmanacAgent, ...errorResponses(404, 422) },
       },
     },
-    async (request) => almanacAgent(await discovery.resolve(request.params.id)),
+    async (request) => almanacAgent(await search.resolve(request.params.id)),
   );
 }
 
@@ -88,7 +87,7 @@ export function resolveRoutes(app: FastifyInstance, ctx: AppContext): void {
  */
 export function searchRoutes(app: FastifyInstance, ctx: AppContext): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
-  const { discovery } = ctx.services;
+  const { search } = ctx.services;
 
   for (const path of ['/v1/search/agents', '/v1/search']) {
     r.post(
@@ -105,7 +104,7 @@ export function searchRoutes(app: FastifyInstance, ctx: AppContext): void {
           response: { 200: SearchResults, ...errorResponses(422) },
         },
       },
-      (request) => discovery.searchAgents(request.body),
+      (request) => search.searchAgents(request.body),
     );
   }
 
@@ -121,7 +120,7 @@ export function searchRoutes(app: FastifyInstance, ctx: AppContext): void {
         response: { 200: SearchTags },
       },
     },
-    () => discovery.tags(),
+    () => search.tags(),
   );
 
   r.post(
@@ -137,7 +136,7 @@ export function searchRoutes(app: FastifyInstance, ctx: AppContext): void {
         response: { 200: SearchFeedbackRecorded, ...errorResponses(404, 422) },
       },
     },
-    (request) => discovery.recordClick(request.body),
+    (request) => search.recordClick(request.body),
   );
 
   for (const path of ['/v1/search/agents/geo', '/v1/search/geo']) {
@@ -154,7 +153,7 @@ export function searchRoutes(app: FastifyInstance, ctx: AppContext): void {
           response: { 200: SearchResults, ...errorResponses(422) },
         },
       },
-      (request) => discovery.searchGeo(request.body),
+      (request) => search.searchGeo(request.body),
     );
   }
 
@@ -172,6 +171,6 @@ export function searchRoutes(app: FastifyInstance, ctx: AppContext): void {
         response: { 200: SearchAgent, ...errorResponses(404, 422) },
       },
     },
-    (request) => discovery.searchAgent(request.params.address, request.query.contract),
+    (request) => search.searchAgent(request.params.address, request.query.contract),
   );
 }

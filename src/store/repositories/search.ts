@@ -1,7 +1,12 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { DialectName } from '../dialect.js';
 import type { Database } from '../schema.js';
-import { fullTextSearch, type AgentText, type FullTextSearch, type TextQuery } from '../search.js';
+import {
+  fullTextSearch,
+  type AgentText,
+  type FullTextSearch,
+  type TextQuery,
+} from '../full-text.js';
 
 /** An Almanac registration as search answers it, with what other tables know of the agent. */
 export interface AlmanacSearchRow {
@@ -108,8 +113,8 @@ const PROXY_PATH = '%/v2/agents/proxy/submit%';
 const activeAt = (now: number) =>
   sql<boolean>`r.expires_at > ${now} and coalesce(s.is_active, 1) = 1`;
 
-/** Discovery reads: Almanac search and the registry's search. */
-export class DiscoveryRepository {
+/** Search reads: Almanac search and the registry's search. */
+export class SearchRepository {
   private readonly fullText: FullTextSearch;
 
   constructor(

@@ -18,7 +18,7 @@ import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 import { closeNow, listenOnLoopback } from '../kit/loopback.js';
 
 /**
- * Discovery on a private network, played as uAgents 0.25 plays it: `ctx.broadcast(digest, msg)`
+ * Search on a private network, played as uAgents 0.25 plays it: `ctx.broadcast(digest, msg)`
  * (context.py: search by digest, keep the active records, then resolve and send to each) and
  * `ctx.send("team.agent", msg)` (resolver.py NameServiceResolver: the domain's agents, one
  * picked by weight, then resolved by address). Receivers are a mailbox agent, a proxy agent
@@ -28,7 +28,7 @@ import { closeNow, listenOnLoopback } from '../kit/loopback.js';
 const CHAT = 'proto:30a801ed3a83f9a0ff0a9f1e6fe958cb91da1fc2218b153df7b6cbf87bd33d62';
 const OTHER = 'proto:a03398ea81d7aaaf67e72940937676eae0d019f8e1d8b5efbadfef9fd2e98bb2';
 
-describeOnEachDialect('discovery journey: broadcast and names', (dialect) => {
+describeOnEachDialect('search journey: broadcast and names', (dialect) => {
   const clock = new ManualClock();
   const sender = TestIdentity.random();
   const mailboxAgent = TestIdentity.random();

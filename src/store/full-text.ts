@@ -26,7 +26,7 @@ export interface TextQuery {
 /**
  * The full-text index of the registry (names, handles, descriptions, readmes): each
  * database's own engine, FTS5 on SQLite and a tsvector under GIN on PostgreSQL, both
- * implementations side by side. The discovery repository, migration 0006 and the benchmark's
+ * implementations side by side. The search repository, migration 0006 and the benchmark's
  * seeding use it.
  */
 export interface FullTextSearch {

@@ -55,7 +55,7 @@ function criteria(fields: Record<string, unknown> = {}) {
   };
 }
 
-describeOnEachDialect('discovery', (dialect) => {
+describeOnEachDialect('search', (dialect) => {
   const clock = new ManualClock();
   let t: TestServer;
   const now = () => unixSeconds(clock.now());
