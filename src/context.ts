@@ -27,7 +27,7 @@ import { MailboxService } from './services/mailbox.js';
 import { MailroomService } from './services/mailroom.js';
 import { createOutboundDispatcher } from './infra/outbound.js';
 import { ProxyService } from './services/proxy.js';
-import { HostingRunner, type HostingRunnerOptions } from './services/hosting-runner.js';
+import { HostingRunner, type HostingRunnerOptions } from './runner/runner.js';
 import { SessionsService } from './services/sessions.js';
 import { StorageAssetsService } from './services/storage-assets.js';
 import { AssetFiles } from './infra/asset-files.js';

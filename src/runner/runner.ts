@@ -29,14 +29,14 @@ import {
   type AgentPaths,
   type LaunchPlan,
   type SandboxSettings,
-} from '../infra/sandbox.js';
+} from './sandbox.js';
 import {
   CLOCK_TICKS,
   descendants,
   readProcessTable,
   signalAll,
   type ProcessTable,
-} from '../infra/processes.js';
+} from './processes.js';
 import {
   MAX_LOG_ENTRY,
   type HostedLogLevel,
@@ -44,7 +44,7 @@ import {
   type HostedRunSpec,
   type HostedState,
   type HostingService,
-} from './hosting.js';
+} from '../services/hosting.js';
 
 /**
  * The runner: runs the hosted agents this process holds, one supervised process each. Every

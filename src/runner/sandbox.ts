@@ -93,7 +93,7 @@ const SANDBOX_BOOTSTRAP = '/run/agentry/bootstrap.py';
 
 /** The bootstrap, shipped beside the compiled code: `hosting/` at the package root. */
 export function bootstrapPath(): string {
-  // src/infra/sandbox.ts and dist/infra/sandbox.js are both two levels below the root.
+  // src/runner/sandbox.ts and dist/runner/sandbox.js are both two levels below the root.
   return fileURLToPath(new URL('../../hosting/bootstrap.py', import.meta.url));
 }
 
