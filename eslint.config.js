@@ -3,6 +3,8 @@ import tseslint from 'typescript-eslint';
 
 /** The composition root and the command line, above every layer. */
 const ROOT = ['cli/**', 'context.js', 'app.js', 'server.js'];
+const VIEWS_MESSAGE =
+  'src/views imports nothing of the layers above wire/ and crypto/ but types from store/ and services/: see "Layers" in docs/architecture.md';
 const ROOT_BUT_CONTEXT = ROOT.filter((path) => path !== 'context.js');
 
 /**
@@ -43,9 +45,34 @@ export default tseslint.config(
     },
   },
   // The layers (docs/architecture.md): a folder imports nothing from the layers above it.
-  layerRule('wire', ['store', 'infra', 'services', 'runner', 'http']),
-  layerRule('store', ['services', 'runner', 'http']),
-  layerRule('infra', ['services', 'runner', 'http']),
+  layerRule('wire', ['store', 'infra', 'views', 'services', 'runner', 'http']),
+  layerRule('store', ['views', 'services', 'runner', 'http']),
+  layerRule('infra', ['views', 'services', 'runner', 'http']),
+  // Views turn what services return into wire shapes: they run nothing of the layers above
+  // wire/ and crypto/, and read the rows and the services' results they are given as types.
+  {
+    files: ['src/views/**'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/store/**', '**/services/**'],
+              allowTypeImports: true,
+              message: VIEWS_MESSAGE,
+            },
+            {
+              group: ['infra/**', 'auth/**', 'config/**', 'runner/**', 'http/**', ...ROOT].map(
+                (path) => `**/${path}`,
+              ),
+              message: VIEWS_MESSAGE,
+            },
+          ],
+        },
+      ],
+    },
+  },
   layerRule('services', ['runner', 'http']),
   layerRule('runner', ['http'], ROOT, 'nothing of http or the root'),
   // The runner and http stand side by side and import nothing of each other; routes take the

@@ -6,7 +6,7 @@ import { ConfigError, type Config } from './config/index.js';
 import { createDefaultVerifier, type SignatureVerifier } from './crypto/index.js';
 import type { Dispatcher } from 'undici';
 import { createLogger, type Logger } from './logger.js';
-import { timelineEntry } from './http/views/activity.js';
+import { timelineEntry } from './views/activity.js';
 import { Metrics } from './metrics.js';
 import { AgentsService } from './services/agents.js';
 import { AlmanacService } from './services/almanac.js';

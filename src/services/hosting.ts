@@ -185,13 +185,6 @@ const UNSTORABLE_SOURCE =
 const UNSTORABLE = new RegExp(UNSTORABLE_SOURCE);
 const UNSTORABLE_ALL = new RegExp(UNSTORABLE_SOURCE, 'g');
 
-const MASKED_SECRET = '********';
-
-/** The mask every secret's value is shown as. */
-export function maskedSecret(): string {
-  return MASKED_SECRET;
-}
-
 function sealContext(kind: 'seed' | 'secret', address: string, name = ''): string {
   return `${kind}:${address}:${name}`;
 }

@@ -43,7 +43,7 @@ import {
   agentV1View,
   publicAgentView,
   secretView,
-} from '../views/hosting.js';
+} from '../../views/hosting.js';
 
 const TAG = 'hosting';
 /** Agents a page of the list holds. */
