@@ -20,7 +20,7 @@ import { DeliveryTrace } from './services/deliveries.js';
 import { ActivityService } from './services/activity.js';
 import { InteractionsService } from './services/interactions.js';
 import { EnrolmentsService } from './services/enrolments.js';
-import { HostingService } from './services/hosting.js';
+import { HostingService } from './services/hosting/index.js';
 import { HostingKey, type HostingKeySource } from './infra/hosting-key.js';
 import { KeysService } from './services/keys.js';
 import { MailboxService } from './services/mailbox.js';

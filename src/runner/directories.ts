@@ -11,7 +11,7 @@ import {
 } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { HostedRunSpec } from '../services/hosting.js';
+import type { HostedRunSpec } from '../services/hosting/index.js';
 import { bootstrapPath, type AgentPaths } from './sandbox.js';
 
 /**

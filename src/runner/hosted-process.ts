@@ -4,7 +4,7 @@ import type { Server as NetServer, Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import { sha256Hex } from '../crypto/index.js';
 import type { Logger } from '../logger.js';
-import type { HostedRunSpec, HostedState } from '../services/hosting.js';
+import type { HostedRunSpec, HostedState } from '../services/hosting/index.js';
 import { freePort, openBridge } from './bridge.js';
 import { prepareAgentPaths, writeCodeFiles } from './directories.js';
 import { CpuSamples, diskProblem, limitInExit, processesProblem, treeUse } from './limits.js';

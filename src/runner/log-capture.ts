@@ -6,7 +6,7 @@ import {
   type HostedLogLevel,
   type HostedLogLine,
   type HostingService,
-} from '../services/hosting.js';
+} from '../services/hosting/index.js';
 
 /** Lines longer than this (without a newline) are cut. */
 const MAX_LINE = MAX_LOG_ENTRY;

@@ -1,4 +1,4 @@
-import type { HostingService } from '../services/hosting.js';
+import type { HostingService } from '../services/hosting/index.js';
 import type { SandboxSettings } from './sandbox.js';
 
 /** What the runner asks of the hosting service. */

@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import type { HostingService } from '../services/hosting.js';
+import type { HostingService } from '../services/hosting/index.js';
 
 /** A storage request longer than this is refused (the store's own bounds are smaller). */
 const MAX_CHANNEL_LINE = 4 * 1024 * 1024;

@@ -4,7 +4,7 @@ import type {
   HostedCode,
   HostedLogEntry,
   SecretInfo,
-} from '../services/hosting.js';
+} from '../services/hosting/index.js';
 import { isoTimestamp } from '../wire/common.js';
 import type {
   AgentCode,

@@ -1,26 +1,26 @@
 import { randomBytes } from 'node:crypto';
-import { agentAddressFromSeed, seal, sha256Hex, unseal } from '../crypto/index.js';
+import { agentAddressFromSeed, seal, sha256Hex, unseal } from '../../crypto/index.js';
 import {
   ConflictError,
   NotFoundError,
   PayloadTooLargeError,
   RequestValidationError,
   type ValidationIssue,
-} from '../errors.js';
-import type { Clock } from '../infra/clock.js';
-import type { HostingKey } from '../infra/hosting-key.js';
-import type { Store } from '../store/index.js';
-import type { NewActivity } from '../store/repositories/activity.js';
+} from '../../errors.js';
+import type { Clock } from '../../infra/clock.js';
+import type { HostingKey } from '../../infra/hosting-key.js';
+import type { Store } from '../../store/index.js';
+import type { NewActivity } from '../../store/repositories/activity.js';
 import type {
   HostedAgentChanges,
   HostedAgentListed,
   HostedAgentOrder,
   HostedAgentRow,
   HostedLogRow,
-} from '../store/repositories/hosting.js';
-import type { AgentProfile } from '../wire/agents.js';
-import { HOSTED_STATE_NAMES, LOG_LEVELS, LOG_TYPES } from '../wire/hosting.js';
-import { completeProfile, type AgentsService } from './agents.js';
+} from '../../store/repositories/hosting.js';
+import type { AgentProfile } from '../../wire/agents.js';
+import { HOSTED_STATE_NAMES, LOG_LEVELS, LOG_TYPES } from '../../wire/hosting.js';
+import { completeProfile, type AgentsService } from '../agents.js';
 
 export const HOSTED_STATES = HOSTED_STATE_NAMES;
 /** What a hosted agent is: `stopped`, `compiling` (starting), `running`, `crashed` (restarting), `failed` (given up). */
