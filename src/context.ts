@@ -1,4 +1,3 @@
-import { version } from './app.js';
 import { AttestationAuthenticator } from './auth/attestations.js';
 import { ChangeFeed } from './infra/change-feed.js';
 import { AccessWatch } from './services/access-watch.js';
@@ -42,6 +41,7 @@ import { Lifecycle } from './infra/lifecycle.js';
 import { VerifierPool } from './infra/verifier-pool.js';
 import { Store } from './store/index.js';
 import { sqlitePath } from './store/database.js';
+import { version } from './version.js';
 import {
   localDeliverySignals,
   PostgresDeliverySignals,
