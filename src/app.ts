@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { createRequire } from 'node:module';
 import cookie from '@fastify/cookie';
 import cors from '@fastify/cors';
 import rateLimit from '@fastify/rate-limit';
@@ -40,9 +39,7 @@ import { storageAssetsRoutes } from './http/routes/storage-assets.js';
 import { usageHistoryRoutes, usageRoutes } from './http/routes/usage.js';
 import { webRoutes } from './http/routes/web.js';
 import { webhooksRoutes } from './http/routes/webhooks.js';
-
-const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
-export { version };
+import { version } from './version.js';
 
 /**
  * Builds the HTTP application around a context. It never listens: the Server does, and

@@ -1,4 +1,3 @@
-import { version } from './app.js';
 import { AttestationAuthenticator } from './auth/attestations.js';
 import { ChangeFeed } from './infra/change-feed.js';
 import { AccessWatch } from './services/access-watch.js';
@@ -6,7 +5,7 @@ import { ConfigError, type Config } from './config/index.js';
 import { createDefaultVerifier, type SignatureVerifier } from './crypto/index.js';
 import type { Dispatcher } from 'undici';
 import { createLogger, type Logger } from './logger.js';
-import { timelineEntry } from './http/views/activity.js';
+import { timelineEntry } from './views/activity.js';
 import { Metrics } from './metrics.js';
 import { AgentsService } from './services/agents.js';
 import { AlmanacService } from './services/almanac.js';
@@ -20,14 +19,14 @@ import { DeliveryTrace } from './services/deliveries.js';
 import { ActivityService } from './services/activity/index.js';
 import { InteractionsService } from './services/interactions.js';
 import { EnrolmentsService } from './services/enrolments.js';
-import { HostingService } from './services/hosting.js';
+import { HostingService } from './services/hosting/index.js';
 import { HostingKey, type HostingKeySource } from './infra/hosting-key.js';
 import { KeysService } from './services/keys.js';
 import { MailboxService } from './services/mailbox.js';
 import { MailroomService } from './services/mailroom.js';
 import { createOutboundDispatcher } from './infra/outbound.js';
 import { ProxyService } from './services/proxy.js';
-import { HostingRunner, type HostingRunnerOptions } from './services/hosting-runner.js';
+import { HostingRunner, type HostingRunnerOptions } from './runner/runner.js';
 import { SessionsService } from './services/sessions.js';
 import { StorageAssetsService } from './services/storage-assets.js';
 import { AssetFiles } from './infra/asset-files.js';
@@ -43,6 +42,7 @@ import { VerifierPool } from './infra/verifier-pool.js';
 import { Store } from './store/index.js';
 import { sqlitePath } from './store/database.js';
 import { PostgresChangeRelay } from './store/change-relay.js';
+import { version } from './version.js';
 
 export interface Services {
   users: UsersService;

@@ -10,7 +10,7 @@ import {
 } from './context.js';
 import { limitConnectionsPerAddress } from './infra/connection-limit.js';
 import type { Logger } from './logger.js';
-import type { HostingRunner } from './services/hosting-runner.js';
+import type { HostingRunner } from './runner/runner.js';
 import type { NewUser } from './services/users.js';
 
 export interface ServerOptions {

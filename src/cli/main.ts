@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { Command, InvalidArgumentError } from 'commander';
-import { version } from '../app.js';
+import { version } from '../version.js';
 import { ConfigError } from '../config/index.js';
 import { DomainError } from '../errors.js';
 import { BackupError } from '../store/backup.js';

@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { parseProxyEntry } from '../infra/trusted-proxies.js';
+import { parseProxyEntry } from './proxy-entries.js';
 
 /**
  * The only module that reads process.env. Every setting has one field here; CLI flags and

@@ -1,4 +1,5 @@
 import { BlockList, isIP } from 'node:net';
+import { parseProxyEntry } from '../config/proxy-entries.js';
 
 /**
  * The reverse proxies whose forwarding headers are believed (`AGENTRY_TRUSTED_PROXIES`): each
@@ -29,28 +30,6 @@ export class TrustedProxies {
     if (family === 0) return false;
     return this.list.check(address, family === 4 ? 'ipv4' : 'ipv6');
   }
-}
-
-/**
- * One entry of the setting, as the address, prefix length and family it stands for, or a
- * sentence saying what is wrong with it.
- */
-export function parseProxyEntry(
-  entry: string,
-): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | string {
-  const [address = '', prefixText, extra] = entry.trim().split('/');
-  const version = isIP(address);
-  if (version === 0 || extra !== undefined) {
-    return `"${entry}" is neither an IP address nor a CIDR range such as 10.0.0.0/8 or fd00::/8`;
-  }
-  const bits = version === 4 ? 32 : 128;
-  const family = version === 4 ? 'ipv4' : 'ipv6';
-  if (prefixText === undefined) return { address, prefix: bits, family };
-  const prefix = /^\d{1,3}$/.test(prefixText) ? Number(prefixText) : NaN;
-  if (!(prefix >= 0 && prefix <= bits)) {
-    return `"${entry}" has a prefix length that is not between 0 and ${bits}`;
-  }
-  return { address, prefix, family };
 }
 
 /**

@@ -104,6 +104,28 @@ export class AgentsService {
     return agent;
   }
 
+  /**
+   * Agents with their owner's name, by address, a page at a time after `afterAddress`: every
+   * user's, or one user's; for the operator (the command line), with no owner check.
+   */
+  listAsOperator(
+    userId: string | undefined,
+    afterAddress: string,
+    limit: number,
+  ): Promise<{ address: string; name: string; owner: string }[]> {
+    return this.store.repos.agents.listWithOwners(userId, afterAddress, limit);
+  }
+
+  /** Any agent's listing, for the operator (the command line); undefined when not registered. */
+  findAsOperator(address: string): Promise<StoredAgent | undefined> {
+    return this.store.repos.agents.find(address);
+  }
+
+  /** Whether an agent is registered here. */
+  isRegistered(address: string): Promise<boolean> {
+    return this.store.repos.agents.isRegistered(address);
+  }
+
   /** An agent's own listing, for the agent itself; 404 when it is not registered. */
   async getOwn(address: string): Promise<StoredAgent> {
     const agent = await this.store.repos.agents.find(address);

@@ -192,6 +192,17 @@ export class DeliveryTrace {
     return this.store.repos.deliveries.list(address, filter);
   }
 
+  /**
+   * Every agent's failures from `since` on, newest first, at most `limit`, for the operator
+   * (the command line): refused, quarantined and expired messages, and failed forwards.
+   */
+  failuresAsOperator(
+    since: number,
+    limit: number,
+  ): Promise<Pick<DeliveryEventRow, 'at' | 'address' | 'event' | 'status_code' | 'detail'>[]> {
+    return this.store.repos.deliveries.failures(since, limit);
+  }
+
   /** One message's trace for the owner of its target; 404 when there is none. */
   async message(principal: Principal, address: string, uuid: string): Promise<DeliveryEventRow[]> {
     const { since } = await this.owned(principal, address);

@@ -405,6 +405,19 @@ export class MailboxService {
     return found;
   }
 
+  /**
+   * The messages waiting for any agent, oldest first, for the operator (the command line): no
+   * owner check, nothing charged or traced as read.
+   */
+  listPendingAsOperator(address: string, page: MailboxPage): Promise<PendingMessage[]> {
+    return this.store.repos.mailbox.listPending(address, this.clock.now(), page);
+  }
+
+  /** The messages waiting in every mailbox and the bytes they hold, for the operator. */
+  pendingTotals(): Promise<{ messages: number; bytes: number }> {
+    return this.store.repos.mailbox.totals();
+  }
+
   /** Whether the agent has a mailbox to deliver to (the readiness probe). */
   async isReady(address: string): Promise<boolean> {
     return (await this.store.repos.mailbox.find(address)) !== undefined;

@@ -1,3 +1,4 @@
+import type { KindFilter } from '../views/timeline.js';
 import type { Clock } from '../infra/clock.js';
 import type { Logger } from '../logger.js';
 import type {
@@ -21,11 +22,7 @@ export interface HandedRow {
   owner: string;
 }
 
-/** What a stream's kind filter keeps (the timeline's own filter, without the rest). */
-export type KindFilter = Pick<
-  TimelineFilter,
-  'traceEvents' | 'activityKinds' | 'failedForwards' | 'pending'
->;
+export type { KindFilter };
 
 /** The reads the streams make. */
 export interface TimelineReads {

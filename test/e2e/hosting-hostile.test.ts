@@ -3,7 +3,7 @@ import { chmodSync, existsSync } from 'node:fs';
 import { createServer, type Server as NetServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { HostingRunner } from '../../src/services/hosting-runner.js';
+import type { HostingRunner } from '../../src/runner/runner.js';
 import { sqlitePath } from '../../src/store/database.js';
 import {
   hostingConfig,

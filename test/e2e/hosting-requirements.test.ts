@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import type { HostingRunner } from '../../src/services/hosting-runner.js';
+import type { HostingRunner } from '../../src/runner/runner.js';
 import {
   hostingConfig,
   hostingDir,

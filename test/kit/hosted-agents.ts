@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaults, type Config } from '../../src/config/index.js';
 import { createHostingRunner } from '../../src/context.js';
-import type { HostingRunner, HostingRunnerOptions } from '../../src/services/hosting-runner.js';
-import type { HostedState } from '../../src/services/hosting.js';
+import type { HostingRunner, HostingRunnerOptions } from '../../src/runner/runner.js';
+import type { HostedState } from '../../src/services/hosting/index.js';
 import { call } from './http.js';
 import type { TestServer } from './server.js';
 

@@ -8,7 +8,7 @@ import { agentAddressFromSeed, seal, unseal } from '../../src/crypto/index.js';
 import { ServiceUnavailableError } from '../../src/errors.js';
 import { sqlitePath } from '../../src/store/database.js';
 import { createLogger } from '../../src/logger.js';
-import { parseCode, type HostingService } from '../../src/services/hosting.js';
+import { parseCode, type HostingService } from '../../src/services/hosting/index.js';
 import { createTestDatabase, type TestDatabase } from '../kit/databases.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { ManualClock } from '../kit/server.js';

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { timelineEntry } from '../../http/views/activity.js';
+import { timelineEntry } from '../../views/activity.js';
 import { cursorId } from '../../services/activity/index.js';
 import type { TimelineCursor, TimelineRow } from '../../store/repositories/activity.js';
 import {

@@ -70,7 +70,7 @@ export function addAgentsCommand(program: Command): void {
         owner === undefined ? undefined : (await ctx.services.users.findUser(owner as string)).id;
       let after = '';
       for (let first = true; ; first = false) {
-        const page = await ctx.store.repos.agents.listWithOwners(userId, after, PAGE);
+        const page = await ctx.services.agents.listAsOperator(userId, after, PAGE);
         const statuses = await ctx.services.activity.statuses(page.map((agent) => agent.address));
         const rows = page.map((agent) => ({ ...agent, ...statuses.get(agent.address)! }));
         if (first || rows.length > 0) {
@@ -113,7 +113,7 @@ export function addAgentsCommand(program: Command): void {
   ).action(async (address: string, flags) => {
     const canonical = checkedAgentAddress(address);
     await withServices(flags, async (ctx) => {
-      const agent = await ctx.store.repos.agents.find(canonical);
+      const agent = await ctx.services.agents.findAsOperator(canonical);
       if (agent === undefined) {
         throw new NotFoundError(
           `no agent ${canonical} is registered here; "agentry agents list" lists those that are`,
@@ -160,12 +160,12 @@ export function addAgentsCommand(program: Command): void {
   ).action(async (address: string, flags) => {
     const canonical = checkedAgentAddress(address);
     await withServices(flags, async (ctx) => {
-      if (!(await ctx.store.repos.agents.isRegistered(canonical))) {
+      if (!(await ctx.services.agents.isRegistered(canonical))) {
         throw new NotFoundError(
           `no agent ${canonical} is registered here; "agentry agents list" lists those that are`,
         );
       }
-      const messages = await ctx.store.repos.mailbox.listPending(canonical, ctx.clock.now(), {
+      const messages = await ctx.services.mailbox.listPendingAsOperator(canonical, {
         limit: (flags.limit as number | undefined) ?? 100,
         offset: 0,
       });

@@ -1,5 +1,4 @@
 import type { Command } from 'commander';
-import { sql } from 'kysely';
 import { AGENT_STATUSES, type AgentStatusName } from '../../wire/activity.js';
 import { formatTime, isoTime, withJsonOption, withServices, withStoreOptions } from '../common.js';
 
@@ -7,6 +6,8 @@ import { formatTime, isoTime, withJsonOption, withServices, withStoreOptions } f
 const PAGE = 500;
 /** How far back "recent failures" look. */
 const RECENT_MS = 3600_000;
+/** Failures counted at most. */
+const COUNTED_FAILURES = 1000;
 /** Failures listed one by one, newest first. */
 const SHOWN_FAILURES = 5;
 
@@ -45,43 +46,16 @@ export function addStatusCommand(program: Command): void {
       >;
       let agents = 0;
       for (let after = ''; ;) {
-        const page = await ctx.store.repos.agents.listWithOwners(undefined, after, PAGE);
+        const page = await ctx.services.agents.listAsOperator(undefined, after, PAGE);
         const statuses = await ctx.services.activity.statuses(page.map((agent) => agent.address));
         for (const { status } of statuses.values()) byStatus[status]++;
         agents += page.length;
         if (page.length < PAGE) break;
         after = page[page.length - 1]!.address;
       }
-      const { db } = ctx.store;
-      const pending = await db
-        .selectFrom('mailboxes')
-        .select((eb) => [
-          eb.fn.coalesce(eb.fn.sum<number>('pending_messages'), sql<number>`0`).as('messages'),
-          eb.fn.coalesce(eb.fn.sum<number>('bytes_stored'), sql<number>`0`).as('bytes'),
-        ])
-        .executeTakeFirstOrThrow();
+      const pending = await ctx.services.mailbox.pendingTotals();
       const since = ctx.clock.now() - RECENT_MS;
-      const failures = await db
-        .selectFrom('delivery_events')
-        .select(['at', 'address', 'event', 'status_code', 'detail'])
-        .where('at', '>=', since)
-        .where((eb) =>
-          eb.or([
-            eb('event', 'in', ['refused', 'quarantined', 'expired']),
-            eb.and([
-              eb('event', '=', 'forwarded'),
-              eb.or([
-                eb('status_code', 'is', null),
-                eb('status_code', '<', 200),
-                eb('status_code', '>=', 300),
-              ]),
-            ]),
-          ]),
-        )
-        .orderBy('at', 'desc')
-        .orderBy('id', 'desc')
-        .limit(1000)
-        .execute();
+      const failures = await ctx.services.deliveries.failuresAsOperator(since, COUNTED_FAILURES);
       const counts: Record<string, number> = {};
       for (const row of failures) {
         const kind = row.event === 'forwarded' ? 'forward_failed' : row.event;
@@ -113,7 +87,9 @@ export function addStatusCommand(program: Command): void {
         `failures, 1 hour  ${
           failures.length === 0
             ? 'none'
-            : `${failures.length}${failures.length === 1000 ? '+' : ''} (${Object.entries(counts)
+            : `${failures.length}${failures.length === COUNTED_FAILURES ? '+' : ''} (${Object.entries(
+                counts,
+              )
                 .map(([kind, n]) => `${n} ${kind}`)
                 .join(', ')})`
         }`,

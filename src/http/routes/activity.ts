@@ -18,7 +18,7 @@ import {
 } from '../../wire/activity.js';
 import { AddressParams, errorResponses } from '../../wire/common.js';
 import { momentMs } from '../../wire/formats.js';
-import { activityStats, timelineEntry } from '../views/activity.js';
+import { activityStats, timelineEntry } from '../../views/activity.js';
 
 /** A comment this often keeps proxies from closing a quiet stream. */
 const HEARTBEAT_MS = 15_000;

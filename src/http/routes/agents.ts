@@ -14,7 +14,7 @@ import {
 import { AddressParams, errorResponses, Success } from '../../wire/common.js';
 import { userOf } from '../plugins/auth.js';
 import { requireSame } from '../plugins/validation.js';
-import { agentRecord } from '../views/agents.js';
+import { agentRecord } from '../../views/agents.js';
 import type { StoredAgent } from '../../store/repositories/agents.js';
 
 export function agentsRoutes(app: FastifyInstance, ctx: AppContext): void {

@@ -13,7 +13,7 @@ import {
 } from '../../wire/almanac.js';
 import { AddressParams, EmptyObject, errorResponses } from '../../wire/common.js';
 import { requireSame } from '../plugins/validation.js';
-import { almanacAgent } from '../views/almanac.js';
+import { almanacAgent } from '../../views/almanac.js';
 
 /** No credentials anywhere: every write is signed by the agent it is about. */
 export function almanacRoutes(app: FastifyInstance, ctx: AppContext): void {

@@ -12,7 +12,7 @@ import {
   DeliveryQuery,
   DigestQuery,
 } from '../../wire/deliveries.js';
-import { deliveryEventView } from '../views/deliveries.js';
+import { deliveryEventView } from '../../views/deliveries.js';
 
 const MESSAGE_EVENTS = DELIVERY_EVENTS.filter((event) => event !== 'interaction');
 

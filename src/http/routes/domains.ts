@@ -14,7 +14,7 @@ import {
   NameAvailabilityQuery,
 } from '../../wire/domains.js';
 import { userOf } from '../plugins/auth.js';
-import { domainView } from '../views/domains.js';
+import { domainView } from '../../views/domains.js';
 
 // Names (domains): what the Almanac answers about a name, and the names a user owns. Each
 // group is added where the OpenAPI document lists it (src/app.ts).

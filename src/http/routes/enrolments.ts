@@ -12,7 +12,7 @@ import {
   ProvisionRequest,
 } from '../../wire/enrolments.js';
 import { userOf } from '../plugins/auth.js';
-import { enrolmentView, provisionedAgentView } from '../views/enrolments.js';
+import { enrolmentView, provisionedAgentView } from '../../views/enrolments.js';
 
 /** Provisioning agents for the agentverse-sdk: Agent URIs and the addresses they enrol. */
 export function enrolmentsRoutes(app: FastifyInstance, ctx: AppContext): void {

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TSchema } from '@sinclair/typebox';
 import { agentInBody, agentInPath, type CallSubject } from '../../auth/principal.js';
 import type { AppContext } from '../../context.js';
-import type { HostedAgentListQuery } from '../../services/hosting.js';
+import type { HostedAgentListQuery } from '../../services/hosting/index.js';
 import { EmptyObject, errorResponses } from '../../wire/common.js';
 import {
   AgentCode,
@@ -43,7 +43,7 @@ import {
   agentV1View,
   publicAgentView,
   secretView,
-} from '../views/hosting.js';
+} from '../../views/hosting.js';
 
 const TAG = 'hosting';
 /** Agents a page of the list holds. */

@@ -6,7 +6,7 @@ import { makerOf } from '../../services/keys.js';
 import { errorResponses, Success } from '../../wire/common.js';
 import { ApiKeyList, CreateApiKeyRequest, KeyParams, NewApiKey } from '../../wire/keys.js';
 import { userOf } from '../plugins/auth.js';
-import { apiKeyView, newApiKeyView } from '../views/keys.js';
+import { apiKeyView, newApiKeyView } from '../../views/keys.js';
 
 /** The key the request was made with (for a session, the key it was opened with). */
 function keyOf(request: FastifyRequest): string {

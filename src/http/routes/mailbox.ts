@@ -12,7 +12,7 @@ import {
   QuarantinedEnvelope,
   StoredEnvelope,
 } from '../../wire/mailbox.js';
-import { quarantinedEnvelopeView, storedEnvelopeJson } from '../views/mailbox.js';
+import { quarantinedEnvelopeView, storedEnvelopeJson } from '../../views/mailbox.js';
 import { readinessProbe } from './readiness.js';
 
 /** Sends JSON text as is; the route's response schema documents its shape. */

@@ -26,7 +26,7 @@ import {
 } from '../../wire/mailroom.js';
 import type { PendingMessage } from '../../store/repositories/mailbox.js';
 import { userOf } from '../plugins/auth.js';
-import { v1Agent, v1MailboxPageJson } from '../views/mailroom.js';
+import { v1Agent, v1MailboxPageJson } from '../../views/mailroom.js';
 import { forwardSubmitted } from './proxy.js';
 import { readinessProbe } from './readiness.js';
 

@@ -17,7 +17,7 @@ import {
   SearchResults,
   SearchTags,
 } from '../../wire/search.js';
-import { almanacAgent } from '../views/almanac.js';
+import { almanacAgent } from '../../views/almanac.js';
 
 // Search: Almanac search (uAgents' broadcast), resolution of any identifier, and the
 // Search API. Each group is added where the OpenAPI document lists it (src/app.ts).

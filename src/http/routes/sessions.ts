@@ -4,7 +4,7 @@ import type { AppContext } from '../../context.js';
 import { errorResponses, Success } from '../../wire/common.js';
 import { SessionInfo, SignInRequest } from '../../wire/sessions.js';
 import { actorOf, checkSameOriginWrite, SESSION_COOKIE, sessionCookie } from '../plugins/auth.js';
-import { sessionInfo } from '../views/sessions.js';
+import { sessionInfo } from '../../views/sessions.js';
 
 function clearSessionCookie(reply: FastifyReply): void {
   void reply.clearCookie(SESSION_COOKIE, { path: '/', httpOnly: true, sameSite: 'strict' });

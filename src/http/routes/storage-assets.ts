@@ -37,7 +37,7 @@ import {
   permissionView,
   rawTypeOf,
   uploadView,
-} from '../views/storage-assets.js';
+} from '../../views/storage-assets.js';
 
 /** The caller of a storage route: its user, or the agent whose attestation it sent. */
 function callerOf(principal: Principal): AssetCaller {

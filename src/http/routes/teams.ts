@@ -13,7 +13,7 @@ import {
   UpdateMemberRequest,
 } from '../../wire/teams.js';
 import { actorOf } from '../plugins/auth.js';
-import { teamDetailView, teamMemberView, teamView } from '../views/teams.js';
+import { teamDetailView, teamMemberView, teamView } from '../../views/teams.js';
 
 /**
  * Teams (docs/teams.md): the caller's teams and their members. These calls are about the person

@@ -4,7 +4,7 @@ import type { AppContext } from '../../context.js';
 import { errorResponses } from '../../wire/common.js';
 import { UsageHistory, UsageHistoryQuery, UsageReport } from '../../wire/usage.js';
 import { userOf } from '../plugins/auth.js';
-import { usageReport } from '../views/usage.js';
+import { usageReport } from '../../views/usage.js';
 
 // The caller's usage against their limits. Each group is added where the OpenAPI document
 // lists it (src/app.ts).

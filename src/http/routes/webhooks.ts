@@ -14,7 +14,7 @@ import {
   WebhookParams,
 } from '../../wire/webhooks.js';
 import { userOf } from '../plugins/auth.js';
-import { newWebhookView, webhookDeliveryView, webhookView } from '../views/webhooks.js';
+import { newWebhookView, webhookDeliveryView, webhookView } from '../../views/webhooks.js';
 
 /** The caller's webhooks (docs/webhooks.md): make, list, change, delete, test; their deliveries. */
 export function webhooksRoutes(app: FastifyInstance, ctx: AppContext): void {

@@ -9,6 +9,7 @@ import type { Store } from '../../store/index.js';
 import {
   activityTimelineRow,
   type ActivityRow,
+  type ActivityStatsRows,
   type NewActivity,
   type StatsRow,
   type TimelineCursor,
@@ -27,12 +28,13 @@ import type { AccessEnded } from '../access-watch.js';
 import type { AgentHistory, RegisteredAgent } from '../agents.js';
 import type { DeliveryTrace } from '../deliveries.js';
 import type { KindFilter, StreamScope } from '../timeline-streams.js';
-import { kindFilter } from './kinds.js';
+import { kindFilter } from '../../views/timeline.js';
 import { LiveTimelines } from './live.js';
 import { Presence, type PresencePolicy, type SeenBy } from './presence.js';
 
-export { cursorId, kindFilter, kindOf, parseCursor } from './kinds.js';
+export { cursorId, kindFilter, kindOf, parseCursor } from '../../views/timeline.js';
 export { statusOf, type SeenBy } from './presence.js';
+export type { ActivityStatsRows } from '../../store/repositories/activity.js';
 
 export interface ActivityPolicy extends PresencePolicy {
   /** How long activity rows are kept (the retention period of the trace). */
@@ -45,13 +47,6 @@ export interface ActivityPolicy extends PresencePolicy {
 export interface TimelineRows {
   rows: TimelineRow[];
   next: TimelineCursor | null;
-}
-
-/** An agent's counts per bucket, every bucket from `since` to `until` (ms), oldest first. */
-export interface ActivityStatsRows {
-  since: number;
-  until: number;
-  buckets: (Omit<StatsRow, 'bucket'> & { start: number })[];
 }
 
 /** How long each bucket of the stats is. */

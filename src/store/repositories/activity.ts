@@ -77,6 +77,13 @@ export interface TimelineFilter {
 }
 
 /** An activity row as the timeline reads it. */
+/** An agent's counts per bucket, every bucket from `since` to `until` (ms), oldest first. */
+export interface ActivityStatsRows {
+  since: number;
+  until: number;
+  buckets: (Omit<StatsRow, 'bucket'> & { start: number })[];
+}
+
 /** An activity row as stored. */
 export type ActivityRow = Selectable<AgentActivityTable>;
 

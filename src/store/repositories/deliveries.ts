@@ -80,6 +80,37 @@ export class DeliveriesRepository {
   }
 
   /**
+   * Every agent's failures from `since` on, newest first, at most `limit`: messages refused,
+   * quarantined or expired unread, and forwards that did not succeed.
+   */
+  failures(
+    since: number,
+    limit: number,
+  ): Promise<Pick<DeliveryEventRow, 'at' | 'address' | 'event' | 'status_code' | 'detail'>[]> {
+    return this.db
+      .selectFrom('delivery_events')
+      .select(['at', 'address', 'event', 'status_code', 'detail'])
+      .where('at', '>=', since)
+      .where((eb) =>
+        eb.or([
+          eb('event', 'in', ['refused', 'quarantined', 'expired']),
+          eb.and([
+            eb('event', '=', 'forwarded'),
+            eb.or([
+              eb('status_code', 'is', null),
+              eb('status_code', '<', 200),
+              eb('status_code', '>=', 300),
+            ]),
+          ]),
+        ]),
+      )
+      .orderBy('at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(limit)
+      .execute();
+  }
+
+  /**
    * Deletes up to `limit` of the agent's rows recorded up to `until` (when its listing was
    * deleted), and says how many went.
    */

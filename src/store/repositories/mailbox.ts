@@ -472,6 +472,18 @@ export class MailboxRepository {
       .executeTakeFirst();
   }
 
+  /** The messages waiting in every mailbox, and the bytes they hold. */
+  async totals(): Promise<{ messages: number; bytes: number }> {
+    const row = await this.db
+      .selectFrom('mailboxes')
+      .select((eb) => [
+        eb.fn.coalesce(eb.fn.sum<number>('pending_messages'), sql<number>`0`).as('messages'),
+        eb.fn.coalesce(eb.fn.sum<number>('bytes_stored'), sql<number>`0`).as('bytes'),
+      ])
+      .executeTakeFirstOrThrow();
+    return { messages: Number(row.messages), bytes: Number(row.bytes) };
+  }
+
   /**
    * The mailbox and its owner's usage in `period`, stored bytes and quota overrides: what
    * every delivery and read checks, in one round trip instead of four.

@@ -1,7 +1,7 @@
-import type { StoredAgent } from '../../store/repositories/agents.js';
-import type { AgentStatusName } from '../../wire/activity.js';
-import type { AgentRecord } from '../../wire/agents.js';
-import { isoTimestamp } from '../../wire/common.js';
+import type { StoredAgent } from '../store/repositories/agents.js';
+import type { AgentStatusName } from '../wire/activity.js';
+import type { AgentRecord } from '../wire/agents.js';
+import { isoTimestamp } from '../wire/common.js';
 
 /** What an agent's presence says now (the activity service's `statuses`). */
 export interface StatusNow {

@@ -11,7 +11,7 @@ import {
   spawnPlan,
   type AgentPaths,
   type SandboxSettings,
-} from '../../src/infra/sandbox.js';
+} from '../../src/runner/sandbox.js';
 import { hostingDir, hostingSkipReason, sleep, TEST_PYTHON } from '../kit/hosted-agents.js';
 
 /** The sandbox's command line, run for real: what reaches the agent and what does not. */

@@ -1,6 +1,6 @@
-import type { PendingMessage, QuarantinedMessage } from '../../store/repositories/mailbox.js';
-import { isoTimestamp } from '../../wire/common.js';
-import type { QuarantinedEnvelope } from '../../wire/mailbox.js';
+import type { PendingMessage, QuarantinedMessage } from '../store/repositories/mailbox.js';
+import { isoTimestamp } from '../wire/common.js';
+import type { QuarantinedEnvelope } from '../wire/mailbox.js';
 
 /**
  * A stored message as the StoredEnvelope JSON text. The envelope is JSON text already: it is

@@ -1,6 +1,6 @@
-import type { UserUsage } from '../../services/usage.js';
-import { isoTimestamp } from '../../wire/common.js';
-import type { UsageReport } from '../../wire/usage.js';
+import type { UserUsage } from '../services/usage.js';
+import { isoTimestamp } from '../wire/common.js';
+import type { UsageReport } from '../wire/usage.js';
 
 /** This period's counters and current totals of a user, each beside its limit. */
 export function usageReport({ limits, counters, totals, periodEnd }: UserUsage): UsageReport {

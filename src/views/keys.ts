@@ -1,6 +1,6 @@
-import type { ApiKeyInfo, NewKey } from '../../services/keys.js';
-import { isoTimestamp } from '../../wire/common.js';
-import type { ApiKey, NewApiKey } from '../../wire/keys.js';
+import type { ApiKeyInfo, NewKey } from '../services/keys.js';
+import { isoTimestamp } from '../wire/common.js';
+import type { ApiKey, NewApiKey } from '../wire/keys.js';
 
 function isoTimestampOrNull(ms: number | null): string | null {
   return ms === null ? null : isoTimestamp(ms);

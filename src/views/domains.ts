@@ -1,5 +1,5 @@
-import type { DomainWithAgents } from '../../store/repositories/domains.js';
-import type { Domain } from '../../wire/domains.js';
+import type { DomainWithAgents } from '../store/repositories/domains.js';
+import type { Domain } from '../wire/domains.js';
 
 /** A name with its agents; names on this service are registered at once and never expire. */
 export function domainView(domain: DomainWithAgents): Domain {

@@ -1,12 +1,7 @@
-import { cursorId, kindOf, type ActivityStatsRows } from '../../services/activity/index.js';
-import type { TimelineRow } from '../../store/repositories/activity.js';
-import type {
-  ActivityStats,
-  StatsBucket,
-  TimelineEntry,
-  TimelineKind,
-} from '../../wire/activity.js';
-import { isoTimestamp } from '../../wire/common.js';
+import { cursorId, kindOf } from './timeline.js';
+import type { ActivityStatsRows, TimelineRow } from '../store/repositories/activity.js';
+import type { ActivityStats, StatsBucket, TimelineEntry, TimelineKind } from '../wire/activity.js';
+import { isoTimestamp } from '../wire/common.js';
 
 function short(address: string | null): string {
   return address === null ? 'an unknown sender' : `${address.slice(0, 12)}…${address.slice(-6)}`;

@@ -1,6 +1,6 @@
-import type { WebhookDeliveryInfo, WebhookInfo } from '../../services/webhooks.js';
-import { isoTimestamp } from '../../wire/common.js';
-import type { NewWebhook, Webhook, WebhookDelivery } from '../../wire/webhooks.js';
+import type { WebhookDeliveryInfo, WebhookInfo } from '../services/webhooks.js';
+import { isoTimestamp } from '../wire/common.js';
+import type { NewWebhook, Webhook, WebhookDelivery } from '../wire/webhooks.js';
 
 const isoOrNull = (ms: number | null): string | null => (ms === null ? null : isoTimestamp(ms));
 

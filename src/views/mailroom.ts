@@ -1,6 +1,6 @@
-import type { StoredAgent } from '../../store/repositories/agents.js';
-import type { PendingMessage } from '../../store/repositories/mailbox.js';
-import type { V1Agent } from '../../wire/mailroom.js';
+import type { StoredAgent } from '../store/repositories/agents.js';
+import type { PendingMessage } from '../store/repositories/mailbox.js';
+import type { V1Agent } from '../wire/mailroom.js';
 import { storedEnvelopeJson } from './mailbox.js';
 
 /**

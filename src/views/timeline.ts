@@ -1,11 +1,17 @@
-import { BadRequestError } from '../../errors.js';
+import { BadRequestError } from '../errors.js';
 import type {
   TimelineCursor,
+  TimelineFilter,
   TimelineRow,
   TimelineSource,
-} from '../../store/repositories/activity.js';
-import { TIMELINE_GROUPS, TIMELINE_KINDS, type TimelineKind } from '../../wire/activity.js';
-import type { KindFilter } from '../timeline-streams.js';
+} from '../store/repositories/activity.js';
+import { TIMELINE_GROUPS, TIMELINE_KINDS, type TimelineKind } from '../wire/activity.js';
+
+/** What a timeline's kind filter keeps (the timeline's own filter, without the rest). */
+export type KindFilter = Pick<
+  TimelineFilter,
+  'traceEvents' | 'activityKinds' | 'failedForwards' | 'pending'
+>;
 
 // The timeline's vocabulary: which kind each row is, where a row stands (its cursor), and
 // which rows a `kind` filter keeps (docs/activity.md, "Timeline").

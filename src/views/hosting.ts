@@ -4,9 +4,8 @@ import type {
   HostedCode,
   HostedLogEntry,
   SecretInfo,
-} from '../../services/hosting.js';
-import { maskedSecret } from '../../services/hosting.js';
-import { isoTimestamp } from '../../wire/common.js';
+} from '../services/hosting/index.js';
+import { isoTimestamp } from '../wire/common.js';
 import type {
   AgentCode,
   AgentLog,
@@ -14,7 +13,10 @@ import type {
   AgentV1,
   PublicAgentV1,
   Secret,
-} from '../../wire/hosting.js';
+} from '../wire/hosting.js';
+
+/** The mask every secret's value is shown as: a secret is never answered. */
+const MASKED_SECRET = '********';
 
 /** `running` as the hosted service means it: started by its owner, and not given up on. */
 function running(agent: HostedAgentInfo): boolean {
@@ -104,7 +106,7 @@ export function agentLogView(line: HostedLogEntry): Static<typeof AgentLog> {
 export function secretView(secret: SecretInfo): Static<typeof Secret> {
   return {
     name: secret.name,
-    secret: maskedSecret(),
+    secret: MASKED_SECRET,
     timestamp: isoTimestamp(secret.createdAt),
     address: secret.address,
   };

@@ -1,5 +1,5 @@
-import type { AssetInfo, AssetPage, AssetPermission } from '../../services/storage-assets.js';
-import { isoTimestamp } from '../../wire/common.js';
+import type { AssetInfo, AssetPage, AssetPermission } from '../services/storage-assets.js';
+import { isoTimestamp } from '../wire/common.js';
 import type {
   Asset,
   AssetDownload,
@@ -7,7 +7,7 @@ import type {
   Permission,
   PermissionList,
   UploadAssetResponse,
-} from '../../wire/storage-assets.js';
+} from '../wire/storage-assets.js';
 
 /** What a download says of contents whose type was never given. */
 const UNKNOWN_TYPE = 'application/octet-stream';

@@ -1,17 +1,27 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, lstatSync, readlinkSync } from 'node:fs';
-import { chown, mkdir, readFile, readdir, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ConfigError } from '../config/index.js';
+import {
+  findCgroupControllers,
+  makeAgentCgroup,
+  prlimitCommand,
+  removeRunnerCgroups,
+  type AgentCgroup,
+  type CgroupController,
+  type CpuMeasure,
+  type SandboxLimits,
+} from './limits.js';
 
 /**
  * The command line that runs one hosted agent: resource limits (`prlimit`), the sandbox
- * (bubblewrap), the unprivileged user it runs as and the control groups that hold it. What
- * it builds is a plan; the runner spawns it and watches the process.
+ * (bubblewrap), the unprivileged user it runs as and the control groups that hold it (the
+ * limits themselves are limits.ts's). What it builds is a plan; the runner spawns it and
+ * watches the process.
  */
 
 const run = promisify(execFile);
@@ -19,18 +29,6 @@ const MiB = 1024 * 1024;
 
 export type SandboxMode = 'off' | 'bwrap';
 export type EgressMode = 'agentry' | 'any';
-
-export interface SandboxLimits {
-  /** Address space of each process, in MiB. */
-  memoryMb: number;
-  /** Share of one core the agent may use, in percent. */
-  cpuPercent: number;
-  /** Processes and threads the agent may have at once. */
-  processes: number;
-  openFiles: number;
-  /** Size of the private directory (and so of any one file), in MiB. */
-  diskMb: number;
-}
 
 export interface SandboxSettings {
   mode: SandboxMode;
@@ -69,9 +67,6 @@ export interface AgentLaunch {
   writablePackages?: boolean;
 }
 
-/** How the CPU share is held. */
-export type CpuMeasure = 'cgroup' | 'sampling';
-
 export interface LaunchPlan {
   file: string;
   args: string[];
@@ -93,7 +88,7 @@ const SANDBOX_BOOTSTRAP = '/run/agentry/bootstrap.py';
 
 /** The bootstrap, shipped beside the compiled code: `hosting/` at the package root. */
 export function bootstrapPath(): string {
-  // src/infra/sandbox.ts and dist/infra/sandbox.js are both two levels below the root.
+  // src/runner/sandbox.ts and dist/runner/sandbox.js are both two levels below the root.
   return fileURLToPath(new URL('../../hosting/bootstrap.py', import.meta.url));
 }
 
@@ -103,89 +98,6 @@ const SYSTEM_PROGRAM_DIRS = ['/usr/local/bin', '/usr/bin', '/bin', '/usr/local/s
 /** The path of a system program, or undefined when it is not installed. */
 function findProgram(name: string): string | undefined {
   return SYSTEM_PROGRAM_DIRS.map((dir) => join(dir, name)).find((path) => existsSync(path));
-}
-
-/**
- * One agent's control groups: one directory per controller in use (cpu, pids), made before
- * it starts and removed once it has ended. The process that starts the agent writes itself
- * into each (the files are the agent user's), so that everything it forks is held from the
- * first instruction.
- */
-export class AgentCgroup {
-  constructor(readonly dirs: string[]) {}
-
-  get procsFiles(): string[] {
-    return this.dirs.map((dir) => join(dir, 'cgroup.procs'));
-  }
-
-  /** Every process in the group (the union over the controllers). */
-  async pids(): Promise<number[]> {
-    const pids = new Set<number>();
-    for (const file of this.procsFiles) {
-      const text = await readFile(file, 'utf8').catch(() => '');
-      for (const line of text.split('\n')) if (line !== '') pids.add(Number(line));
-    }
-    return [...pids];
-  }
-
-  /** Removes the directories; a group with processes left is killed first. */
-  async remove(): Promise<void> {
-    for (let attempt = 0; attempt < 20; attempt++) {
-      const pids = await this.pids();
-      for (const pid of pids) {
-        try {
-          process.kill(pid, 'SIGKILL');
-        } catch {
-          // already gone
-        }
-      }
-      if (pids.length === 0) break;
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    for (const dir of this.dirs) await rmdir(dir).catch(() => {});
-  }
-}
-
-interface CgroupController {
-  kind: 'cpu' | 'pids';
-  /** The directory under which this runner makes one per agent. */
-  base: string;
-  version: 1 | 2;
-}
-
-/** Finds the cpu and pids controllers this process may make groups in. */
-async function findCgroupControllers(runnerTag: string): Promise<CgroupController[]> {
-  const mounts = await readFile('/proc/mounts', 'utf8').catch(() => '');
-  const found: CgroupController[] = [];
-  for (const line of mounts.split('\n')) {
-    const [, path, type, options] = line.split(' ');
-    if (path === undefined || options === undefined) continue;
-    const opts = options.split(',');
-    const kinds: ('cpu' | 'pids')[] = [];
-    if (type === 'cgroup' && opts.includes('cpu')) kinds.push('cpu');
-    if (type === 'cgroup' && opts.includes('pids')) kinds.push('pids');
-    if (type === 'cgroup2') {
-      const available = await readFile(join(path, 'cgroup.controllers'), 'utf8').catch(() => '');
-      const names = available.trim().split(/\s+/);
-      if (names.includes('cpu')) kinds.push('cpu');
-      if (names.includes('pids')) kinds.push('pids');
-    }
-    for (const kind of kinds) {
-      if (found.some((c) => c.kind === kind)) continue;
-      const base = join(path, runnerTag);
-      try {
-        await mkdir(base, { recursive: true });
-        if (type === 'cgroup2') {
-          await writeFile(join(path, 'cgroup.subtree_control'), `+${kind}`);
-          await writeFile(join(base, 'cgroup.subtree_control'), `+${kind}`);
-        }
-        found.push({ kind, base, version: type === 'cgroup2' ? 2 : 1 });
-      } catch {
-        await rmdir(base).catch(() => {});
-      }
-    }
-  }
-  return found;
 }
 
 /**
@@ -288,52 +200,16 @@ export class Sandbox {
     return `limits: ${parts.join('; ')}`;
   }
 
-  /** Makes the agent's control groups, owned by its user, with its limits. */
-  private async makeCgroup(
-    slot: number,
-    uid: number | undefined,
-  ): Promise<AgentCgroup | undefined> {
-    if (this.controllers.length === 0) return undefined;
-    const dirs: string[] = [];
-    const { cpuPercent, processes } = this.settings.limits;
-    for (const controller of this.controllers) {
-      const dir = join(controller.base, `agent-${slot}`);
-      await mkdir(dir, { recursive: true });
-      if (controller.kind === 'cpu') {
-        const period = 100_000;
-        const quota = Math.max(1000, Math.round((period * cpuPercent) / 100));
-        if (controller.version === 2) await writeFile(join(dir, 'cpu.max'), `${quota} ${period}`);
-        else {
-          await writeFile(join(dir, 'cpu.cfs_period_us'), String(period));
-          await writeFile(join(dir, 'cpu.cfs_quota_us'), String(quota));
-        }
-      } else {
-        await writeFile(join(dir, 'pids.max'), String(processes));
-      }
-      if (uid !== undefined) await chown(join(dir, 'cgroup.procs'), uid, uid);
-      dirs.push(dir);
-    }
-    return new AgentCgroup(dirs);
-  }
-
   /** Removes this runner's control group directories (each agent's is removed as it ends). */
   async close(): Promise<void> {
-    for (const controller of this.controllers) {
-      const children = await readdir(controller.base).catch(() => [] as string[]);
-      for (const child of children) {
-        if (child.startsWith('agent-')) {
-          await new AgentCgroup([join(controller.base, child)]).remove();
-        }
-      }
-      await rmdir(controller.base).catch(() => {});
-    }
+    await removeRunnerCgroups(this.controllers);
   }
 
   /** The plan that starts one agent (or, with `pythonArgs`, one Python command in its place). */
   async plan(launch: AgentLaunch): Promise<LaunchPlan> {
     const { limits, mode } = this.settings;
     const uid = this.uidOf(launch.slot);
-    const cgroup = await this.makeCgroup(launch.slot, uid);
+    const cgroup = await makeAgentCgroup(this.controllers, launch.slot, uid, limits);
     const chain: string[] = [];
     if (cgroup !== undefined) {
       // The shell joins the groups, then becomes the rest of the line.
@@ -343,15 +219,7 @@ export class Sandbox {
     if (this.cpuMeasure === 'sampling')
       chain.push(findProgram('nice') ?? '/usr/bin/nice', '-n', '10');
     if (this.prlimit !== undefined) {
-      const bytes = (mb: number): number => mb * MiB;
-      chain.push(
-        this.prlimit,
-        `--as=${bytes(limits.memoryMb)}`,
-        `--nofile=${limits.openFiles}`,
-        `--fsize=${bytes(limits.diskMb)}`,
-        '--core=0',
-      );
-      if (this.processMeasure === 'user') chain.push(`--nproc=${limits.processes}`);
+      chain.push(...prlimitCommand(this.prlimit, limits, this.processMeasure === 'user'));
     }
     const pythonArgs = launch.pythonArgs ?? [mode === 'bwrap' ? SANDBOX_BOOTSTRAP : this.bootstrap];
     const common = {

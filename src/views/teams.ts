@@ -1,6 +1,6 @@
-import type { TeamDetailInfo, TeamInfo, TeamMemberInfo } from '../../services/teams.js';
-import { isoTimestamp } from '../../wire/common.js';
-import type { Team, TeamDetail, TeamMember } from '../../wire/teams.js';
+import type { TeamDetailInfo, TeamInfo, TeamMemberInfo } from '../services/teams.js';
+import { isoTimestamp } from '../wire/common.js';
+import type { Team, TeamDetail, TeamMember } from '../wire/teams.js';
 
 /** A team as the caller sees it in a list, with the caller's role. */
 export function teamView(team: TeamInfo): Team {

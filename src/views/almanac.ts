@@ -1,6 +1,6 @@
-import type { AlmanacEntry } from '../../services/almanac.js';
-import type { AlmanacAgent } from '../../wire/almanac.js';
-import { isoTimestamp } from '../../wire/common.js';
+import type { AlmanacEntry } from '../services/almanac.js';
+import type { AlmanacAgent } from '../wire/almanac.js';
+import { isoTimestamp } from '../wire/common.js';
 
 /** What `GET /v1/almanac/agents/{address}` answers; uAgents resolves from it. */
 export function almanacAgent(entry: AlmanacEntry): AlmanacAgent {

@@ -1,6 +1,6 @@
-import type { EnrolmentInfo, ProvisionedAgent } from '../../services/enrolments.js';
-import { isoTimestamp } from '../../wire/common.js';
-import type { Enrolment, ProvisionedAgent as ProvisionedAgentView } from '../../wire/enrolments.js';
+import type { EnrolmentInfo, ProvisionedAgent } from '../services/enrolments.js';
+import { isoTimestamp } from '../wire/common.js';
+import type { Enrolment, ProvisionedAgent as ProvisionedAgentView } from '../wire/enrolments.js';
 
 /** An enrolled address as its owner sees it: never its key. */
 export function enrolmentView(enrolment: EnrolmentInfo): Enrolment {

@@ -1,6 +1,6 @@
-import type { DeliveryEventRow } from '../../store/repositories/deliveries.js';
-import { isoTimestamp } from '../../wire/common.js';
-import type { DeliveryEventView } from '../../wire/deliveries.js';
+import type { DeliveryEventRow } from '../store/repositories/deliveries.js';
+import { isoTimestamp } from '../wire/common.js';
+import type { DeliveryEventView } from '../wire/deliveries.js';
 
 export function deliveryEventView(row: DeliveryEventRow): DeliveryEventView {
   const number = (value: number | null): number | null => (value == null ? null : Number(value));

@@ -1,0 +1,120 @@
+import type { Clock } from '../../infra/clock.js';
+import type { HostingKey } from '../../infra/hosting-key.js';
+import type { Store } from '../../store/index.js';
+import type { HostedAgentListed, HostedAgentRow } from '../../store/repositories/hosting.js';
+import { NotFoundError } from '../../errors.js';
+import type { AgentProfile } from '../../wire/agents.js';
+import { completeProfile, type AgentsService } from '../agents.js';
+import { storableEntry } from './checks.js';
+import {
+  RUNNER_LIVE_MS,
+  type AgentNetwork,
+  type DesiredState,
+  type HostedAgentInfo,
+  type HostedState,
+  type HostingPolicy,
+  type HostingTimeline,
+} from './model.js';
+
+/**
+ * What every part of the hosting service shares: the store, the clock, the sealing key, the
+ * policy, the timeline, the listeners told of owners' changes, and the rules more than one part
+ * applies (whose an agent is, whether a live runner holds it, how its state changes).
+ */
+export class HostingCore {
+  /** Told when an owner changes what should run: this process's runner looks at once. */
+  private readonly changeListeners = new Set<() => void>();
+
+  constructor(
+    readonly store: Store,
+    readonly clock: Clock,
+    readonly agents: AgentsService,
+    readonly timeline: HostingTimeline,
+    readonly key: HostingKey,
+    readonly policy: HostingPolicy,
+  ) {}
+
+  /** See {@link HostingService.onChange}. */
+  onChange(listener: () => void): () => void {
+    this.changeListeners.add(listener);
+    return () => this.changeListeners.delete(listener);
+  }
+
+  /** Tells the listeners that an owner changed what should run. */
+  changed(): void {
+    for (const listener of this.changeListeners) listener();
+  }
+
+  /** Runners heard of in the last {@link RUNNER_LIVE_MS}. */
+  liveRunnerCount(): Promise<number> {
+    return this.store.repos.hosting.countRunnersSeenSince(this.clock.now() - RUNNER_LIVE_MS);
+  }
+
+  /** Whether a runner holds the agent by a lease that has not run out. */
+  heldByLiveRunner(row: HostedAgentRow): boolean {
+    return row.runner_id !== null && Number(row.lease_expires_at) > this.clock.now();
+  }
+
+  /** The owner's agent; 404 for one that is not the owner's, as for none at all. */
+  async owned(ownerId: string, address: string): Promise<HostedAgentListed> {
+    const row = await this.store.repos.hosting.findListed(address, ownerId);
+    if (!row) throw notFound(address);
+    return row;
+  }
+
+  /** Sets the state; a change of state or reason is recorded on the agent's timeline. */
+  async changeState(row: HostedAgentRow, state: HostedState, reason: string | null): Promise<void> {
+    const now = this.clock.now();
+    const text = reason === null ? null : storableEntry(reason);
+    if (row.state === state && row.state_reason === text) return;
+    const changed = await this.store.repos.hosting.update(row.address, {
+      state,
+      state_reason: text,
+      state_changed_at: now,
+    });
+    if (!changed) return;
+    const failing = state === 'crashed' || state === 'failed';
+    const message = `Hosted agent ${state}${text === null ? '' : `: ${text}`}`;
+    await this.timeline.record([
+      {
+        address: row.address,
+        kind: failing ? 'event.error' : 'event.info',
+        at: now,
+        category: 'system',
+        message,
+        data: JSON.stringify({ hosted: { state, reason: text, previous: row.state } }),
+      },
+    ]);
+    if (failing) await this.timeline.errored(row.address, message);
+  }
+}
+
+/** What a sealed value is bound to: its kind, its agent and (a secret's) its name. */
+export function sealContext(kind: 'seed' | 'secret', address: string, name = ''): string {
+  return `${kind}:${address}:${name}`;
+}
+
+/** A hosted agent's row as its owner sees it. */
+export function info(row: HostedAgentListed): HostedAgentInfo {
+  return {
+    address: row.address,
+    ownerId: row.owner_id,
+    name: row.name,
+    profile: completeProfile(JSON.parse(row.profile) as Partial<AgentProfile>),
+    network: row.network as AgentNetwork,
+    codeDigest: row.code_digest,
+    codeUpdatedAt: row.code_updated_at === null ? null : Number(row.code_updated_at),
+    revision: Number(row.revision),
+    desiredState: row.desired_state as DesiredState,
+    state: row.state as HostedState,
+    stateReason: row.state_reason,
+    stateChangedAt: Number(row.state_changed_at),
+    restarts: Number(row.restarts),
+    createdAt: Number(row.created_at),
+    updatedAt: Number(row.updated_at),
+  };
+}
+
+export function notFound(address: string): NotFoundError {
+  return new NotFoundError(`Hosted agent ${address} not found`);
+}
