@@ -5,7 +5,6 @@ import { ConfigError, type Config } from './config/index.js';
 import { createDefaultVerifier, type SignatureVerifier } from './crypto/index.js';
 import type { Dispatcher } from 'undici';
 import { createLogger, type Logger } from './logger.js';
-import { timelineEntry } from './views/activity.js';
 import { Metrics } from './metrics.js';
 import { AgentsService } from './services/agents.js';
 import { AlmanacService } from './services/almanac.js';
@@ -95,6 +94,8 @@ export interface AppContext {
   verifier: SignatureVerifier;
   attestations: AttestationAuthenticator;
   services: Services;
+  /** What commits changed, told to whatever reacts (docs/architecture.md, "After a commit"). */
+  changes: ChangeFeed;
   metrics: Metrics;
   housekeeping: HousekeepingTask[];
   loops: BackgroundLoop[];
@@ -277,6 +278,7 @@ export function createContext(
       storageKeys: config.hosting.storageKeys,
       storageBytes: config.hosting.storageBytes,
     },
+    feed,
   );
 
   const metrics = new Metrics();
@@ -284,7 +286,6 @@ export function createContext(
   metrics.countEvents(() => activity.counters.eventsIngested);
   metrics.countStreams(() => activity.counters.streams);
   // Deliveries go out through the proxy's dispatcher: the same guard against private targets.
-  // Their `entry` is the timeline's own view of what happened.
   const webhooks = new WebhooksService(
     store,
     clock,
@@ -296,7 +297,6 @@ export function createContext(
       userAgent: `Agentry-Webhook/${version}`,
     },
     logger,
-    timelineEntry,
     (outcome) => metrics.webhookDeliveries.inc({ outcome }),
   );
   // Asset contents go to the database unless a directory is configured for them.
@@ -398,6 +398,7 @@ export function createContext(
     store,
     verifier,
     attestations,
+    changes: feed,
     services: {
       users,
       keys,
@@ -494,5 +495,6 @@ export function createHostingRunner(
       ...overrides,
     },
     ctx.logger,
+    ctx.changes,
   );
 }

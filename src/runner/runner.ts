@@ -3,6 +3,7 @@ import { chmod, mkdir, rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import { NotFoundError } from '../errors.js';
+import type { ChangeConsumer, ChangeFeed } from '../infra/change-feed.js';
 import type { Logger } from '../logger.js';
 import { makeRuntimeDirectory, prepareAgentPaths, stageBootstrap } from './directories.js';
 import { HostedProcess, reported } from './hosted-process.js';
@@ -25,7 +26,9 @@ export type { HostingRunnerOptions, RunnerHosting } from './settings.js';
  * answered, and it is restarted after a crash, with a growing wait, until it crashes too often.
  */
 
-export class HostingRunner {
+export class HostingRunner implements ChangeConsumer<'hosting.changed'> {
+  /** An owner changed what should run: the runner looks at once. */
+  readonly kinds = ['hosting.changed'] as const;
   readonly id = randomUUID();
   private readonly settings: RunnerSettings;
   private sandbox: Sandbox | undefined;
@@ -47,6 +50,8 @@ export class HostingRunner {
     private readonly hosting: RunnerHosting,
     options: HostingRunnerOptions,
     private readonly logger: Logger,
+    /** Where owners' changes are heard (those of this process and, on PostgreSQL, the others). */
+    private readonly changes?: ChangeFeed,
   ) {
     this.settings = { ...DEFAULTS, ...options };
   }
@@ -98,7 +103,7 @@ export class HostingRunner {
       },
       'hosting runner started',
     );
-    this.stopListening = this.hosting.onChange?.(() => this.wake());
+    this.stopListening = this.changes?.attach(this);
     this.schedule(0);
     this.monitorTimer = setInterval(() => void this.monitor(), settings.monitorMs);
     this.monitorTimer.unref();
@@ -140,6 +145,10 @@ export class HostingRunner {
   }
 
   /** Runs a round now (or right after the one under way): an owner changed what should run. */
+  heard(): void {
+    this.wake();
+  }
+
   private wake(): void {
     if (this.stopped) return;
     if (this.ticking) {

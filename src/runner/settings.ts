@@ -16,8 +16,7 @@ export type RunnerHosting = Pick<
   | 'storageDelete'
   | 'storageList'
   | 'storageClear'
-> &
-  Partial<Pick<HostingService, 'onChange'>>;
+>;
 
 export interface HostingRunnerOptions {
   /** The URL agents register and are reached by. */

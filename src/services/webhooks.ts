@@ -22,7 +22,8 @@ import type {
   WebhookPayload,
 } from '../wire/webhooks.js';
 import type { ChangeConsumer, ChangeOf } from '../infra/change-feed.js';
-import { kindOf } from './activity/index.js';
+import { timelineEntry } from '../views/activity.js';
+import { kindOf } from '../views/timeline.js';
 
 /** Hooks one user may have. */
 export const MAX_WEBHOOKS_PER_USER = 20;
@@ -142,8 +143,6 @@ export class WebhooksService implements ChangeConsumer<'timeline.recorded'> {
     private readonly dispatcher: Dispatcher,
     private readonly policy: WebhookPolicy,
     private readonly logger: Logger,
-    /** What a delivery carries of the entry it tells of: the entry as the timeline shows it. */
-    private readonly entryOf: (row: TimelineRow) => Record<string, unknown>,
     /** Counts each attempt's outcome (the metrics). */
     private readonly count: (outcome: DeliveryOutcome) => void,
   ) {}
@@ -345,7 +344,8 @@ export class WebhooksService implements ChangeConsumer<'timeline.recorded'> {
           kind,
           at: isoTimestamp(row.at),
           agent: row.address,
-          entry: this.entryOf(row),
+          // The entry as the timeline shows it.
+          entry: timelineEntry(row),
           webhook_id: hook.id,
         };
         wanted.push({ hook, payload, address: row.address });

@@ -1,3 +1,4 @@
+import type { ChangeFeed } from '../../infra/change-feed.js';
 import type { Clock } from '../../infra/clock.js';
 import type { HostingKey } from '../../infra/hosting-key.js';
 import type { Store } from '../../store/index.js';
@@ -18,13 +19,10 @@ import {
 
 /**
  * What every part of the hosting service shares: the store, the clock, the sealing key, the
- * policy, the timeline, the listeners told of owners' changes, and the rules more than one part
+ * policy, the timeline, the change feed its owners' changes go to, and the rules more than one part
  * applies (whose an agent is, whether a live runner holds it, how its state changes).
  */
 export class HostingCore {
-  /** Told when an owner changes what should run: this process's runner looks at once. */
-  private readonly changeListeners = new Set<() => void>();
-
   constructor(
     readonly store: Store,
     readonly clock: Clock,
@@ -32,17 +30,15 @@ export class HostingCore {
     readonly timeline: HostingTimeline,
     readonly key: HostingKey,
     readonly policy: HostingPolicy,
+    private readonly changes: ChangeFeed,
   ) {}
 
-  /** See {@link HostingService.onChange}. */
-  onChange(listener: () => void): () => void {
-    this.changeListeners.add(listener);
-    return () => this.changeListeners.delete(listener);
-  }
-
-  /** Tells the listeners that an owner changed what should run. */
+  /**
+   * Tells the runners, after the commit, that an owner changed what should run (an agent to
+   * start or stop, new code, a deletion): they look at once instead of at their next round.
+   */
   changed(): void {
-    for (const listener of this.changeListeners) listener();
+    void this.changes.publish([{ kind: 'hosting.changed' }]);
   }
 
   /** Runners heard of in the last {@link RUNNER_LIVE_MS}. */

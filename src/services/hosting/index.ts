@@ -1,3 +1,4 @@
+import type { ChangeFeed } from '../../infra/change-feed.js';
 import type { Clock } from '../../infra/clock.js';
 import type { HostingKey } from '../../infra/hosting-key.js';
 import type { Store } from '../../store/index.js';
@@ -56,22 +57,13 @@ export class HostingService {
     timeline: HostingTimeline,
     key: HostingKey,
     policy: HostingPolicy,
+    changes: ChangeFeed,
   ) {
-    this.core = new HostingCore(store, clock, agents, timeline, key, policy);
+    this.core = new HostingCore(store, clock, agents, timeline, key, policy, changes);
     this.owner = new OwnerSide(this.core);
     this.secretKeeper = new HostedSecrets(this.core);
     this.storage = new HostedStorage(this.core);
     this.runners = new RunnerSide(this.core);
-  }
-
-  /**
-   * Calls `listener` whenever an owner asks, through this process, for an agent to start or
-   * stop, gives it new code or deletes it; answers the call that stops listening. A runner of
-   * this process acts on it at once instead of at its next round (runners elsewhere see it at
-   * theirs).
-   */
-  onChange(listener: () => void): () => void {
-    return this.core.onChange(listener);
   }
 
   // ---- The owner's side (owner.ts) ---------------------------------------------------------
