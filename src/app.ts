@@ -176,7 +176,8 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   });
 
   // The OpenAPI document lists paths in the order their routes are added: a resource whose
-  // paths it lists in two places adds them in two groups.
+  // paths it lists in two places adds them in two groups. (A team's variant of a path,
+  // `…/teams/{slug}/…`, follows the path it repeats: see installOpenApi.)
   healthRoutes(app, ctx);
   identityRoutes(app, ctx);
   agentsRoutes(app, ctx);
@@ -199,7 +200,14 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   sessionsRoutes(app, ctx);
   keysRoutes(app, ctx);
   teamsRoutes(app, ctx);
-  hostingRoutes(app, ctx);
+  // The Hosting API, for the caller and again for a team the path names; the document lists
+  // each team path right after the caller's.
+  await app.register(hostingRoutes, { prefix: '/v1/hosting', ctx, owner: 'caller' });
+  await app.register(hostingRoutes, {
+    prefix: '/v1/hosting/teams/:slug',
+    ctx,
+    owner: 'team-in-path',
+  });
   usageHistoryRoutes(app, ctx);
   await webRoutes(app, undefined, { allowPrivateTargets: config.allowPrivateTargets });
 

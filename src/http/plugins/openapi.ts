@@ -49,6 +49,12 @@ export async function installOpenApi(app: FastifyInstance, version: string): Pro
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`),
     },
+    transformObject: (document) => {
+      if (!('openapiObject' in document)) return document.swaggerObject;
+      const { openapiObject } = document;
+      if (openapiObject.paths) openapiObject.paths = pairTeamPaths(openapiObject.paths);
+      return openapiObject;
+    },
   });
   // Each route's `auth` option is the single truth about who may call it; the document
   // follows it rather than repeating it in every schema.
@@ -61,4 +67,32 @@ export async function installOpenApi(app: FastifyInstance, version: string): Pro
   app.get('/openapi.json', { config: { auth: 'none' }, schema: { hide: true } }, async () =>
     app.swagger(),
   );
+}
+
+/** A path that repeats another for a team: `<before>/teams/{slug}<after>` repeats `<before><after>`. */
+const TEAM_VARIANT = /^(.*)\/teams\/\{slug\}(\/.*)$/;
+
+/**
+ * The paths in the order their routes were added, but for the team's variants of a resource
+ * registered for the caller and again for a team (the Hosting API, under
+ * `/v1/hosting/teams/{slug}`): each comes right after the caller's path it repeats, so that the
+ * two read side by side.
+ */
+function pairTeamPaths<T>(paths: Record<string, T>): Record<string, T> {
+  const variants = new Map<string, string[]>();
+  for (const path of Object.keys(paths)) {
+    const match = TEAM_VARIANT.exec(path);
+    const repeated = match && `${match[1]}${match[2]}`;
+    if (repeated && Object.hasOwn(paths, repeated)) {
+      variants.set(repeated, [...(variants.get(repeated) ?? []), path]);
+    }
+  }
+  const moved = new Set([...variants.values()].flat());
+  const ordered: Record<string, T> = {};
+  for (const [path, item] of Object.entries(paths)) {
+    if (moved.has(path)) continue;
+    ordered[path] = item;
+    for (const variant of variants.get(path) ?? []) ordered[variant] = paths[variant]!;
+  }
+  return ordered;
 }
