@@ -175,7 +175,7 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
         : { principal },
       finish,
     );
-    const stop = activity.openStream(
+    const stop = activity.live.openStream(
       scope,
       start,
       filter,

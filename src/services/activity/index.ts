@@ -24,10 +24,9 @@ import {
   type StatsBucket,
 } from '../../wire/activity.js';
 import { momentMs } from '../../wire/formats.js';
-import type { AccessEnded } from '../access-watch.js';
 import type { AgentHistory, RegisteredAgent } from '../agents.js';
 import type { DeliveryTrace } from '../deliveries.js';
-import type { KindFilter, StreamScope } from '../timeline-streams.js';
+import type { StreamScope } from '../timeline-streams.js';
 import { kindFilter } from '../../views/timeline.js';
 import { LiveTimelines } from './live.js';
 import { Presence, type PresencePolicy, type SeenBy } from './presence.js';
@@ -413,18 +412,7 @@ export class ActivityService implements AgentHistory {
     return { address, since: owner.since };
   }
 
-  // ---- Live streams ----------------------------------------------------------------------
-
-  /** Opens a live stream of `scope` after `start` ({@link LiveTimelines.openStream}). */
-  openStream(
-    scope: StreamScope,
-    start: TimelineCursor,
-    filter: KindFilter,
-    send: (row: TimelineRow) => void,
-    end: (ended?: AccessEnded) => void,
-  ): () => void {
-    return this.live.openStream(scope, start, filter, send, end);
-  }
+  // ---- Live streams ({@link live} opens them) --------------------------------------------
 
   /** Ends every stream (the process is stopping). */
   endStreams(): void {
