@@ -5,7 +5,7 @@ import { hostOf, newRegisteredAgent, registerAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { agentryArgs, ChildRun } from '../kit/process.js';
-import { startTestServer, type TestServer } from '../kit/server.js';
+import { flushPresence, startTestServer, type TestServer } from '../kit/server.js';
 import { TestIdentity } from '../kit/uagent.js';
 
 /** A batch of events as uagents-core sends it. */
@@ -169,7 +169,7 @@ describeOnEachDialect('command line: activity and agents', (dialect) => {
     const quiet = TestIdentity.random();
     await registerAgent(hostOf(t), otherKey, quiet, { listing: { name: 'Quiet Agent' } });
     // What the server saw in memory is written once a second.
-    await t.server.ctx.services.activity.flush();
+    await flushPresence(t);
 
     const all = await runAgentry(['agents', 'list', ...db]);
     assert.equal(all.code, 0, all.stderr);

@@ -136,7 +136,7 @@ for (const sandbox of ['off', 'bwrap'] as const) {
         await owner.waitForLog(address, /^second hello from agentry-probe 1\.0 /);
         logs = await owner.logs(address);
         assert.equal(installs(logs), 1, 'installed once for the same requirements.txt');
-        assert.equal(index.requests.length, 2, 'the index was not asked again');
+        assert.deepEqual(index.requests.slice(2), [], 'the index was not asked again');
 
         // Changed requirements, this time from a page of links: installed afresh.
         await owner.setCode(address, {

@@ -9,7 +9,7 @@ import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { startEndpoint } from '../kit/loopback.js';
-import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
+import { flushPresence, ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { openStream } from '../kit/sse.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
@@ -311,7 +311,7 @@ describeOnEachDialect('agent activity', (dialect) => {
         (await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, auth)).status,
         200,
       );
-      await activity().flush();
+      await flushPresence(t);
       clock.advance(10);
       const uuid = messageUuid(delivered);
       assert.equal(
@@ -417,7 +417,7 @@ describeOnEachDialect('agent activity', (dialect) => {
       await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
         authorization: agent.authorization(clock.now()),
       });
-      await activity().flush();
+      await flushPresence(t);
       const seen = await status(agent.address);
       assert.equal(seen.status, 'active');
       assert.ok(seen.last_seen);
@@ -430,7 +430,7 @@ describeOnEachDialect('agent activity', (dialect) => {
       await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
         authorization: agent.authorization(clock.now()),
       });
-      await activity().flush();
+      await flushPresence(t);
       assert.equal((await status(agent.address)).status, 'active');
       const changes = (await timeline(agent.address, '?kind=status,polling')).entries.map(
         (e) => e.summary,
@@ -716,7 +716,7 @@ describeOnEachDialect('agent activity', (dialect) => {
           }),
         ]),
       );
-      await activity().flush();
+      await flushPresence(t);
       const repo = t.server.ctx.store.repos.activity;
       const scope = { address: agent.address, since: 0 };
       const everything = await repo.timeline(scope, { pending: true, limit: 1000 });

@@ -8,7 +8,7 @@ import { openStream } from '../kit/sse.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { closeNow, listenOnLoopback } from '../kit/loopback.js';
-import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
+import { flushPresence, ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
 interface Received {
@@ -377,7 +377,7 @@ describeOnEachDialect('webhooks', (dialect) => {
           authorization: agent.authorization(clock.now()),
         });
       await poll();
-      await activity.flush(); // new → active: a first status, not a return
+      await flushPresence(t); // new → active: a first status, not a return
       clock.advance(121_000);
       await activity.sweep(); // active → idle: silent
       await waitFor('silent', () => receiver.at('/status').length > 0);
@@ -390,7 +390,7 @@ describeOnEachDialect('webhooks', (dialect) => {
       clock.advance(3_900_000);
       await activity.sweep(); // idle → offline: neither
       await poll();
-      await activity.flush(); // offline → active: back
+      await flushPresence(t); // offline → active: back
       const back = await waitFor('back', () => receiver.at('/status')[1]);
       assert.equal(back.body.kind, 'agent.back');
       assert.equal((back.body.entry.data as any).from, 'offline');

@@ -49,9 +49,17 @@ export class OwnRedis {
   private constructor(readonly port: number) {}
 
   static async start(): Promise<OwnRedis> {
-    const redis = new OwnRedis(await freePort());
-    await redis.restart();
-    return redis;
+    for (let attempt = 1; ; attempt++) {
+      const redis = new OwnRedis(await freePort());
+      try {
+        await redis.restart();
+        return redis;
+      } catch (err) {
+        // Another process took the free port first: another one.
+        await redis.kill();
+        if (attempt === 3) throw err;
+      }
+    }
   }
 
   get url(): string {
@@ -69,7 +77,12 @@ export class OwnRedis {
     running.add(child);
     child.once('exit', () => running.delete(child));
     for (let i = 0; i < 100; i++) {
-      if (await redisAnswers(this.url)) return;
+      if (await redisAnswers(this.url)) {
+        // What answers is this server, not another process that took the port before it.
+        if (child.exitCode !== null || child.signalCode !== null) break;
+        return;
+      }
+      if (child.exitCode !== null || child.signalCode !== null) break;
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     throw new Error(`redis-server did not answer on port ${this.port}`);

@@ -45,10 +45,32 @@ export interface TestServerOptions {
 }
 
 /**
+ * Writes the presence `t` has seen so far (it writes it once a second by itself). A flush
+ * asked for while the server's own is under way is answered by that one, which took only what
+ * was seen before it began: a second flush writes the rest.
+ */
+export async function flushPresence(t: TestServer): Promise<void> {
+  await t.server.ctx.services.activity.flush();
+  await t.server.ctx.services.activity.flush();
+}
+
+/**
  * Starts a real server on a free loopback port over a fresh database (or the database of
  * `options.replicaOf`).
  */
 export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startTestServerOnce(options);
+    } catch (err) {
+      // The free port was taken (by another test file's process) before the server listened
+      // on it: another port, over a fresh database.
+      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || attempt === 3) throw err;
+    }
+  }
+}
+
+async function startTestServerOnce(options: TestServerOptions): Promise<TestServer> {
   const { replicaOf } = options;
   const dialect = replicaOf?.dialect ?? options.dialect ?? 'sqlite';
   const database = replicaOf
@@ -64,24 +86,33 @@ export async function startTestServer(options: TestServerOptions = {}): Promise<
     mailboxHoldSeconds: 0,
     ...options.config,
   };
-  const server = await Server.create(config, {
-    overrides: {
-      logger: options.logger ?? createLogger({ level: 'silent' }),
-      ...(options.clock ? { clock: options.clock } : {}),
-    },
-  });
-  const url = await server.start();
-  const userKey = replicaOf?.userKey ?? server.bootstrapped?.token;
+  let server: Server | undefined;
+  let url: string;
+  try {
+    server = await Server.create(config, {
+      overrides: {
+        logger: options.logger ?? createLogger({ level: 'silent' }),
+        ...(options.clock ? { clock: options.clock } : {}),
+      },
+    });
+    url = await server.start();
+  } catch (err) {
+    await server?.close();
+    await database.drop();
+    throw err;
+  }
+  const started = server;
+  const userKey = replicaOf?.userKey ?? started.bootstrapped?.token;
   if (!userKey) throw new Error('a fresh database should bootstrap a user');
   return {
     url,
-    server,
+    server: started,
     config,
     dialect,
     userKey,
-    addUser: async (name) => (await server.ctx.services.users.createUser(name)).token,
+    addUser: async (name) => (await started.ctx.services.users.createUser(name)).token,
     close: async () => {
-      await server.close();
+      await started.close();
       await database.drop();
     },
   };

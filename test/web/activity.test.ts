@@ -6,7 +6,7 @@ import { browserSkipReason, ensureWebBuild, launchBrowser, watchPage } from '../
 import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
-import { startTestServer, type TestServer } from '../kit/server.js';
+import { flushPresence, startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
 const TRACEBACK =
@@ -85,7 +85,7 @@ describeOnEachDialect('what agents are doing, in the console', (dialect) => {
         authorization: busy.authorization(Date.now()),
       });
       assert.equal(polled.status, 200, polled.text);
-      await t.server.ctx.services.activity.flush();
+      await flushPresence(t);
       // The proxy keeps the message (200) and says why the forward failed.
       assert.equal((await submit(blocked.address, 'proxy')).status, 200);
       await waitFor(async () => {
