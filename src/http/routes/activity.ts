@@ -2,8 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { agentInPath, type Principal, type UserPrincipal } from '../../auth/principal.js';
 import type { AppContext } from '../../context.js';
-import { RateLimitedError } from '../../errors.js';
-import type { AccessEnded } from '../../services/access-watch.js';
+import { answerHead, openEventStream, StreamSlots } from '../event-stream.js';
 import { cursorId, kindFilter, parseCursor } from '../../services/activity/index.js';
 import type { TimelineCursor } from '../../store/repositories/activity.js';
 import {
@@ -20,15 +19,10 @@ import { AddressParams, errorResponses } from '../../wire/common.js';
 import { momentMs } from '../../wire/formats.js';
 import { activityStats, timelineEntry } from '../../views/activity.js';
 
-/** A comment this often keeps proxies from closing a quiet stream. */
-const HEARTBEAT_MS = 15_000;
-/** A client that reads this far behind is dropped (it resumes with Last-Event-ID). */
-const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
-
 export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
   const { activity, access } = ctx.services;
-  const streamsByUser = new Map<string, number>();
+  const slots = new StreamSlots(ctx.config.streamsPerUser);
 
   r.post(
     '/v1/events',
@@ -112,19 +106,9 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
   ): Promise<void> => {
     const scope = await activity.scopeFor(request.principal, address);
     const filter = kindFilter(query.kind);
-    // HEAD says whether the stream may be opened, and opens none.
-    if (request.method === 'HEAD') {
-      await reply.code(200).type('text/event-stream; charset=utf-8').send();
-      return;
-    }
-    const userId = request.principal.kind === 'user' ? request.principal.userId : '';
-    const open = streamsByUser.get(userId) ?? 0;
-    if (open >= ctx.config.streamsPerUser) throw new RateLimitedError(5);
-    // Counted at once, so that streams opened together cannot all pass the limit.
-    streamsByUser.set(userId, open + 1);
-    const release = (): void => {
-      streamsByUser.set(userId, (streamsByUser.get(userId) ?? 1) - 1);
-    };
+    if (request.method === 'HEAD') return answerHead(reply);
+    const principal = request.principal as UserPrincipal;
+    const release = slots.take(principal.userId);
     const resumeFrom = request.headers['last-event-id'] ?? query.after;
     // Without a place to resume from, the stream starts after the newest entry there is.
     let start: TimelineCursor;
@@ -132,7 +116,7 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
       start =
         typeof resumeFrom === 'string' && resumeFrom !== ''
           ? parseCursor(resumeFrom, 'Last-Event-ID')
-          : ((await activity.timeline(request.principal, address, { limit: 1 })).rows[0] ?? {
+          : ((await activity.timeline(principal, address, { limit: 1 })).rows[0] ?? {
               at: 0,
               source: 'a',
               id: 0,
@@ -141,51 +125,24 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
       release();
       throw err;
     }
-    reply.hijack();
-    const res = reply.raw;
-    res.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-store',
-      'x-accel-buffering': 'no',
-      'x-content-type-options': 'nosniff',
+    openEventStream(reply, {
+      release,
+      hold: (finish) =>
+        access.hold(
+          'address' in scope
+            ? { principal, agent: { address: scope.address, since: scope.since } }
+            : { principal },
+          finish,
+        ),
+      start: (stream) =>
+        activity.live.openStream(
+          scope,
+          start,
+          filter,
+          (row) => stream.send({ id: cursorId(row), data: timelineEntry(row) }),
+          (ended) => stream.finish(ended),
+        ),
     });
-    res.flushHeaders();
-    res.write(`retry: 2000\n\n`);
-    const heartbeat = setInterval(() => res.write(': keep-alive\n\n'), HEARTBEAT_MS);
-    heartbeat.unref();
-    let finished = false;
-    // Ended by the client, by the process stopping, or (with a reason) because what let it
-    // open no longer holds: the last event says why, and the client should not reconnect.
-    const finish = (ended?: AccessEnded): void => {
-      if (finished) return;
-      finished = true;
-      clearInterval(heartbeat);
-      stop();
-      releaseGrant();
-      release();
-      if (!res.writableEnded) {
-        if (ended) res.write(`event: end\ndata: ${JSON.stringify(ended)}\n\n`);
-        res.end();
-      }
-    };
-    const principal = request.principal as UserPrincipal;
-    const releaseGrant = access.hold(
-      'address' in scope
-        ? { principal, agent: { address: scope.address, since: scope.since } }
-        : { principal },
-      finish,
-    );
-    const stop = activity.live.openStream(
-      scope,
-      start,
-      filter,
-      (row) => {
-        if (res.writableLength > MAX_BUFFERED_BYTES) return finish();
-        res.write(`id: ${cursorId(row)}\ndata: ${JSON.stringify(timelineEntry(row))}\n\n`);
-      },
-      finish,
-    );
-    res.on('close', () => finish());
   };
 
   r.get(
