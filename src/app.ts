@@ -19,6 +19,7 @@ import { installOpenApi } from './http/plugins/openapi.js';
 import { requestLoggerFactory } from './http/plugins/request-logger.js';
 import { installValidation } from './http/plugins/validation.js';
 import { agentsRoutes } from './http/routes/agents.js';
+import { chatRoutes } from './http/routes/chat.js';
 import { almanacRoutes } from './http/routes/almanac.js';
 import { deliveriesRoutes } from './http/routes/deliveries.js';
 import { enrolmentsRoutes } from './http/routes/enrolments.js';
@@ -209,6 +210,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     owner: 'team-in-path',
   });
   usageHistoryRoutes(app, ctx);
+  chatRoutes(app, ctx);
   await webRoutes(app, undefined, { allowPrivateTargets: config.allowPrivateTargets });
 
   return app;

@@ -7,6 +7,8 @@ import type { Dispatcher } from 'undici';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { AgentsService } from './services/agents.js';
+import { ChatService } from './services/chat.js';
+import { ChatIdentities } from './services/chat-identities.js';
 import { AlmanacService } from './services/almanac.js';
 import { systemClock, type Clock } from './infra/clock.js';
 import { SearchService } from './services/search.js';
@@ -65,6 +67,7 @@ export interface Services {
   enrolments: EnrolmentsService;
   hosting: HostingService;
   access: AccessWatch;
+  chat: ChatService;
 }
 
 /** A job the server runs on a timer (expiry sweeps and the like). */
@@ -203,7 +206,18 @@ export function createContext(
     feed,
   );
   const agents = new AgentsService(store, usage, clock, activity, feed);
-  const almanac = new AlmanacService(store, signatures, clock, config.publicUrl, feed);
+  // Seals the agent keys Agentry holds: hosted agents' seeds and secrets, chat identities.
+  const sealing = new HostingKey(hostingKeySource(config));
+  // People chat from identities Agentry holds, which the Almanac resolves to Agentry itself.
+  const chatIdentities = new ChatIdentities(store, clock, sealing);
+  const almanac = new AlmanacService(
+    store,
+    signatures,
+    clock,
+    config.publicUrl,
+    feed,
+    chatIdentities,
+  );
   const admission = new EnvelopeAdmission(
     verifierPool ?? inlineEnvelopeVerifier(verifier),
     clock,
@@ -272,7 +286,7 @@ export function createContext(
     clock,
     agents,
     activity,
-    new HostingKey(hostingKeySource(config)),
+    sealing,
     {
       logLines: config.hosting.logLines,
       storageKeys: config.hosting.storageKeys,
@@ -280,6 +294,27 @@ export function createContext(
     },
     feed,
   );
+
+  // People chat from identities Agentry holds; what agents send them arrives at the mailbox.
+  const chat = new ChatService(
+    store,
+    clock,
+    chatIdentities,
+    usage,
+    search,
+    almanac,
+    mailbox,
+    proxy,
+    dispatcher,
+    feed,
+    logger,
+    {
+      publicUrl: config.publicUrl,
+      timeoutMs: config.proxyTimeoutMs,
+      envelopeLifetimeSeconds: config.mailboxRetentionSeconds,
+    },
+  );
+  mailbox.receiveFor(chat);
 
   const metrics = new Metrics();
   metrics.countHeldPolls(() => mailbox.heldPolls);
@@ -316,6 +351,8 @@ export function createContext(
   feed.attach(activity.presenceChanges); // presence: agents seen, forwards, the Almanac
   feed.attach(webhooks); // webhooks: timeline entries recorded here
   feed.attach(access); // open streams: keys, sessions, memberships, teams, agents
+  feed.attach(chat); // live chat sessions: entries recorded
+  feed.attach(chatIdentities); // chat identities: teams deleted
 
   const rateLimits =
     options.serving && config.redisUrl && config.rateLimit.max > 0
@@ -421,6 +458,7 @@ export function createContext(
       enrolments,
       hosting,
       access,
+      chat,
     },
     metrics,
     housekeeping,

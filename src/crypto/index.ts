@@ -45,3 +45,4 @@ export type { SignatureCheck } from './signatures.js';
 export { createDefaultVerifier, createNativeVerifier, createNodeVerifier } from './verifier.js';
 export type { SignatureVerifier } from './verifier.js';
 export { seal, unseal } from './sealing.js';
+export { SigningKey } from './signing.js';

@@ -48,6 +48,9 @@ export type Change =
   // ---- Hosted agents (runners) ----
   /** An owner asked for a hosted agent to start or stop, gave it code or deleted it. */
   | { kind: 'hosting.changed' }
+  // ---- Chat (live sessions) ----
+  /** Entries were added to a chat session (a message, an acknowledgement, a failure). */
+  | { kind: 'chat.recorded'; sessionId: string }
   // ---- Access (open streams) ----
   /** An API key was revoked: it, and the console sessions opened with it, stop at once. */
   | { kind: 'key.revoked'; keyId: string }
@@ -80,6 +83,7 @@ const ROADS: Record<ChangeKind, { road: 'address'; prefix: string } | { road: 'j
     'almanac.registered': { road: 'stays' },
     'almanac.status': { road: 'stays' },
     'hosting.changed': { road: 'json' },
+    'chat.recorded': { road: 'json' },
     'key.revoked': { road: 'json' },
     'session.ended': { road: 'json' },
     'member.removed': { road: 'json' },

@@ -39,7 +39,7 @@ export class HostingKey {
         return randomBytes(32);
       case 'missing':
         throw new ServiceUnavailableError(
-          'Hosting needs a key to seal agents’ seeds and secrets: the operator sets AGENTRY_HOSTING_KEY (64 hexadecimal digits, the same on every replica; "openssl rand -hex 32" makes one)',
+          'Agentry needs a key to seal the agent keys it holds (hosted agents’ seeds and secrets, chat identities): the operator sets AGENTRY_HOSTING_KEY (64 hexadecimal digits, the same on every replica; "openssl rand -hex 32" makes one)',
         );
       case 'file':
         return readOrMakeKeyFile(this.source.path);

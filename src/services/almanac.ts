@@ -19,6 +19,8 @@ import type {
   AlmanacMetadata,
   ProtocolManifest,
 } from '../wire/almanac.js';
+import { CHAT_PROTOCOL_DIGEST } from '../wire/chat.js';
+import type { ChatIdentities } from './chat-identities.js';
 import type { Endpoint } from '../wire/common.js';
 import { canonicalAgentAddress } from '../wire/formats.js';
 
@@ -91,9 +93,11 @@ export class AlmanacService {
     private readonly store: Store,
     private readonly signatures: SignatureChecker,
     private readonly clock: Clock,
-    publicUrl: string,
+    private readonly publicUrl: string,
     /** Where what the Almanac stored is told, after the commit (the activity service). */
     private readonly changes: ChangeFeed,
+    /** The chat identities (docs/chat.md), which resolve to this service itself. */
+    private readonly chatIdentities: ChatIdentities,
   ) {
     // uAgents builds these as f"{agentverse_url}{path}", so the public URL's own path stays.
     this.ownEndpoints = new Map([
@@ -252,7 +256,7 @@ export class AlmanacService {
   async resolve(address: string, prefix?: AlmanacNetworkPrefix): Promise<AlmanacEntry> {
     const row = await this.store.repos.almanac.findResolvable(address);
     if (!row || row.expires_at <= this.clock.now()) {
-      const listed = await this.resolveListing(address);
+      const listed = (await this.resolveListing(address)) ?? (await this.resolveChat(address));
       if (listed) return listed;
     }
     if (
@@ -296,6 +300,24 @@ export class AlmanacService {
       metadata: null,
       expiresAt: this.clock.now() + REGISTRATION_LIFETIME_MS,
       domainName: (await this.store.repos.domains.list(undefined, address))[0]?.name ?? null,
+    };
+  }
+
+  /**
+   * A chat identity (docs/chat.md) is Agentry itself: it resolves to this service's mailbox
+   * endpoint, where what agents send it is received, and speaks the chat protocol.
+   */
+  private async resolveChat(address: string): Promise<AlmanacEntry | undefined> {
+    if (!(await this.chatIdentities.at(address))) return undefined;
+    return {
+      address,
+      active: true,
+      type: 'mailbox',
+      endpoints: [{ url: this.ownEndpoint('mailbox'), weight: 1 }],
+      protocols: [CHAT_PROTOCOL_DIGEST],
+      metadata: null,
+      expiresAt: this.clock.now() + REGISTRATION_LIFETIME_MS,
+      domainName: null,
     };
   }
 
@@ -386,6 +408,17 @@ export class AlmanacService {
         `${name} signature does not match its fields and the agent its agent_identifier names`,
       );
     }
+  }
+
+  /** `mailbox` or `proxy` when the URL is one of this service's submit endpoints. */
+  ownEndpointKind(url: string): 'mailbox' | 'proxy' | undefined {
+    const kind = this.ownEndpoints.get(normaliseUrl(url));
+    return kind === 'mailbox' || kind === 'proxy' ? kind : undefined;
+  }
+
+  /** This service's (v2) submit endpoint of each kind. */
+  ownEndpoint(kind: 'mailbox' | 'proxy'): string {
+    return `${this.publicUrl}${kind === 'mailbox' ? MAILBOX_SUBMIT_PATH : PROXY_SUBMIT_PATH}`;
   }
 
   /** `mailbox` or `proxy` when an endpoint is this service's submit URL, as uAgents decides. */

@@ -46,6 +46,12 @@ export interface DeliveryWakeups {
   changes: ChangeFeed;
 }
 
+/** Something in this service that receives envelopes for addresses of its own. */
+export interface LocalRecipient {
+  /** Takes the envelope and answers true, or answers false when its target is not its own. */
+  receive(admitted: AdmittedEnvelope): Promise<boolean>;
+}
+
 /** A poll that may be held: `departure` is left when its client goes away. */
 export interface PollOptions {
   hold: boolean;
@@ -109,6 +115,7 @@ export function messageUuid(
 export class MailboxService {
   /** Commits submitted messages in groups: one transaction (or statement) for many. */
   private readonly submissions: GroupCommit<Submission, void>;
+  private readonly recipients: LocalRecipient[] = [];
 
   constructor(
     private readonly store: Store,
@@ -127,7 +134,23 @@ export class MailboxService {
 
   /** Resolves once the message is committed (or was already stored). */
   async submit(envelope: Envelope, principal: Principal): Promise<void> {
-    await this.storeAdmitted(await this.admission.admit(envelope, principal), undefined);
+    const admitted = await this.admission.admit(envelope, principal);
+    try {
+      await this.storeAdmitted(admitted, undefined);
+    } catch (err) {
+      // A target without a mailbox may be an address this service answers for itself.
+      if (!(err instanceof NotFoundError) || err.message !== UNKNOWN_TARGET) throw err;
+      for (const recipient of this.recipients) if (await recipient.receive(admitted)) return;
+      throw err;
+    }
+  }
+
+  /**
+   * Adds addresses this service receives envelopes for itself (chat identities): an envelope
+   * whose target has no mailbox is offered to them before it is refused.
+   */
+  receiveFor(recipient: LocalRecipient): void {
+    this.recipients.push(recipient);
   }
 
   /**

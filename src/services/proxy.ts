@@ -80,12 +80,13 @@ export class ProxyService {
   /**
    * Delivers the envelope; resolves to the target's reply for a synchronous exchange
    * (`connection` is the sender's `x-uagents-connection` header) and undefined otherwise,
-   * also when the envelope was kept for a later forward.
+   * also when the envelope was kept for a later forward (`kept` is then told why).
    */
   async forward(
     envelope: Envelope,
     principal: Principal,
     connection: string | undefined,
+    kept?: (reason: string) => void,
   ): Promise<RelayedReply | undefined> {
     const admitted = await this.admission.admit(envelope, principal);
     const { target: address, envelope: fields, digest } = admitted;
@@ -124,6 +125,7 @@ export class ProxyService {
       // A synchronous sender waits for a reply that a later forward could not bring it.
       if (!sync && failure.transient && forwarding.keep) {
         await this.mailbox.keep(admitted, this.clock.now() + this.backoff(1));
+        kept?.(failure.detail);
         return undefined;
       }
       throw failure.error;

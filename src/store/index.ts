@@ -6,6 +6,7 @@ import type { Database } from './schema.js';
 import { ActivityRepository } from './repositories/activity.js';
 import { AgentsRepository } from './repositories/agents.js';
 import { AlmanacRepository } from './repositories/almanac.js';
+import { ChatRepository } from './repositories/chat.js';
 import { DeliveriesRepository } from './repositories/deliveries.js';
 import { SearchRepository } from './repositories/search.js';
 import { DomainsRepository } from './repositories/domains.js';
@@ -45,6 +46,7 @@ export interface Repositories {
   enrolments: EnrolmentsRepository;
   teams: TeamsRepository;
   hosting: HostingRepository;
+  chat: ChatRepository;
 }
 
 function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories {
@@ -69,6 +71,7 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     enrolments: new EnrolmentsRepository(db),
     teams: new TeamsRepository(db),
     hosting: new HostingRepository(db, dialect.name),
+    chat: new ChatRepository(db),
   };
 }
 

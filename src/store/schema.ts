@@ -46,6 +46,9 @@ export interface Database {
   hosted_storage: HostedStorageTable;
   hosted_logs: HostedLogsTable;
   hosting_runners: HostingRunnersTable;
+  chat_identities: ChatIdentitiesTable;
+  chat_sessions: ChatSessionsTable;
+  chat_entries: ChatEntriesTable;
 }
 
 export interface UsersTable {
@@ -550,4 +553,41 @@ export interface HostingRunnersTable {
   seen_at: number;
   /** How many agents it runs at most. */
   capacity: number;
+}
+
+export interface ChatIdentitiesTable {
+  /** The user or team that chats from it. */
+  owner_id: string;
+  address: string;
+  /** The identity's private key (hex), sealed with the server's sealing key. */
+  key_ciphertext: string;
+  created_at: number;
+}
+
+export interface ChatSessionsTable {
+  id: string;
+  owner_id: string;
+  /** The chat identity the owner speaks as in this session. */
+  identity: string;
+  /** The agent spoken to. */
+  agent: string;
+  created_at: number;
+  updated_at: number;
+  ended_at: number | null;
+}
+
+export interface ChatEntriesTable {
+  id: Generated<number>;
+  session_id: string;
+  at: number;
+  /** `out`: from the owner to the agent; `in`: from the agent. */
+  direction: 'out' | 'in';
+  /** `message`, `acknowledgement` or `failure` (a message that could not be delivered). */
+  kind: 'message' | 'acknowledgement' | 'failure';
+  /** The chat message's id (for an acknowledgement: the id it acknowledges). */
+  msg_id: string | null;
+  /** The message's contents as JSON (ChatMessage.content); null for the others. */
+  content: string | null;
+  /** What became of it, in words (a failure's reason, an acknowledgement's metadata). */
+  detail: string | null;
 }

@@ -199,6 +199,14 @@ const RULES: Record<string, Rule> = {
   'GET /v1/hosting/teams/{slug}/{address}/secrets': 'owner',
   'DELETE /v1/hosting/secrets/{address}/{name}': 'owner',
   'DELETE /v1/hosting/teams/{slug}/secrets/{address}/{name}': 'owner',
+  'GET /v2/chat/identity': 'user',
+  'POST /v2/chat/sessions': 'user',
+  'GET /v2/chat/sessions': 'user',
+  'GET /v2/chat/sessions/{id}': 'owner',
+  'GET /v2/chat/sessions/{id}/messages': 'owner',
+  'POST /v2/chat/sessions/{id}/messages': 'owner',
+  'POST /v2/chat/sessions/{id}/end': 'owner',
+  'GET /v2/chat/sessions/{id}/stream': 'owner',
 };
 
 /**
@@ -359,6 +367,15 @@ const SUBJECTS: Record<string, Subject> = {
   'GET /v1/hosting/teams/{slug}/{address}/secrets': 'path',
   'DELETE /v1/hosting/secrets/{address}/{name}': 'path',
   'DELETE /v1/hosting/teams/{slug}/secrets/{address}/{name}': 'path',
+  // A person's conversations are theirs as a whole: a key limited to agents speaks for none.
+  'GET /v2/chat/identity': 'none',
+  'POST /v2/chat/sessions': 'none',
+  'GET /v2/chat/sessions': 'none',
+  'GET /v2/chat/sessions/{id}': 'none',
+  'GET /v2/chat/sessions/{id}/messages': 'none',
+  'POST /v2/chat/sessions/{id}/messages': 'none',
+  'POST /v2/chat/sessions/{id}/end': 'none',
+  'GET /v2/chat/sessions/{id}/stream': 'none',
 };
 
 /** A hosted agent's code, storage key and secret name, as the paths and bodies name them. */
@@ -414,6 +431,8 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     assetId: string;
     /** A hosted agent, with code, a secret and a storage key. */
     hosted: string;
+    /** A chat session with the owner's agent. */
+    chatSession: string;
   }
   /** Alice's things. */
   const alice = {} as Things;
@@ -483,6 +502,13 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
       const res = await call(t.url, method, `/v1/hosting${path}`, { key, headers, body });
       assert.equal(res.status, 200, res.text);
     }
+    const session = await call(t.url, 'POST', '/v2/chat/sessions', {
+      key,
+      headers,
+      body: { agent: things.agent.address },
+    });
+    assert.equal(session.status, 201, session.text);
+    things.chatSession = session.body.id;
   }
 
   before(async () => {
@@ -533,6 +559,7 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
   function idOf(path: string, things: Things): string {
     if (path.startsWith('/v2/api-keys')) return things.keyId;
     if (path.startsWith('/v2/webhooks')) return things.webhookId;
+    if (path.startsWith('/v2/chat/sessions')) return things.chatSession;
     return 'alice';
   }
 
@@ -574,6 +601,12 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     }
     if (operation.method === 'PUT' && operation.path === '/v2/teams/{slug}/members/{user}') {
       return { role: 'member' };
+    }
+    if (operation.method === 'POST' && operation.path === '/v2/chat/sessions') {
+      return { agent: things.agent.address };
+    }
+    if (operation.method === 'POST' && operation.path === '/v2/chat/sessions/{id}/messages') {
+      return { text: 'taken over' };
     }
     if (operation.path.startsWith('/v1/hosting')) {
       const path = operation.path.replace('/v1/hosting/teams/{slug}', '/v1/hosting');
@@ -972,7 +1005,7 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
   it('refuses a revoked key every operation, and ends the streams it opened with a last event saying why', async () => {
     const { key, id } = await madeKey({});
     const streams = operations.filter(({ path }) => path.endsWith('/stream'));
-    assert.equal(streams.length, 2);
+    assert.equal(streams.length, 3);
     const open = await Promise.all(
       streams.map((operation) => openStream(`${t.url}${pathOf(operation)}`, { key })),
     );
@@ -980,7 +1013,11 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     const revoked = await call(t.url, 'DELETE', `/v2/api-keys/${id}`, { key: t.userKey });
     assert.equal(revoked.status, 200, revoked.text);
     for (const stream of open) {
-      const last = await stream.next(2000);
+      // A chat session's stream starts with what was said in it before.
+      let last = await stream.next(2000);
+      while (['message', 'acknowledgement', 'failure'].includes(last.event ?? '')) {
+        last = await stream.next(2000);
+      }
       assert.equal(last.event, 'end');
       assert.equal(JSON.parse(last.data).reason, 'key_revoked');
       await stream.ended;

@@ -108,6 +108,7 @@ describe('the change feed', () => {
       { kind: 'timeline.recorded', addresses: [A] },
       { kind: 'mailbox.removed', addresses: [A, B] },
       { kind: 'hosting.changed' },
+      { kind: 'chat.recorded', sessionId: 's' },
       { kind: 'key.revoked', keyId: 'k' },
       { kind: 'session.ended', sessionId: 's' },
       { kind: 'member.removed', teamId: 't', userId: 'u' },

@@ -22,6 +22,7 @@ import * as searchFeedback from './0020_search_feedback.js';
 import * as enrolmentAndKeyScopes from './0021_enrolment_and_key_scopes.js';
 import * as hosting from './0022_hosting.js';
 import * as tenancy from './0023_tenancy.js';
+import * as chat from './0024_chat.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -51,4 +52,5 @@ export const migrations: Record<string, Migration> = {
   '0021_enrolment_and_key_scopes': enrolmentAndKeyScopes,
   '0022_hosting': hosting,
   '0023_tenancy': tenancy,
+  '0024_chat': chat,
 };

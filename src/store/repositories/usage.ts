@@ -65,6 +65,19 @@ export class UsageRepository {
       .execute();
   }
 
+  /** Counts `count` messages of the user's in the period (chat messages, docs/chat.md). */
+  async countMessages(userId: string, period: string, count: number): Promise<void> {
+    await this.db
+      .insertInto('usage_periods')
+      .values({ user_id: userId, period, num_messages: count, bytes_transferred: 0 })
+      .onConflict((oc) =>
+        oc.columns(['user_id', 'period']).doUpdateSet((eb) => ({
+          num_messages: eb('usage_periods.num_messages', '+', count),
+        })),
+      )
+      .execute();
+  }
+
   /** The user's counters of the last `months` periods that have any, most recent first. */
   history(userId: string, months: number): Promise<(PeriodCounters & { period: string })[]> {
     return this.db

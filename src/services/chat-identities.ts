@@ -1,0 +1,84 @@
+import { SigningKey, seal, unseal } from '../crypto/index.js';
+import type { ChangeConsumer, ChangeOf } from '../infra/change-feed.js';
+import type { Clock } from '../infra/clock.js';
+import type { HostingKey } from '../infra/hosting-key.js';
+import type { Store } from '../store/index.js';
+import type { ChatIdentityRow } from '../store/repositories/chat.js';
+
+/**
+ * The identities users and teams chat from (docs/chat.md): an agent key Agentry holds, sealed at
+ * rest with the server's sealing key, and its address. An identity never changes once made, so
+ * the ones found are kept in memory: a chat round trip asks for its identity by address several
+ * times (the Almanac look-up of the sender, the reply, the acknowledgement).
+ */
+export class ChatIdentities implements ChangeConsumer<'team.deleted'> {
+  readonly kinds = ['team.deleted'] as const;
+  /** Identities found, by address (never changed once made; gone only with their owner). */
+  private readonly byAddress = new Map<string, ChatIdentityRow>();
+  private readonly byOwner = new Map<string, ChatIdentityRow>();
+  /** Keys opened, by address. */
+  private readonly keys = new Map<string, SigningKey>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly sealing: HostingKey,
+  ) {}
+
+  /** The owner's identity, made (and its key sealed) the first time it is asked for. */
+  async of(ownerId: string): Promise<ChatIdentityRow> {
+    const known = this.byOwner.get(ownerId);
+    if (known) return known;
+    const { chat } = this.store.repos;
+    let found = await chat.findIdentity(ownerId);
+    if (!found) {
+      const key = SigningKey.generate();
+      found = await chat.addIdentity({
+        owner_id: ownerId,
+        address: key.address,
+        key_ciphertext: seal(this.sealing.get(), key.privateKeyHex(), sealContext(key.address)),
+        created_at: this.clock.now(),
+      });
+    }
+    return this.remember(found);
+  }
+
+  /** The identity at `address`, when it is one. */
+  async at(address: string): Promise<ChatIdentityRow | undefined> {
+    const known = this.byAddress.get(address);
+    if (known) return known;
+    const found = await this.store.repos.chat.findIdentityByAddress(address);
+    return found && this.remember(found);
+  }
+
+  /** The identity's signing key, opened once. */
+  keyOf(identity: Pick<ChatIdentityRow, 'address' | 'key_ciphertext'>): SigningKey {
+    let key = this.keys.get(identity.address);
+    if (!key) {
+      key = SigningKey.fromHex(
+        unseal(this.sealing.get(), identity.key_ciphertext, sealContext(identity.address)),
+      );
+      this.keys.set(identity.address, key);
+    }
+    return key;
+  }
+
+  /** A deleted team's identity went with it. */
+  heard(change: ChangeOf<'team.deleted'>): void {
+    const known = this.byOwner.get(change.teamId);
+    if (!known) return;
+    this.byOwner.delete(change.teamId);
+    this.byAddress.delete(known.address);
+    this.keys.delete(known.address);
+  }
+
+  private remember(row: ChatIdentityRow): ChatIdentityRow {
+    this.byOwner.set(row.owner_id, row);
+    this.byAddress.set(row.address, row);
+    return row;
+  }
+}
+
+function sealContext(address: string): string {
+  return `chat-identity:${address}`;
+}
