@@ -139,7 +139,10 @@ describeOnEachDialect('what agents are doing, in the console', (dialect) => {
 
       const { page, problems } = await openConsole(key, '#/agents');
       await page.getByRole('link', { name: 'worker' }).click();
-      await page.getByRole('link', { name: /Activity, charts and live timeline/ }).click();
+      await page
+        .getByRole('navigation', { name: 'Agent pages' })
+        .getByRole('link', { name: 'Activity' })
+        .click();
       const timeline = page.getByTestId('timeline');
       const entries = timeline.getByRole('listitem');
       await timeline.locator('li[data-kind="event.error"]').waitFor();

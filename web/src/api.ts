@@ -118,6 +118,7 @@ export type { Enrolment, ProvisionedAgent } from '../../src/wire/enrolments';
 export type { SessionInfo } from '../../src/wire/sessions';
 export type { Team, TeamDetail, TeamMember } from '../../src/wire/teams';
 export type { AlmanacAgent } from '../../src/wire/almanac';
+export type { ChatContent, ChatEntry, ChatSession, SendChatAnswer } from '../../src/wire/chat';
 import type { Static } from '@sinclair/typebox';
 import type * as hosting from '../../src/wire/hosting';
 export type HostedAgent = hosting.AgentV1;

@@ -3,6 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { ActivityPage } from './pages/activity';
 import { AgentPage } from './pages/agent';
 import { AgentsPage } from './pages/agents';
+import { AgentChatPage, ChatSessionsPage } from './pages/chat';
 import { HostedPage } from './pages/hosted';
 import { HostedAgentPage } from './pages/hosted-agent';
 import { KeysPage } from './pages/keys';
@@ -57,15 +58,20 @@ function Console() {
   else if (session.state === 'signed-out') {
     page = <SignIn onSignedIn={auth.signedIn} reason={session.reason} />;
   } else if (route.startsWith('/agents/')) {
-    // `/agents/{address}` or `/agents/{address}/activity` (an address has no slash).
-    const [address = '', sub] = route.slice('/agents/'.length).split('/');
+    // `/agents/{address}`, `…/activity`, `…/chat` or `…/chat/{session}` (an address has no
+    // slash).
+    const [address = '', sub, chat] = route.slice('/agents/'.length).split('/');
+    const agent = decodeURIComponent(address);
     page =
       sub === 'activity' ? (
-        <ActivityPage address={decodeURIComponent(address)} />
+        <ActivityPage address={agent} />
+      ) : sub === 'chat' ? (
+        <AgentChatPage address={agent} {...(chat ? { session: decodeURIComponent(chat) } : {})} />
       ) : (
-        <AgentPage address={decodeURIComponent(address)} />
+        <AgentPage address={agent} />
       );
-  } else if (route.startsWith('/hosted/')) {
+  } else if (route === '/chat') page = <ChatSessionsPage />;
+  else if (route.startsWith('/hosted/')) {
     page = <HostedAgentPage address={decodeURIComponent(route.slice('/hosted/'.length))} />;
   } else if (route === '/hosted') page = <HostedPage />;
   else if (route === '/usage') page = <UsagePage />;
@@ -95,20 +101,24 @@ function Console() {
       : route.startsWith('/agents/')
         ? route.endsWith('/activity')
           ? 'Agent activity'
-          : 'Agent'
-        : route.startsWith('/hosted/')
-          ? 'Hosted agent'
-          : route === '/hosted'
-            ? 'Hosted agents'
-            : route === '/usage'
-              ? 'Usage'
-              : route === '/keys'
-                ? 'API keys'
-                : route === '/names'
-                  ? 'Names'
-                  : route.startsWith('/teams')
-                    ? 'Teams'
-                    : 'Agents';
+          : /\/chat(\/|$)/.test(route)
+            ? 'Chat with agent'
+            : 'Agent'
+        : route === '/chat'
+          ? 'Chat'
+          : route.startsWith('/hosted/')
+            ? 'Hosted agent'
+            : route === '/hosted'
+              ? 'Hosted agents'
+              : route === '/usage'
+                ? 'Usage'
+                : route === '/keys'
+                  ? 'API keys'
+                  : route === '/names'
+                    ? 'Names'
+                    : route.startsWith('/teams')
+                      ? 'Teams'
+                      : 'Agents';
   useEffect(() => {
     document.title = `${title} · Agentry`;
   }, [title]);
@@ -122,6 +132,7 @@ function Console() {
           <nav>
             <a href="#/agents">Agents</a>
             <a href="#/hosted">Hosted</a>
+            <a href="#/chat">Chat</a>
             <a href="#/names">Names</a>
             <a href="#/usage">Usage</a>
             <a href="#/keys">API keys</a>

@@ -33,26 +33,43 @@ export function useTimelineStream(
   after: string | undefined,
   onEntry: (entry: TimelineEntry) => void,
 ): LiveStatus {
+  return useEventStream<TimelineEntry>(path, after, onEntry);
+}
+
+/**
+ * As {@link useTimelineStream}, for any stream whose events carry one JSON entry each:
+ * `events` names the events that do (the unnamed `message` by default; a chat session's
+ * stream names each by the entry's kind). Where a stream starts without `after` is the
+ * server's to say (a timeline's now, a chat session's beginning).
+ */
+export function useEventStream<T>(
+  path: string | undefined,
+  after: string | undefined,
+  onEntry: (entry: T) => void,
+  events: readonly string[] = ['message'],
+): LiveStatus {
   const [status, setStatus] = useState<LiveStatus>({ state: 'connecting' });
   const setState = (state: LiveState): void => setStatus({ state });
   const handler = useRef(onEntry);
   handler.current = onEntry;
+  const names = events.join(' ');
   useEffect(() => {
     if (path === undefined) return;
     let last = after ?? '';
     let ended = false;
     let source: EventSource | undefined;
     let reopen: ReturnType<typeof setTimeout> | undefined;
+    const receive = (event: MessageEvent<string>): void => {
+      if (event.lastEventId) last = event.lastEventId;
+      handler.current(JSON.parse(event.data) as T);
+    };
     const open = (): void => {
       const separator = path.includes('?') ? '&' : '?';
       source = new EventSource(
         last ? `${path}${separator}after=${encodeURIComponent(last)}` : path,
       );
       source.onopen = () => setState('live');
-      source.onmessage = (event: MessageEvent<string>) => {
-        if (event.lastEventId) last = event.lastEventId;
-        handler.current(JSON.parse(event.data) as TimelineEntry);
-      };
+      for (const name of names.split(' ')) source.addEventListener(name, receive);
       source.addEventListener('end', (event: MessageEvent<string>) => {
         ended = true;
         source?.close();
@@ -71,6 +88,6 @@ export function useTimelineStream(
       clearTimeout(reopen);
       source?.close();
     };
-  }, [path, after]);
+  }, [path, after, names]);
   return status;
 }

@@ -1,7 +1,7 @@
 // Small pieces the console and the inspector pages share.
 
 import { useState } from 'preact/hooks';
-import { ago, when, type AgentStatus, type AgentStatusName } from './api';
+import { ago, encode, when, type AgentStatus, type AgentStatusName } from './api';
 
 /** A button for what cannot be undone: it asks first, then acts or is kept. */
 export function ConfirmButton(props: {
@@ -107,5 +107,33 @@ export function Copy(props: { text: string; what: string }) {
     <button type="button" class="copy secondary" aria-label={`Copy ${props.what}`} onClick={copy}>
       {copied === undefined ? 'Copy' : copied ? 'Copied' : 'Select and copy'}
     </button>
+  );
+}
+
+/** The pages of one agent, as the tabs above them. */
+const AGENT_TABS = [
+  ['', 'Overview'],
+  ['/activity', 'Activity'],
+  ['/chat', 'Chat'],
+] as const;
+
+export type AgentTab = (typeof AGENT_TABS)[number][1];
+
+/** The tabs of an agent's pages (links: each is a page of its own), the current one marked. */
+export function AgentTabs(props: { address: string; current: AgentTab }) {
+  const base = `#/agents/${encode(props.address)}`;
+  return (
+    <nav class="tabs agent-tabs" aria-label="Agent pages">
+      {AGENT_TABS.map(([path, label]) => (
+        <a
+          key={label}
+          class="tab"
+          href={`${base}${path}`}
+          aria-current={label === props.current ? 'page' : undefined}
+        >
+          {label}
+        </a>
+      ))}
+    </nav>
   );
 }

@@ -1,6 +1,6 @@
 import { api, encode, type AgentRecord } from '../api';
 import { useEvery, useLoad } from '../hooks';
-import { Moment, StatusBadge, StatusReason } from '../widgets';
+import { AgentTabs, Moment, StatusBadge, StatusReason } from '../widgets';
 import { StatsChart } from './stats-chart';
 import { Timeline } from './timeline';
 
@@ -17,6 +17,7 @@ export function ActivityPage(props: { address: string }) {
   if (!a) return <p>Loading…</p>;
   return (
     <>
+      <AgentTabs address={a.address} current="Activity" />
       <section class="card">
         <h2>
           Activity of <a href={`#/agents/${encode(address)}`}>{a.name}</a>

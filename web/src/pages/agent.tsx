@@ -12,6 +12,7 @@ import {
 import { useAction, useLoad } from '../hooks';
 import { Markdown } from '../markdown';
 import {
+  AgentTabs,
   ConfirmButton,
   Copy,
   Moment,
@@ -23,7 +24,10 @@ import {
 } from '../widgets';
 import { Mailbox } from './mailbox';
 
-/** One agent: what it says of itself, its Almanac entry, edit and delete, and its mailbox. */
+/**
+ * One agent: what it says of itself, its Almanac entry, edit and delete, and its mailbox; its
+ * tabs lead to its activity and to a chat with it.
+ */
 export function AgentPage(props: { address: string }) {
   const { address } = props;
   const path = `/v2/agents/${encode(address)}`;
@@ -61,13 +65,11 @@ export function AgentPage(props: { address: string }) {
 
   return (
     <>
+      <AgentTabs address={a.address} current="Overview" />
       <section class="card">
         <h2 data-testid="agent-name">{a.name}</h2>
         <p class="mono">
           {a.address} <Copy text={a.address} what="address" />
-        </p>
-        <p>
-          <a href={`#/agents/${encode(a.address)}/activity`}>Activity, charts and live timeline</a>
         </p>
         {notice && <p class="status">{notice}</p>}
         <dl>
