@@ -74,3 +74,25 @@ export function asUsageError(err: unknown, databaseUrl: string): unknown {
   const sentence = explain(err, databaseUrl);
   return sentence === undefined ? err : new UsageError(sentence, { cause: err });
 }
+
+/**
+ * The exit codes of a failure: 1 a fault of the program, 2 something the person can correct
+ * (or a failure of the surroundings said in a sentence), 3 a server that does not answer (as
+ * `agentry status` says), 4 an agent that was not reached or did not answer in time.
+ */
+export const EXIT_FAULT = 1;
+export const EXIT_USAGE = 2;
+export const EXIT_NO_SERVER = 3;
+export const EXIT_NO_AGENT = 4;
+
+/** A failure said in one sentence, with the exit code it ends the command with. */
+export class CommandError extends Error {
+  override name = 'CommandError';
+  constructor(
+    message: string,
+    readonly exitCode: number,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}

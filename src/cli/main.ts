@@ -7,6 +7,7 @@ import { BackupError } from '../store/backup.js';
 import { addActivityCommand } from './commands/activity.js';
 import { addAgentsCommand } from './commands/agents.js';
 import { addBackupCommand, addRestoreCommand } from './commands/backup.js';
+import { addChatCommand } from './commands/chat.js';
 import { addConnectCommand, addDisconnectCommand, ConnectError } from './commands/connect.js';
 import { addDeliveriesCommand } from './commands/deliveries.js';
 import { addDomainsCommand } from './commands/domains.js';
@@ -18,7 +19,7 @@ import { addTeamsCommand } from './commands/teams.js';
 import { addStatusCommand } from './commands/status.js';
 import { addUsersCommand } from './commands/users.js';
 import type { AddCommand } from './common.js';
-import { explain, UsageError } from './errors.js';
+import { CommandError, explain, UsageError } from './errors.js';
 
 /**
  * The command line: the program, its commands (in commands/, each calling the server or the
@@ -42,6 +43,7 @@ const commands: AddCommand[] = [
   addDeliveriesCommand,
   addActivityCommand,
   addDisconnectCommand,
+  addChatCommand,
 ];
 
 /** Stack traces of failures are for `--debug` (anywhere on the line) or the debug log level. */
@@ -57,16 +59,22 @@ const program = new Command('agentry')
   .showSuggestionAfterError(true)
   .addHelpText(
     'after',
-    '\nStart with "agentry serve" (then open the console URL it prints). Admin commands open the\nsame database as the server: run them from its directory or give --data-dir/--database-url.',
+    '\nStart with "agentry serve" (then open the console URL it prints). Admin commands open the\nsame database as the server: run them from its directory or give --data-dir/--database-url.\n"agentry chat" talks to a running server instead, with a user\'s API key (AGENTRY_API_KEY).',
   );
 for (const add of commands) add(program);
 
 /**
- * An error whose message tells the person what to correct exits 2, as does a failure of the
+ * A {@link CommandError} exits with its own code (errors.ts lists them). An error whose
+ * message tells the person what to correct exits 2, as does a failure of the
  * surroundings explained in a sentence (a port in use, a database that does not answer); any
  * other is a fault, summarised in a line (printed whole under --debug) and exits 1.
  */
 function fail(err: unknown): never {
+  if (err instanceof CommandError) {
+    console.error(`agentry: ${err.message}`);
+    if (debug && err.cause !== undefined) console.error(err.cause);
+    process.exit(err.exitCode);
+  }
   if (
     err instanceof ConfigError ||
     err instanceof DomainError ||
