@@ -444,6 +444,20 @@ describeOnEachDialect('agent activity', (dialect) => {
       assert.match(changes[5]!, /polled its mailbox for the first time/);
     });
 
+    it('writes, at a flush asked for during another, what was seen after that one began', async () => {
+      const agent = await newRegisteredAgent(hostOf(t), t.userKey);
+      const first = clock.now();
+      activity().seen(agent.address, 'poll', first);
+      const running = activity().flush();
+      activity().seen(agent.address, 'poll', first + 1_000);
+      await activity().flush();
+      await running;
+      const row = (await t.server.ctx.store.repos.activity.presence([agent.address])).get(
+        agent.address,
+      );
+      assert.equal(Number(row?.last_poll_at), first + 1_000);
+    });
+
     it('shows a proxy agent whose forwards fail as failing, and why, until one goes through', async () => {
       const agent = await newRegisteredAgent(hostOf(t), t.userKey, {
         redirectUrl: `${endpoint.url}/fail`,

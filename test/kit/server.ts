@@ -44,13 +44,8 @@ export interface TestServerOptions {
   logger?: Logger;
 }
 
-/**
- * Writes the presence `t` has seen so far (it writes it once a second by itself). A flush
- * asked for while the server's own is under way is answered by that one, which took only what
- * was seen before it began: a second flush writes the rest.
- */
+/** Writes the presence `t` has seen so far (it writes it once a second by itself). */
 export async function flushPresence(t: TestServer): Promise<void> {
-  await t.server.ctx.services.activity.flush();
   await t.server.ctx.services.activity.flush();
 }
 

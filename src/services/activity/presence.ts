@@ -50,6 +50,7 @@ export class Presence {
   /** Agents seen since the last flush: when, and when they polled. */
   private seenSince = new Map<string, { seen: number; poll: number | undefined }>();
   private flushing: Promise<void> | undefined;
+  private flushAgain: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -121,7 +122,16 @@ export class Presence {
    * transaction; records the first poll after a silence; then looks at their status.
    */
   flush(): Promise<void> {
-    this.flushing ??= this.writeSeen().finally(() => {
+    if (this.flushing) {
+      // The running flush took what was seen before it began: one more after it writes the rest
+      // (shared by everyone who asks meanwhile).
+      this.flushAgain ??= this.flushing.then(() => {
+        this.flushAgain = undefined;
+        return this.flush();
+      });
+      return this.flushAgain;
+    }
+    this.flushing = this.writeSeen().finally(() => {
       this.flushing = undefined;
     });
     return this.flushing;
