@@ -52,6 +52,8 @@ export class HostedProcess {
   /** Counts starts; a start whose generation has passed is abandoned. */
   private generation = 0;
   private starting: Promise<void> | undefined;
+  /** A restart for new code is waiting for the old process to end. */
+  private restarting = false;
   private reporting: Promise<void> = Promise.resolve();
   private stderrTail: string[] = [];
 
@@ -88,10 +90,17 @@ export class HostedProcess {
     clearTimeout(this.restartTimer);
     // What is under way (a start, an install) is abandoned; its process is ended.
     this.generation += 1;
+    // One restart at a time: one already waiting starts the newest code.
+    if (this.restarting) return;
+    this.restarting = true;
     void (async () => {
-      await this.terminate();
-      await this.starting;
-      await this.terminate();
+      try {
+        await this.terminate();
+        await this.starting;
+        await this.terminate();
+      } finally {
+        this.restarting = false;
+      }
       if (!this.stopping) this.begin();
     })();
   }
