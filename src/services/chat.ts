@@ -419,16 +419,17 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
   /** Counts a message of the session's owner against their monthly quota; 406 past it. */
   private async charge(ownerId: string): Promise<void> {
     const period = usagePeriod(this.clock.now());
+    const { usage } = this.store.repos;
+    if (await usage.chargeMessage(ownerId, period, this.usage.defaultLimits.messagesPerMonth)) {
+      return;
+    }
     const [limits, counters] = await Promise.all([
       this.usage.limitsFor(ownerId),
-      this.store.repos.usage.period(ownerId, period),
+      usage.period(ownerId, period),
     ]);
-    if (counters.num_messages + 1 > limits.messagesPerMonth) {
-      throw new QuotaExceededError(
-        `Message quota reached ${counters.num_messages} / ${limits.messagesPerMonth}`,
-      );
-    }
-    await this.store.repos.usage.countMessages(ownerId, period, 1);
+    throw new QuotaExceededError(
+      `Message quota reached ${counters.num_messages} / ${limits.messagesPerMonth}`,
+    );
   }
 
   /** Keeps entries of a session and tells its streams, here and in the other processes. */

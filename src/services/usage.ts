@@ -31,7 +31,8 @@ export class UsageService {
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
-    private readonly defaults: Quotas,
+    /** The limits of a user without overrides. */
+    readonly defaultLimits: Quotas,
   ) {}
 
   /** Effective limits of a user: overrides where set, else the configured defaults. */
@@ -42,11 +43,11 @@ export class UsageService {
   /** The limits a user's overrides (read by the caller, perhaps in a larger query) make. */
   limitsWith(o: QuotaOverrides | undefined): Quotas {
     return {
-      agents: o?.agents ?? this.defaults.agents,
-      messagesPerMonth: o?.messages_per_month ?? this.defaults.messagesPerMonth,
-      bytesStored: o?.bytes_stored ?? this.defaults.bytesStored,
+      agents: o?.agents ?? this.defaultLimits.agents,
+      messagesPerMonth: o?.messages_per_month ?? this.defaultLimits.messagesPerMonth,
+      bytesStored: o?.bytes_stored ?? this.defaultLimits.bytesStored,
       bytesTransferredPerMonth:
-        o?.bytes_transferred_per_month ?? this.defaults.bytesTransferredPerMonth,
+        o?.bytes_transferred_per_month ?? this.defaultLimits.bytesTransferredPerMonth,
     };
   }
 

@@ -65,17 +65,21 @@ export class UsageRepository {
       .execute();
   }
 
-  /** Counts `count` messages of the user's in the period (chat messages, docs/chat.md). */
-  async countMessages(userId: string, period: string, count: number): Promise<void> {
-    await this.db
-      .insertInto('usage_periods')
-      .values({ user_id: userId, period, num_messages: count, bytes_transferred: 0 })
-      .onConflict((oc) =>
-        oc.columns(['user_id', 'period']).doUpdateSet((eb) => ({
-          num_messages: eb('usage_periods.num_messages', '+', count),
-        })),
-      )
-      .execute();
+  /**
+   * Counts one message of the user's in the period (chat messages, docs/chat.md) when it stays
+   * within their monthly limit (their override, else `defaultLimit`), in one statement; answers
+   * false, counting nothing, when it would not.
+   */
+  async chargeMessage(userId: string, period: string, defaultLimit: number): Promise<boolean> {
+    const limit = sql<number>`coalesce((select q.messages_per_month from user_quotas q where q.user_id = ${userId}), ${defaultLimit})`;
+    const { rows } = await sql<{ num_messages: number }>`
+      insert into usage_periods (user_id, period, num_messages, bytes_transferred)
+      select ${userId}, ${period}, 1, 0 where ${limit} >= 1
+      on conflict (user_id, period) do update
+        set num_messages = usage_periods.num_messages + 1
+        where usage_periods.num_messages + 1 <= ${limit}
+      returning num_messages`.execute(this.db);
+    return rows.length > 0;
   }
 
   /** The user's counters of the last `months` periods that have any, most recent first. */
