@@ -5,7 +5,7 @@
  * answers, a bare Fastify route that waits until its client goes away, and `agentry serve`
  * (built as `npm start` does, over SQLite in a scratch directory or a fresh schema on the
  * benchmark's PostgreSQL server, `AGENTRY_BENCH_PG_URL`; the hold raised to 240 s, no cap on
- * connections per address) with 1,000 agents whose mailboxes are empty. Each gets POLLS
+ * connections per address, each agent allowed its share of the polls) with 1,000 agents whose mailboxes are empty. Each gets POLLS
  * (10,000 unless given) polls of those agents, each on a connection of its own as the uAgents
  * client polls, once 1,000 have been opened and dropped to warm it up. Memory is read after a
  * full garbage collection, before and after, and printed per held poll: the V8 heap in use
@@ -135,7 +135,12 @@ async function agentryServer(): Promise<Subject> {
   try {
     service = await startService(
       database,
-      { AGENTRY_MAILBOX_HOLD_SECONDS: '240', AGENTRY_MAX_CONNECTIONS_PER_ADDRESS: '0' },
+      {
+        AGENTRY_MAILBOX_HOLD_SECONDS: '240',
+        AGENTRY_MAX_CONNECTIONS_PER_ADDRESS: '0',
+        // Each agent holds POLLS / AGENTS polls (four unless raised).
+        AGENTRY_MAX_HELD_POLLS_PER_AGENT: String(Math.ceil(POLLS / AGENTS)),
+      },
       probeArgs,
     );
   } finally {

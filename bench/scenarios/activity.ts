@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { request as httpRequest, type ClientRequest } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { messageUuid } from '../../src/services/mailbox.js';
 import type { EnvelopeFields } from '../../src/crypto/index.js';
 import { registerAgents } from '../lib/agents.js';
 import { seededIdentities } from '../lib/envelopes.js';
+import { openEventStream, type OpenEventStream } from '../lib/event-stream.js';
 import { runLoad, runPaced, type HttpRequest, type LoadResult } from '../lib/load.js';
 import { throughputMeasure, type Measure } from '../lib/report.js';
 import { openMailboxes, seedTimeline } from '../lib/seed.js';
@@ -188,67 +188,28 @@ const PACED_SUBMITS = 2_000;
 const PACED_RATE = 200;
 const OPEN_BATCH = 100;
 
-/** One open activity stream: counts its entries and tells the uuid of each message entry. */
-interface OpenStream {
-  request: ClientRequest;
-  entries: number;
-}
-
 /**
- * Opens a stream of `path` on a connection of its own; resolves once the server answered 200.
- * `onUuid` hears the message uuid of each entry that has one, as it arrives.
+ * Opens a stream of `path`; resolves once the server answered 200. `onUuid` hears the message
+ * uuid of each entry that has one, as it arrives.
  */
 function openStream(
   service: RunningService,
   path: string,
   onUuid: (uuid: string) => void,
-): Promise<OpenStream> {
-  return new Promise((resolve, reject) => {
-    const stream: OpenStream = { request: undefined as unknown as ClientRequest, entries: 0 };
-    const request = httpRequest(
-      `${service.url}${path}`,
-      {
-        method: 'GET',
-        headers: { authorization: `Bearer ${service.apiKey}`, accept: 'text/event-stream' },
-        agent: false,
-      },
-      (res) => {
-        if (res.statusCode !== 200) {
-          res.resume();
-          reject(new Error(`a stream answered ${res.statusCode}`));
-          return;
-        }
-        res.setEncoding('utf8');
-        let buffer = '';
-        res.on('data', (chunk: string) => {
-          buffer += chunk;
-          let end: number;
-          while ((end = buffer.indexOf('\n\n')) >= 0) {
-            const block = buffer.slice(0, end);
-            buffer = buffer.slice(end + 2);
-            if (!block.includes('data: ')) continue;
-            stream.entries += 1;
-            const at = block.indexOf('"uuid":"');
-            if (at >= 0) onUuid(block.slice(at + 8, at + 44));
-          }
-        });
-        res.on('error', () => undefined);
-        resolve(stream);
-      },
-    );
-    stream.request = request;
-    request.on('error', reject);
-    request.end();
+): Promise<OpenEventStream> {
+  return openEventStream(service, path, (_event, data) => {
+    const at = data.indexOf('"uuid":"');
+    if (at >= 0) onUuid(data.slice(at + 8, at + 44));
   });
 }
 
 /** The median of some runs' rates. */
-function medianRate(runs: LoadResult[]): number {
+export function medianRate(runs: LoadResult[]): number {
   return median(runs.map((run) => run.requestsPerSecond).sort((a, b) => a - b));
 }
 
 /** The run whose rate is nearest the median (whose latency and CPU are reported). */
-function medianRun(runs: LoadResult[]): LoadResult {
+export function medianRun(runs: LoadResult[]): LoadResult {
   const median = medianRate(runs);
   return runs.reduce((best, run) =>
     Math.abs(run.requestsPerSecond - median) < Math.abs(best.requestsPerSecond - median)
@@ -351,7 +312,7 @@ export const activityStreamsScenario: Scenario = {
       });
     };
 
-    const streams: OpenStream[] = [];
+    const streams: OpenEventStream[] = [];
     let entries = 0;
     const openAll = async (): Promise<number> => {
       const opened = performance.now();

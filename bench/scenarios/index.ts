@@ -4,6 +4,7 @@ import {
   activityTimelineScenario,
 } from './activity.js';
 import { almanacScenario } from './almanac.js';
+import { chatRoundTripScenario, chatSessionsFollowingScenario } from './chat.js';
 import { hostingScenario } from './hosting.js';
 import { identityScenario } from './identity.js';
 import { mailboxDeliveryScenario } from './mailbox-delivery.js';
@@ -29,5 +30,7 @@ export const scenarios: Scenario[] = [
   activityEventsScenario,
   activityStreamsScenario,
   activityTimelineScenario,
+  chatRoundTripScenario,
+  chatSessionsFollowingScenario,
   hostingScenario,
 ];

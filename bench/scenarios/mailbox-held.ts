@@ -71,11 +71,15 @@ async function eventLoopDelay(service: RunningService) {
  * its own, as the uAgents client polls). Measured: the server's resident memory and
  * event-loop delay with and without them, and submit throughput (to 100 other agents) with
  * and without them. All of them come from this one client address, so the cap on connections
- * per address is lifted for the run.
+ * per address is lifted for the run, and each agent may hold its ten (four unless raised).
  */
 export const mailboxHeldScenario: Scenario = {
   name: 'mailbox held polls',
-  settings: { AGENTRY_MAILBOX_HOLD_SECONDS: '120', AGENTRY_MAX_CONNECTIONS_PER_ADDRESS: '0' },
+  settings: {
+    AGENTRY_MAILBOX_HOLD_SECONDS: '120',
+    AGENTRY_MAX_CONNECTIONS_PER_ADDRESS: '0',
+    AGENTRY_MAX_HELD_POLLS_PER_AGENT: String(HELD / HOLDERS),
+  },
   async run({ service, store, profile, dialect }) {
     const targets = seededIdentities('bench held target', TARGETS);
     await registerAgents(service, targets);
