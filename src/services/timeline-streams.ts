@@ -1,4 +1,4 @@
-import type { KindFilter } from '../views/timeline.js';
+import { isOutageFailure, type KindFilter } from '../views/timeline.js';
 import type { Clock } from '../infra/clock.js';
 import type { Logger } from '../logger.js';
 import type {
@@ -74,6 +74,7 @@ export function admits(filter: KindFilter, row: TimelineRow): boolean {
     case 'm':
       return filter.pending && (filter.traceEvents?.includes('stored') ?? true);
     case 'd':
+      if (isOutageFailure(row)) return false;
       if (filter.traceEvents === undefined) return true;
       if (!filter.traceEvents.includes(row.kind)) return false;
       return (

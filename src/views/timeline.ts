@@ -34,7 +34,26 @@ const TRACE_KINDS: Record<string, string> = {
 /** Kinds stored in the activity table: every other kind the timeline shows. */
 const ACTIVITY_KINDS = new Set<string>(TIMELINE_KINDS.filter((kind) => !(kind in TRACE_KINDS)));
 
-const FAILURE_KINDS: TimelineKind[] = ['message.refused', 'message.forward_failed', 'event.error'];
+const FAILURE_KINDS: TimelineKind[] = [
+  'message.refused',
+  'message.forward_failed',
+  'forwards.failing',
+  'event.error',
+];
+
+/**
+ * Whether a forward failed for a reason that may pass (the agent unreachable, slow, failing
+ * with a 5xx or 429, or refused as private): such failures belong to the agent's outage, whose
+ * one row (`forwards.failing`) stands for them on the timeline, while the message's own trace
+ * keeps each. A forward the agent answered with another status (its refusal) is a row of its own.
+ */
+export function isOutageFailure(
+  row: Pick<TimelineRow, 'source' | 'kind' | 'status_code'>,
+): boolean {
+  if (row.source !== 'd' || row.kind !== 'forwarded') return false;
+  const status = row.status_code;
+  return status === null || status >= 500 || status === 429;
+}
 
 /** The timeline kind of a row (trace rows carry the trace's event). */
 export function kindOf(row: Pick<TimelineRow, 'source' | 'kind' | 'status_code'>): TimelineKind {

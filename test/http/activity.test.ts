@@ -472,8 +472,13 @@ describeOnEachDialect('agent activity', (dialect) => {
         String((await status(agent.address)).reason),
         /forward failed: Target agent answered with status 503/,
       );
+      // The failure began an outage: one entry stands for it, and for the forwards it holds.
       const failed = (await timeline(agent.address, '?kind=failure')).entries;
-      assert.ok(failed.some((e) => e.kind === 'message.forward_failed'));
+      assert.deepEqual(
+        failed.map((e: { kind: string }) => e.kind),
+        ['forwards.failing'],
+      );
+      assert.match(failed[0]!.summary, /^forwards failing: Target agent answered with status 503/);
 
       const fixed = await call(t.url, 'PUT', `/v2/agents/${agent.address}`, {
         key: t.userKey,

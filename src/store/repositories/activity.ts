@@ -203,6 +203,14 @@ const PENDING_COLUMNS = sql`'m' as source, t.id, t.address, 'stored' as kind,
   case when t.forward_attempts > 0 then cast(${KEPT_DETAIL} as text) end as detail,
   cast(null as text) as data`;
 
+/**
+ * The trace rows the timeline shows: all but the forwards that failed for a reason that may
+ * pass (no answer, a 5xx or a 429), which the agent's outage row stands for (see
+ * `isOutageFailure` in views/timeline.ts).
+ */
+const SHOWN_TRACE = sql`(t.event <> 'forwarded' or (t.status_code is not null
+  and t.status_code < 500 and t.status_code <> 429))`;
+
 /** A timeline row as the driver answers it, with its numbers as numbers. */
 function timelineRow(row: TimelineRow): TimelineRow {
   return {
@@ -255,6 +263,11 @@ export class ActivityRepository {
     return stored;
   }
 
+  /** Rewrites what an activity row says (an outage's row, updated as it goes). */
+  async update(id: number, changes: Pick<NewActivity, 'message' | 'data'>): Promise<void> {
+    await this.db.updateTable('agent_activity').set(changes).where('id', '=', id).execute();
+  }
+
   /** A timeline page: rows of the scope, filtered, in the cursor's direction. */
   async timeline(scope: TimelineScope, filter: TimelineFilter): Promise<TimelineRow[]> {
     const newestFirst = filter.after === undefined;
@@ -305,6 +318,7 @@ export class ActivityRepository {
     }
     for (const event of eachOf(filter.traceEvents)) {
       const conditions = common('d', 'at', 'sender', null);
+      conditions.push(SHOWN_TRACE);
       if (event !== undefined) conditions.push(sql`event = ${event}`);
       if (event === 'forwarded' && filter.failedForwards) {
         conditions.push(sql`(status_code is null or status_code < 200 or status_code >= 300)`);
@@ -353,7 +367,7 @@ export class ActivityRepository {
         union all
         select * from (
           select ${TRACE_COLUMNS} from w join delivery_events t
-            on t.address = w.address and t.at >= w.since
+            on t.address = w.address and t.at >= w.since and ${SHOWN_TRACE}
           order by t.at, t.id limit ${limit}) as d
         union all
         select * from (

@@ -9,6 +9,7 @@ const KINDS: [value: string, label: string][] = [
   ['', 'All kinds'],
   ['message', 'Messages'],
   ['failure', 'Failures'],
+  ['forwards', 'Outages'],
   ['event', 'Reported events'],
   ['status', 'Status changes'],
   ['agent,almanac', 'Registrations'],
@@ -23,7 +24,12 @@ const RANGES: [value: string, label: string][] = [
   ['604800000', 'Last 7 days'],
 ];
 
-const FAILURES = new Set(['message.refused', 'message.forward_failed', 'event.error']);
+const FAILURES = new Set([
+  'message.refused',
+  'message.forward_failed',
+  'forwards.failing',
+  'event.error',
+]);
 
 const PAGE = 50;
 
@@ -186,6 +192,42 @@ function Entry(props: { entry: TimelineEntry; fresh: boolean }) {
           <pre>{traceback}</pre>
         </details>
       )}
+      {entry.kind === 'forwards.failing' && <Outage data={data} />}
     </li>
+  );
+}
+
+/** An outage's row: how many messages, the first and the latest failure, and its end. */
+function Outage(props: { data: Record<string, unknown> }) {
+  const { data } = props;
+  const text = (key: string) => (typeof data[key] === 'string' ? (data[key] as string) : null);
+  const first = text('first_failed_at');
+  const last = text('last_failed_at');
+  const ended = text('ended_at');
+  return (
+    <dl class="outage" data-testid="outage">
+      <dt>Messages not forwarded</dt>
+      <dd>{String(data.messages ?? 0)}</dd>
+      <dt>Attempts</dt>
+      <dd>{String(data.attempts ?? 0)}</dd>
+      {first && (
+        <>
+          <dt>First failure</dt>
+          <dd>
+            <Moment iso={first} />
+          </dd>
+        </>
+      )}
+      {last && (
+        <>
+          <dt>Latest failure</dt>
+          <dd>
+            <Moment iso={last} />
+          </dd>
+        </>
+      )}
+      <dt>Ended</dt>
+      <dd>{ended ? <Moment iso={ended} /> : 'not yet'}</dd>
+    </dl>
   );
 }
