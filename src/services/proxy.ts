@@ -256,6 +256,7 @@ export class ProxyService {
       statusCode: delivery.ok ? delivery.response.statusCode : delivery.statusCode,
       latencyMs: performance.now() - started,
       error: delivery.ok ? null : delivery.failure.detail,
+      kept: true,
     });
     const now = this.clock.now();
     if (delivery.ok) {

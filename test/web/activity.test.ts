@@ -129,6 +129,16 @@ describeOnEachDialect('what agents are doing, in the console', (dialect) => {
       await outage.getByText('not yet').waitFor();
       assert.equal(await entry.count(), 1);
       assert.equal(await page.locator('li[data-kind="message.forward_failed"]').count(), 0);
+      // The kept message is one entry; its steps open under it.
+      const message = page.locator('li[data-kind="message.stored"]');
+      assert.equal(await message.count(), 1);
+      await message.getByRole('button', { name: 'Steps' }).click();
+      const steps = message.getByTestId('trace');
+      await steps
+        .getByText(/forwarded .*\(private address refused: 127\.0\.0\.1/)
+        .first()
+        .waitFor();
+      await steps.getByText(/stored \(kept after a failed forward\)/).waitFor();
       // A proxy agent has its forward latency charted too.
       await page.getByText('No forward was answered in the last 48 hours.').waitFor();
       assert.deepEqual(problems, []);

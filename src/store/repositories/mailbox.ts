@@ -93,7 +93,17 @@ function leavingRows(
       size: m.size,
       detail: Number(m.forward_attempts ?? 0) > 0 ? KEPT_DETAIL : null,
     },
-    { address: m.address, event, at, uuid: m.uuid, size: m.size, detail: detail(m) },
+    // Who sent it, on the row of its fate too: the timeline shows the message by that row.
+    {
+      address: m.address,
+      event,
+      at,
+      uuid: m.uuid,
+      digest: m.digest,
+      sender: m.sender,
+      size: m.size,
+      detail: detail(m),
+    },
   ]);
 }
 

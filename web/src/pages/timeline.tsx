@@ -3,6 +3,7 @@ import { api, type TimelineEntry, type TimelinePage } from '../api';
 import { messageOf, useAction } from '../hooks';
 import { useTimelineStream, type LiveState } from '../stream';
 import { Moment } from '../widgets';
+import { DeliveryTrace } from './deliveries';
 
 /** The kind filters offered: groups of the API's `kind` (docs/activity.md). */
 const KINDS: [value: string, label: string][] = [
@@ -91,8 +92,13 @@ export function Timeline(props: { address: string }) {
     start,
     (entry) => {
       fresh.current.add(entry.id);
+      // A message is one entry: its fate takes the place of its arrival.
+      const sameMessage = (e: TimelineEntry) =>
+        entry.uuid !== null && e.uuid === entry.uuid && e.kind === 'message.stored';
       setEntries((shown) =>
-        shown && !shown.some((e) => e.id === entry.id) ? [entry, ...shown] : shown,
+        shown && !shown.some((e) => e.id === entry.id)
+          ? [entry, ...shown.filter((e) => !sameMessage(e))]
+          : shown,
       );
       setAnnouncement(`New: ${entry.summary}`);
     },
@@ -168,7 +174,10 @@ export function Timeline(props: { address: string }) {
   );
 }
 
-/** One entry: when, its kind, what happened; an error's traceback folded away. */
+/**
+ * One entry: when, its kind, what happened; an error's traceback folded away, a message's
+ * steps (its trace) loaded when asked for.
+ */
 function Entry(props: { entry: TimelineEntry; fresh: boolean }) {
   const { entry } = props;
   const failure = FAILURES.has(entry.kind);
@@ -193,6 +202,14 @@ function Entry(props: { entry: TimelineEntry; fresh: boolean }) {
         </details>
       )}
       {entry.kind === 'forwards.failing' && <Outage data={data} />}
+      {entry.uuid !== null && entry.kind.startsWith('message.') && (
+        <div class="steps">
+          <DeliveryTrace
+            path={`/v2/agents/${encodeURIComponent(entry.address)}/deliveries/${entry.uuid}`}
+            label="Steps"
+          />
+        </div>
+      )}
     </li>
   );
 }
