@@ -27,6 +27,7 @@ import { MailboxService } from './services/mailbox.js';
 import { MailroomService } from './services/mailroom.js';
 import { createOutboundDispatcher } from './infra/outbound.js';
 import { ProxyService } from './services/proxy.js';
+import { ForwardOutages } from './services/proxy-outages.js';
 import { HostingRunner, type HostingRunnerOptions } from './runner/runner.js';
 import { SessionsService } from './services/sessions.js';
 import { StorageAssetsService } from './services/storage-assets.js';
@@ -241,6 +242,11 @@ export function createContext(
   const dispatcher =
     overrides.dispatcher ??
     createOutboundDispatcher({ allowPrivateTargets: config.allowPrivateTargets });
+  // A proxy agent whose forwards fail is tried once per back-off step, its failures told once.
+  const outages = new ForwardOutages(store, clock, activity, logger, {
+    retryBaseMs: config.proxyRetryBaseMs,
+    retryMaxMs: config.proxyRetryMaxMs,
+  });
   const proxy = new ProxyService(
     store,
     admission,
@@ -251,11 +257,10 @@ export function createContext(
       timeoutMs: config.proxyTimeoutMs,
       syncTimeoutMs: config.proxySyncTimeoutMs,
       replyLimitBytes: config.envelopeBodyLimitBytes,
-      retryBaseMs: config.proxyRetryBaseMs,
-      retryMaxMs: config.proxyRetryMaxMs,
       forwardBatchSize: 32,
     },
     deliveries,
+    outages,
   );
   const mailroom = new MailroomService(store, identity, agents, signatures, clock, {
     challengeTtlMs: config.challengeTtlSeconds * 1000,
@@ -350,6 +355,7 @@ export function createContext(
   feed.attach(activity.live); // live streams: messages, mailboxes, timeline entries
   feed.attach(activity.presenceChanges); // presence: agents seen, forwards, the Almanac
   feed.attach(webhooks); // webhooks: timeline entries recorded here
+  feed.attach(outages); // proxy agents' outages: Almanac registrations and status
   feed.attach(access); // open streams: keys, sessions, memberships, teams, agents
   feed.attach(chat); // live chat sessions: entries recorded
   feed.attach(chatIdentities); // chat identities: teams deleted

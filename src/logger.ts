@@ -28,6 +28,8 @@ export function createLogger({ level, format = 'json', fd = 1 }: LoggerOptions):
       colorize: stream.isTTY === true,
       translateTime: 'SYS:HH:MM:ss.l',
       ignore: 'pid,hostname',
+      // One line an event (an error's stack still takes its own lines).
+      singleLine: true,
     }),
   );
 }

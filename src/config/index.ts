@@ -107,11 +107,11 @@ export interface Config {
   proxyTimeoutMs: number;
   proxySyncTimeoutMs: number;
   /**
-   * A message the proxy could not forward and kept is forwarded again after this long, then
-   * after twice as long at each failure, up to {@link proxyRetryMaxMs}.
+   * A proxy agent whose forward failed is tried again after this long, then after twice as
+   * long at each failure, up to {@link proxyRetryMaxMs} (each wait up to a quarter longer).
    */
   proxyRetryBaseMs: number;
-  /** The longest wait between two forwards of a kept message. */
+  /** The longest wait between two attempts to forward to a proxy agent whose forwards fail. */
   proxyRetryMaxMs: number;
   /**
    * Worker threads that check signatures (envelopes, identity proofs, Almanac attestations);
@@ -218,7 +218,7 @@ export const defaults: Config = {
   proxyTimeoutMs: 10_000,
   proxySyncTimeoutMs: 30_000,
   proxyRetryBaseMs: 2_000,
-  proxyRetryMaxMs: 300_000,
+  proxyRetryMaxMs: 30_000,
   // One core stays with the event loop; a thread where there is no second core only adds
   // the cost of passing messages.
   verifierThreads: Math.min(availableParallelism() - 1, 2),

@@ -201,6 +201,8 @@ export class AgentsService {
       if ((await tx.agents.update(address, changes)) === 'handle-taken') {
         throw handleTaken(changes.handle);
       }
+      // A proxy agent in an outage is worth a try now at its new URL.
+      if (changes.redirect_url) await tx.proxy.dueNow([address], changes.updated_at);
       const updated = { ...agent, ...changes };
       await tx.search.indexAgent(searchText(updated));
       return updated;
@@ -282,6 +284,8 @@ export class AgentsService {
     if (outcome === 'handle-taken') throw handleTaken(registration.handle);
     await tx.search.indexAgent(searchText(listing));
     await tx.mailbox.open({ address, user_id: userId, created_at: now });
+    // Registered again, a proxy agent in an outage is worth a try now (at its new URL).
+    if (!isNew && listing.redirect_url !== null) await tx.proxy.dueNow([address], now);
     if (isNew) allowance.used += 1;
     return isNew;
   }

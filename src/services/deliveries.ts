@@ -13,6 +13,7 @@ import type {
 } from '../store/repositories/deliveries.js';
 import type { PendingMessage } from '../store/repositories/mailbox.js';
 import { traceTimelineRow } from '../store/repositories/activity.js';
+import { KEPT_FORWARD_DETAIL } from '../wire/deliveries.js';
 
 const AGENT_NOT_FOUND = 'Agent not found';
 const TRACE_NOT_FOUND = 'No delivery found';
@@ -36,6 +37,8 @@ export interface ForwardAttempt {
   statusCode: number | null;
   latencyMs: number;
   error: string | null;
+  /** Whether the message was kept after an earlier failure (its forward again). */
+  kept?: boolean;
 }
 
 /**
@@ -155,7 +158,8 @@ export class DeliveryTrace {
         size: attempt.size,
         status_code: attempt.statusCode,
         latency_ms: Math.round(attempt.latencyMs),
-        detail: attempt.error,
+        // A kept message that went through is a step of its delivery (its `delivered` row).
+        detail: attempt.error ?? (attempt.kept ? KEPT_FORWARD_DETAIL : null),
       },
     ]);
   }

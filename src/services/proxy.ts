@@ -9,6 +9,8 @@ import type { Envelope } from '../wire/mailbox.js';
 import type { DeliveryTrace } from './deliveries.js';
 import { UNKNOWN_TARGET, type EnvelopeAdmission } from './envelopes.js';
 import { messageUuid, type MailboxService } from './mailbox.js';
+import type { ForwardOutages } from './proxy-outages.js';
+import type { ClaimedProbe } from '../store/repositories/proxy.js';
 
 export interface ProxyPolicy {
   timeoutMs: number;
@@ -16,12 +18,6 @@ export interface ProxyPolicy {
   syncTimeoutMs: number;
   /** The largest reply relayed back to a synchronous sender. */
   replyLimitBytes: number;
-  /**
-   * A kept message is forwarded again this long after the failure that kept it, then twice as
-   * long after each further failure, up to `retryMaxMs`.
-   */
-  retryBaseMs: number;
-  retryMaxMs: number;
   /** Most kept messages one process forwards at once. */
   forwardBatchSize: number;
 }
@@ -64,7 +60,11 @@ const LEASE_MARGIN_MS = 30_000;
  * that could not be forwarded for a reason that may pass (the target down, slow, failing, or
  * its address refused as private) is kept in the target's mailbox, unless its owner turned
  * that off, and forwarded again in the background ({@link forwardDue}) until it is delivered,
- * polled by its agent, or expires (docs/mailbox.md, "Kept forwards").
+ * polled by its agent, or expires (docs/mailbox.md, "Kept forwards"). Such a failure begins an
+ * outage of the target ({@link ForwardOutages}): until a forward goes through, the target is
+ * tried once per back-off step, and the asynchronous messages that arrive for it meanwhile are
+ * kept without an attempt of their own; once it answers, the messages waiting for it go
+ * together.
  */
 export class ProxyService {
   constructor(
@@ -75,6 +75,7 @@ export class ProxyService {
     private readonly clock: Clock,
     private readonly policy: ProxyPolicy,
     private readonly trace: DeliveryTrace,
+    private readonly outages: ForwardOutages,
   ) {}
 
   /**
@@ -96,6 +97,16 @@ export class ProxyService {
       await this.trace.refused(envelope, UNKNOWN_TARGET);
       throw new NotFoundError(UNKNOWN_TARGET);
     }
+    const sync = connection === 'sync';
+    if (!sync && forwarding.keep && forwarding.failing) {
+      // The target is in an outage: the forwarder's next attempt tries it, with this message
+      // among those waiting.
+      await this.mailbox.keep(admitted, this.clock.now());
+      // Counted in the outage (unless it ended meanwhile: the message is then due at once).
+      await this.outages.held(address);
+      kept?.('its agent could not be reached');
+      return undefined;
+    }
     const body = JSON.stringify(fields);
     const started = performance.now();
     const attempt = (statusCode: number | null, error: string | null): Promise<void> =>
@@ -109,7 +120,6 @@ export class ProxyService {
         latencyMs: performance.now() - started,
         error,
       });
-    const sync = connection === 'sync';
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (connection !== undefined) headers['x-uagents-connection'] = connection;
 
@@ -122,14 +132,18 @@ export class ProxyService {
     if (!delivery.ok) {
       const { failure } = delivery;
       await attempt(delivery.statusCode, failure.detail);
+      if (failure.transient) await this.outages.failed(address, failure.detail);
+      else if (forwarding.failing) await this.outages.answered(address);
       // A synchronous sender waits for a reply that a later forward could not bring it.
       if (!sync && failure.transient && forwarding.keep) {
-        await this.mailbox.keep(admitted, this.clock.now() + this.backoff(1));
+        // Due now: the outage's back-off decides when it is tried.
+        await this.mailbox.keep(admitted, this.clock.now());
         kept?.(failure.detail);
         return undefined;
       }
       throw failure.error;
     }
+    if (forwarding.failing) await this.outages.answered(address);
     const { response } = delivery;
     if (!sync) {
       await response.body.dump();
@@ -153,23 +167,29 @@ export class ProxyService {
 
   /**
    * One round of the background forwarder: claims the kept messages due now (no other
-   * process forwards them meanwhile) and forwards each again, all at once. A delivered one
-   * leaves the mailbox as if its agent had deleted it; one that fails again is due after a
-   * wait twice as long; one its agent refuses (a 4xx), or whose agent no longer has a URL,
-   * is not forwarded again and waits for its agent to poll it or expires. Resolves once every
-   * attempt is recorded, to true when it claimed as many as it may at once (more may be due).
+   * process forwards them meanwhile) and forwards each again, all at once. Of an agent in an
+   * outage, only the oldest is tried, once its back-off step is due (its probe); the others
+   * wait for it. A delivered one leaves the mailbox as if its agent had deleted it and ends
+   * the outage, after which the messages waiting go together; one that fails again waits for
+   * the outage's next step; one its agent refuses (a 4xx), or whose agent no longer has a
+   * URL, is not forwarded again and waits for its agent to poll it or expires. Resolves once
+   * every attempt is recorded, to true when more may be due now (it claimed as many as it may
+   * at once, or an outage ended).
    */
   async forwardDue(): Promise<boolean> {
     const now = this.clock.now();
-    const claimed = await this.store.repos.mailbox.claimForwards(
-      now,
-      now + this.policy.timeoutMs + LEASE_MARGIN_MS,
-      this.policy.forwardBatchSize,
-    );
-    const outcomes = await Promise.allSettled(claimed.map((message) => this.forwardKept(message)));
+    const lease = now + this.policy.timeoutMs + LEASE_MARGIN_MS;
+    const { mailbox, proxy } = this.store.repos;
+    const probes = await proxy.claimProbes(now, lease, this.policy.forwardBatchSize);
+    const claimed = await mailbox.claimForwards(now, lease, this.policy.forwardBatchSize);
+    const outcomes = await Promise.allSettled([
+      ...probes.map((probe) => this.probe(probe)),
+      ...claimed.map((message) => this.forwardAgain(message)),
+    ]);
     const failed = outcomes.find((outcome) => outcome.status === 'rejected');
     if (failed) throw failed.reason;
-    return claimed.length === this.policy.forwardBatchSize;
+    const ended = outcomes.some((outcome) => outcome.status === 'fulfilled' && outcome.value);
+    return ended || claimed.length === this.policy.forwardBatchSize;
   }
 
   /** Whether the agent has a URL to forward to (the readiness probe). */
@@ -177,11 +197,47 @@ export class ProxyService {
     return Boolean((await this.store.repos.agents.findForwarding(address))?.url);
   }
 
-  private async forwardKept(message: ClaimedForward): Promise<void> {
+  /**
+   * Forwards a kept message of an agent that was not in an outage when it was claimed: a
+   * failure begins one (or adds to one begun meanwhile), an answer ends one begun meanwhile;
+   * whether one ended.
+   */
+  private async forwardAgain(message: ClaimedForward): Promise<boolean> {
+    const outcome = await this.forwardKept(message);
+    if (outcome.ok === 'failed') {
+      await this.outages.failed(message.address, outcome.error);
+      return false;
+    }
+    return outcome.ok === 'answered' && this.outages.answered(message.address);
+  }
+
+  /** Tries an agent in an outage with its oldest waiting message; whether the outage ended. */
+  private async probe(probe: ClaimedProbe): Promise<boolean> {
+    if (!probe.message) {
+      await this.outages.release(probe);
+      return false;
+    }
+    const outcome = await this.forwardKept(probe.message);
+    if (outcome.ok === 'failed') {
+      await this.outages.attemptFailed(probe, outcome.error);
+      return false;
+    }
+    if (outcome.ok === 'answered') return this.outages.answered(probe.address);
+    await this.outages.release(probe);
+    return false;
+  }
+
+  /**
+   * Forwards a kept message again: `answered` when its agent answered (delivered, or refused
+   * it), `failed` when it could not be reached, `skipped` when it has no URL any more.
+   */
+  private async forwardKept(
+    message: ClaimedForward,
+  ): Promise<{ ok: 'answered' | 'skipped' } | { ok: 'failed'; error: string }> {
     const { mailbox } = this.store.repos;
     if (message.url === null) {
       await mailbox.stopForwarding([message.uuid], message.lease);
-      return;
+      return { ok: 'skipped' };
     }
     const started = performance.now();
     const delivery = await this.post(
@@ -200,23 +256,21 @@ export class ProxyService {
       statusCode: delivery.ok ? delivery.response.statusCode : delivery.statusCode,
       latencyMs: performance.now() - started,
       error: delivery.ok ? null : delivery.failure.detail,
+      kept: true,
     });
     const now = this.clock.now();
     if (delivery.ok) {
       const tracedAt = this.trace.enabled ? now : undefined;
       await mailbox.acknowledge(message.address, message.uuid, tracedAt, 'delivered');
-    } else if (delivery.failure.transient) {
-      const failures = Number(message.forward_attempts) + 1;
-      await mailbox.forwardAgainAt(message.uuid, message.lease, now + this.backoff(failures));
-    } else {
-      await mailbox.stopForwarding([message.uuid], message.lease);
+      return { ok: 'answered' };
     }
-  }
-
-  /** The wait before the next forward of a message after its `failures`-th failed one. */
-  private backoff(failures: number): number {
-    const { retryBaseMs, retryMaxMs } = this.policy;
-    return Math.min(retryMaxMs, retryBaseMs * 2 ** (failures - 1));
+    if (!delivery.failure.transient) {
+      await mailbox.stopForwarding([message.uuid], message.lease);
+      return { ok: 'answered' };
+    }
+    // Due again at once: its agent's outage decides when it is tried.
+    await mailbox.forwardAgainAt(message.uuid, message.lease, now);
+    return { ok: 'failed', error: delivery.failure.detail };
   }
 
   /** POSTs `body` to the agent's URL, following no redirect; a 2xx answer is its caller's. */

@@ -1,4 +1,4 @@
-import type { KindFilter } from '../views/timeline.js';
+import { stepOf, type KindFilter } from '../views/timeline.js';
 import type { Clock } from '../infra/clock.js';
 import type { Logger } from '../logger.js';
 import type {
@@ -73,7 +73,9 @@ export function admits(filter: KindFilter, row: TimelineRow): boolean {
       return filter.activityKinds === undefined || filter.activityKinds.includes(row.kind);
     case 'm':
       return filter.pending && (filter.traceEvents?.includes('stored') ?? true);
-    case 'd':
+    case 'd': {
+      const step = stepOf(row);
+      if (step !== undefined && !(filter.steps ?? []).includes(step)) return false;
       if (filter.traceEvents === undefined) return true;
       if (!filter.traceEvents.includes(row.kind)) return false;
       return (
@@ -83,6 +85,7 @@ export function admits(filter: KindFilter, row: TimelineRow): boolean {
         row.status_code < 200 ||
         row.status_code >= 300
       );
+    }
   }
 }
 

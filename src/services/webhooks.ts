@@ -23,7 +23,8 @@ import type {
 } from '../wire/webhooks.js';
 import type { ChangeConsumer, ChangeOf } from '../infra/change-feed.js';
 import { timelineEntry } from '../views/activity.js';
-import { kindOf } from '../views/timeline.js';
+import { isOutageFailure, kindOf } from '../views/timeline.js';
+import { EXPIRED_UNFORWARDED_DETAIL } from '../store/repositories/deliveries.js';
 
 /** Hooks one user may have. */
 export const MAX_WEBHOOKS_PER_USER = 20;
@@ -95,9 +96,16 @@ export function webhookKindOf(row: TimelineRow): WebhookKind | undefined {
   const kind = kindOf(row);
   switch (kind) {
     case 'message.refused':
-    case 'message.expired':
-    case 'message.forward_failed':
     case 'event.error':
+      return kind;
+    // What fails in an agent's outage is told once, by its start and its end.
+    case 'message.expired':
+      return row.detail === EXPIRED_UNFORWARDED_DETAIL ? undefined : kind;
+    case 'message.forward_failed':
+      return isOutageFailure(row) ? undefined : kind;
+    case 'forwards.failing':
+      return 'message.forward_failed';
+    case 'forwards.back':
       return kind;
     case 'status.changed': {
       const { from, to } = JSON.parse(row.data ?? '{}') as { from?: string; to?: string };

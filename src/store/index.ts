@@ -17,6 +17,7 @@ import { InteractionsRepository } from './repositories/interactions.js';
 import { ApiKeysRepository } from './repositories/keys.js';
 import { MailboxRepository } from './repositories/mailbox.js';
 import { MailroomRepository } from './repositories/mailroom.js';
+import { ProxyRepository } from './repositories/proxy.js';
 import { SessionsRepository } from './repositories/sessions.js';
 import { StorageAssetsRepository } from './repositories/storage-assets.js';
 import { TeamsRepository } from './repositories/teams.js';
@@ -33,6 +34,7 @@ export interface Repositories {
   usage: UsageRepository;
   agents: AgentsRepository;
   mailbox: MailboxRepository;
+  proxy: ProxyRepository;
   almanac: AlmanacRepository;
   interactions: InteractionsRepository;
   search: SearchRepository;
@@ -58,6 +60,7 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     usage: new UsageRepository(db),
     agents: new AgentsRepository(db),
     mailbox: new MailboxRepository(db, dialect.name),
+    proxy: new ProxyRepository(db, dialect.name),
     almanac: new AlmanacRepository(db),
     interactions: new InteractionsRepository(db),
     search: new SearchRepository(db, dialect.name),

@@ -49,6 +49,7 @@ export interface Database {
   chat_identities: ChatIdentitiesTable;
   chat_sessions: ChatSessionsTable;
   chat_entries: ChatEntriesTable;
+  forward_outages: ForwardOutagesTable;
 }
 
 export interface UsersTable {
@@ -590,4 +591,23 @@ export interface ChatEntriesTable {
   content: string | null;
   /** What became of it, in words (a failure's reason, an acknowledgement's metadata). */
   detail: string | null;
+}
+
+/** A proxy agent whose forwards are failing, while they are (docs/mailbox.md, "Kept forwards"). */
+export interface ForwardOutagesTable {
+  address: string;
+  /** The first failed forward. */
+  began_at: number;
+  /** The latest failed forward. */
+  last_failed_at: number;
+  /** Attempts of the back-off that failed: the wait before the next one doubles with each. */
+  failures: number;
+  /** Messages that could not be forwarded while it lasts. */
+  messages: number;
+  /** Why the latest forward failed. */
+  error: string | null;
+  /** When the next attempt is due (the end of its claim while one is under way). */
+  next_at: number;
+  /** The agent's timeline row (`agent_activity`) that stands for the outage. */
+  entry_id: number | null;
 }

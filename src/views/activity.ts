@@ -16,6 +16,7 @@ function summaryOf(kind: TimelineKind, row: TimelineRow): string {
         ? `message from ${from} not stored: ${row.detail}`
         : `message from ${from} submitted`;
     case 'message.stored':
+      // A pending message: its row until it leaves the mailbox.
       return row.detail
         ? `message from ${from} ${row.detail} (${row.size ?? 0} bytes)`
         : `message from ${from} stored (${row.size ?? 0} bytes)`;
@@ -26,17 +27,17 @@ function summaryOf(kind: TimelineKind, row: TimelineRow): string {
         ? 'message handed to the agent'
         : `message read by its ${row.detail ?? 'owner'}`;
     case 'message.deleted':
-      return 'message acknowledged by the agent';
+      return `message from ${from} delivered: the agent acknowledged it`;
     case 'message.expired':
       return `message from ${from} expired unread`;
     case 'message.quarantined':
-      return `message quarantined: ${row.detail ?? ''}`;
+      return `message from ${from} quarantined: ${row.detail ?? ''}`;
     case 'message.forwarded':
       return `message forwarded (${row.status_code}, ${row.latency_ms ?? 0} ms)`;
     case 'message.forward_failed':
       return `forward failed: ${row.detail ?? `status ${row.status_code}`}`;
     case 'message.delivered':
-      return 'kept message forwarded to the agent and removed from its mailbox';
+      return `message from ${from} delivered: kept, then forwarded to the agent`;
     case 'interaction':
       return `reported an interaction (${row.detail ?? ''})`;
     default:

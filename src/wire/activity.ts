@@ -89,6 +89,8 @@ export const TIMELINE_KINDS = [
   'message.forwarded',
   'message.forward_failed',
   'message.delivered',
+  'forwards.failing',
+  'forwards.back',
   'interaction',
   'event.error',
   'event.info',
@@ -104,6 +106,7 @@ export type TimelineKind = (typeof TIMELINE_KINDS)[number];
 /** Groups a filter may name instead of kinds: a kind's first word, and `failure`. */
 export const TIMELINE_GROUPS = [
   'message',
+  'forwards',
   'event',
   'agent',
   'almanac',
@@ -119,7 +122,7 @@ export const ActivityQuery = Type.Object({
   kind: Type.Optional(
     Type.String({
       maxLength: 500,
-      description: `kinds or groups, comma-separated: ${TIMELINE_KINDS.join(', ')}; or ${TIMELINE_GROUPS.join(', ')} (failure: refused, failed forwards, errors)`,
+      description: `kinds or groups, comma-separated: ${TIMELINE_KINDS.join(', ')}; or ${TIMELINE_GROUPS.join(', ')} (failure: refused, failed forwards and outages, errors)`,
     }),
   ),
   since: Type.Optional(

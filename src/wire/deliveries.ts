@@ -22,6 +22,9 @@ export const DELIVERY_EVENTS = [
   'interaction',
 ] as const;
 
+/** The detail of a `forwarded` row of a kept message that went through (its `delivered` row follows). */
+export const KEPT_FORWARD_DETAIL = 'forwarded again after it was kept';
+
 export const DeliveryQuery = Type.Object({
   since: Type.Optional(
     Type.String({

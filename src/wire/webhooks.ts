@@ -14,6 +14,7 @@ export const WEBHOOK_KINDS = [
   'message.refused',
   'message.expired',
   'message.forward_failed',
+  'forwards.back',
   'agent.silent',
   'agent.back',
   'agent.failing',

@@ -109,9 +109,9 @@ describe('mailbox hold setting', () => {
 });
 
 describe('proxy retry settings', () => {
-  it('retries kept messages after 2 s, doubling up to 5 min, unless told otherwise', () => {
+  it('tries a failing proxy agent again after 2 s, doubling up to 30 s, unless told otherwise', () => {
     const defaults = loadConfig({}, {});
-    assert.deepEqual([defaults.proxyRetryBaseMs, defaults.proxyRetryMaxMs], [2_000, 300_000]);
+    assert.deepEqual([defaults.proxyRetryBaseMs, defaults.proxyRetryMaxMs], [2_000, 30_000]);
     const set = loadConfig(
       {},
       { AGENTRY_PROXY_RETRY_BASE_MS: '500', AGENTRY_PROXY_RETRY_MAX_MS: '60000' },

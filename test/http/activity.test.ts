@@ -4,6 +4,8 @@ import { randomUUID } from 'node:crypto';
 import { cursorId, kindFilter } from '../../src/services/activity/index.js';
 import { messageUuid } from '../../src/services/mailbox.js';
 import { admits } from '../../src/services/timeline-streams.js';
+import { MESSAGE_STEPS } from '../../src/store/repositories/activity.js';
+import { stepOf } from '../../src/views/timeline.js';
 import { TIMELINE_GROUPS, TIMELINE_KINDS, type TimelineEntry } from '../../src/wire/activity.js';
 import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
@@ -333,20 +335,33 @@ describeOnEachDialect('agent activity', (dialect) => {
         all.map((entry) => entry.kind),
         [
           'message.refused',
+          // The message is one entry, that of its fate: its arrival and its poll are steps.
           'message.deleted',
-          // Written at the same moment: the trace's row first, newest first.
-          'message.polled',
           'status.changed',
           'polling.started',
-          'message.stored',
           'agent.registered',
         ],
       );
       assert.match(all[0]!.summary, /refused/);
-      assert.equal(all[5]!.uuid, uuid);
-      assert.equal(all[5]!.peer, sender.address);
-      assert.match(all[4]!.summary, /first time/);
-      assert.match(all[3]!.summary, /new → active/);
+      assert.equal(all[1]!.uuid, uuid);
+      assert.equal(all[1]!.peer, sender.address);
+      assert.match(all[1]!.summary, /^message from agent1.* delivered: the agent acknowledged it$/);
+      assert.match(all[3]!.summary, /first time/);
+      assert.match(all[2]!.summary, /new → active/);
+      // Its steps are entries when their kind is named, and in its trace.
+      assert.deepEqual(
+        (await timeline(agent.address, '?kind=message.stored,message.polled')).entries.map(
+          (entry) => [entry.kind, entry.uuid],
+        ),
+        [
+          ['message.polled', uuid],
+          ['message.stored', uuid],
+        ],
+      );
+      assert.deepEqual(
+        (await timeline(agent.address, '?kind=message')).entries.map((entry) => entry.kind),
+        ['message.refused', 'message.deleted'],
+      );
 
       // Pages: two at a time, following `next`, give the same entries.
       const paged: TimelineEntry[] = [];
@@ -385,6 +400,56 @@ describeOnEachDialect('agent activity', (dialect) => {
         },
       );
       assert.equal(badCursor.status, 400);
+    });
+
+    it('streams a message as its arrival, then its fate, and none of its steps, resumably', async () => {
+      const key = await t.addUser(`fates-${dialect}`);
+      const agent = await newRegisteredAgent(hostOf(t), key);
+      const url = `${t.url}/v2/agents/${agent.address}/activity/stream`;
+      const stream = await openStream(url, { key });
+      assert.deepEqual(await stream.drain(300), []);
+      const sender = TestIdentity.random();
+      const envelope = envelopeFor(sender, agent.address);
+      const uuid = messageUuid(envelope);
+      clock.advance(10);
+      await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: envelope });
+      const arrival = await stream.next(2000);
+      assert.equal((JSON.parse(arrival.data) as TimelineEntry).kind, 'message.stored');
+      clock.advance(10);
+      const auth = { authorization: agent.authorization(clock.now()) };
+      await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, auth);
+      clock.advance(10);
+      await call(t.url, 'DELETE', `/v2/agents/${agent.address}/mailbox/${uuid}`, auth);
+      const later = (await stream.drain(1500)).map((e) => JSON.parse(e.data) as TimelineEntry);
+      assert.deepEqual(
+        later.filter((e) => e.uuid === uuid).map((e) => e.kind),
+        ['message.deleted'],
+      );
+      stream.close();
+      // Resumed after its arrival: its fate again, no step.
+      const resumed = await openStream(url, { key, lastEventId: arrival.id! });
+      const replay = (await resumed.drain(700)).map((e) => JSON.parse(e.data) as TimelineEntry);
+      resumed.close();
+      assert.deepEqual(
+        replay.filter((e) => e.uuid === uuid).map((e) => e.kind),
+        ['message.deleted'],
+      );
+      // A page has it once; its steps come by name.
+      const page = (await timeline(agent.address, '', key)).entries;
+      assert.deepEqual(
+        page.filter((e) => e.uuid === uuid).map((e) => e.kind),
+        ['message.deleted'],
+      );
+      const steps = await openStream(`${url}?kind=message.polled`, {
+        key,
+        lastEventId: arrival.id!,
+      });
+      const polled = (await steps.drain(700)).map((e) => JSON.parse(e.data) as TimelineEntry);
+      steps.close();
+      assert.deepEqual(
+        polled.map((e) => [e.kind, e.uuid]),
+        [['message.polled', uuid]],
+      );
     });
 
     it("shows the owner all their agents' timelines in one, and nobody else any", async () => {
@@ -472,8 +537,13 @@ describeOnEachDialect('agent activity', (dialect) => {
         String((await status(agent.address)).reason),
         /forward failed: Target agent answered with status 503/,
       );
+      // The failure began an outage: one entry stands for it, and for the forwards it holds.
       const failed = (await timeline(agent.address, '?kind=failure')).entries;
-      assert.ok(failed.some((e) => e.kind === 'message.forward_failed'));
+      assert.deepEqual(
+        failed.map((e: { kind: string }) => e.kind),
+        ['forwards.failing'],
+      );
+      assert.match(failed[0]!.summary, /^forwards failing: Target agent answered with status 503/);
 
       const fixed = await call(t.url, 'PUT', `/v2/agents/${agent.address}`, {
         key: t.userKey,
@@ -731,9 +801,23 @@ describeOnEachDialect('agent activity', (dialect) => {
         ]),
       );
       await flushPresence(t);
+      // The kept messages go once the agent answers at its new URL; the mailbox's stays.
+      await waitFor(async () => {
+        const res = await call(t.url, 'GET', `/v2/agents/${agent.address}`, { key });
+        return res.body.mailbox.pending_messages === 1;
+      });
       const repo = t.server.ctx.store.repos.activity;
       const scope = { address: agent.address, since: 0 };
-      const everything = await repo.timeline(scope, { pending: true, limit: 1000 });
+      const everything = await repo.timeline(scope, {
+        pending: true,
+        steps: MESSAGE_STEPS,
+        limit: 1000,
+      });
+      assert.ok(
+        everything.some((row) => stepOf(row) === 'outage') &&
+          everything.some((row) => stepOf(row) === 'kept'),
+        'steps of every sort',
+      );
       assert.ok(new Set(everything.map((r) => r.source)).size === 3, 'rows of all three tables');
       for (const kind of [...TIMELINE_KINDS, ...TIMELINE_GROUPS, 'failure']) {
         const filter = kindFilter(kind);

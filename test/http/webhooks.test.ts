@@ -337,7 +337,7 @@ describeOnEachDialect('webhooks', (dialect) => {
       assert.equal(receiver.at('/refusals').length, 0);
     });
 
-    it('tells of a failed forward, and of the agent failing because of it', async () => {
+    it('tells of the outage a failed forward begins, once, and of the agent failing because of it', async () => {
       const key = await newUser();
       const agent = await newRegisteredAgent(hostOf(t), key, {
         redirectUrl: `${receiver.url}/agent-down`,
@@ -357,8 +357,21 @@ describeOnEachDialect('webhooks', (dialect) => {
       });
       const byKind = new Map(both.map((r) => [r.body.kind, r.body]));
       const failed = byKind.get('message.forward_failed')!;
-      assert.equal(failed.entry.status_code, 503);
+      assert.equal(failed.entry.kind, 'forwards.failing');
+      assert.match(
+        String(failed.entry.summary),
+        /^forwards failing: Target agent answered with status 503; 1 message not forwarded so far$/,
+      );
       assert.equal(failed.agent, agent.address);
+      // More messages while the outage lasts are counted in it, not told one by one.
+      for (let i = 0; i < 3; i++) {
+        const more = await call(t.url, 'POST', '/v2/agents/proxy/submit', {
+          body: envelopeFor(TestIdentity.random(), agent.address),
+        });
+        assert.equal(more.status, 200, more.text);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      assert.equal(receiver.at('/forwards').length, 2);
       const failing = byKind.get('agent.failing')!;
       assert.equal((failing.entry.data as { to: string }).to, 'failing');
       assert.match(String(failing.entry.summary), /→ failing: forward failed/);

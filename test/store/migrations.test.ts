@@ -165,6 +165,7 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
     assert.deepEqual(await store.repos.agents.findForwarding(agent.address), {
       url: 'https://k.example',
       keep: true,
+      failing: false,
     });
     const [pending] = await store.repos.mailbox.listPending(agent.address, 2, {
       limit: 10,

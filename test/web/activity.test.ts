@@ -118,10 +118,27 @@ describeOnEachDialect('what agents are doing, in the console', (dialect) => {
       // The failing agent's activity says why, plainly.
       await failing.getByRole('link', { name: 'Activity' }).click();
       await page.getByRole('heading', { name: 'Activity of blocked' }).waitFor();
-      // The kept message is forwarded again later: each failure is an entry of its own.
-      const entry = page.locator('li[data-kind="message.forward_failed"]').first();
+      // The kept message is forwarded again later: one entry stands for the outage, with how
+      // many messages it held back, and no entry per failed attempt.
+      const entry = page.locator('li[data-kind="forwards.failing"]');
       await entry.getByText(/Failure:/).waitFor();
       await entry.getByText(/private address refused: 127\.0\.0\.1/).waitFor();
+      const outage = entry.getByTestId('outage');
+      await outage.getByText('Messages not forwarded').waitFor();
+      assert.equal(await outage.locator('dd').first().textContent(), '1');
+      await outage.getByText('not yet').waitFor();
+      assert.equal(await entry.count(), 1);
+      assert.equal(await page.locator('li[data-kind="message.forward_failed"]').count(), 0);
+      // The kept message is one entry; its steps open under it.
+      const message = page.locator('li[data-kind="message.stored"]');
+      assert.equal(await message.count(), 1);
+      await message.getByRole('button', { name: 'Steps' }).click();
+      const steps = message.getByTestId('trace');
+      await steps
+        .getByText(/forwarded .*\(private address refused: 127\.0\.0\.1/)
+        .first()
+        .waitFor();
+      await steps.getByText(/stored \(kept after a failed forward\)/).waitFor();
       // A proxy agent has its forward latency charted too.
       await page.getByText('No forward was answered in the last 48 hours.').waitFor();
       assert.deepEqual(problems, []);

@@ -172,9 +172,15 @@ export class ActivityService implements AgentHistory {
 
   /** Records rows of what happened to agents (registrations, Almanac changes) and tells streams. */
   async record(rows: NewActivity[]): Promise<void> {
-    if (rows.length === 0) return;
+    await this.recordRows(rows);
+  }
+
+  /** Records rows as {@link record} does, and answers them as stored (with their ids). */
+  async recordRows(rows: NewActivity[]): Promise<ActivityRow[]> {
+    if (rows.length === 0) return [];
     const stored = await this.store.repos.activity.record(rows);
     this.tell([...new Set(rows.map((row) => row.address))], stored);
+    return stored;
   }
 
   /**

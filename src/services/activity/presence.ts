@@ -101,7 +101,6 @@ export class Presence {
     void written
       .then(() => this.evaluate([address]))
       .catch((err: unknown) => this.logger.warn({ err, agent: address }, 'presence not written'));
-    if (!ok) this.logger.info({ agent: address, error }, 'forward failed');
   }
 
   /**

@@ -1,6 +1,7 @@
 import { sql, type Insertable, type Kysely, type RawBuilder, type Selectable } from 'kysely';
 import type { AgentActivityTable, AgentPresenceTable, Database, MessagesTable } from '../schema.js';
 import { deleteAgentHistory, slices } from '../statements.js';
+import { KEPT_FORWARD_DETAIL } from '../../wire/deliveries.js';
 import { KEPT_DETAIL } from './deliveries.js';
 import type { DeliveryEventRow } from './deliveries.js';
 
@@ -55,6 +56,17 @@ export interface TimelineRow {
 /** Whose timeline: one agent from a moment on, or every agent of a user from its registration. */
 export type TimelineScope = { address: string; since: number } | { userId: string };
 
+/**
+ * A message's steps: trace rows that the row of its fate stands for on the timeline, shown only
+ * when a filter names their kind (docs/activity.md, "The timeline"). `stored`: the trace row of
+ * a message that left its mailbox (a pending message is its own row); `polled`; `outage`: a
+ * forward that failed for a reason that may pass, which its agent's outage stands for; `kept`:
+ * a kept message forwarded again, which its `delivered` row follows.
+ */
+export type MessageStep = 'stored' | 'polled' | 'outage' | 'kept';
+
+export const MESSAGE_STEPS: readonly MessageStep[] = ['stored', 'polled', 'outage', 'kept'];
+
 export interface TimelineFilter {
   /** Only rows at or after this moment (ms). */
   since?: number;
@@ -68,6 +80,8 @@ export interface TimelineFilter {
   activityKinds?: string[];
   /** Pending messages too (they stand for `stored` rows). */
   pending: boolean;
+  /** The steps of messages shown as rows of their own (none unless given). */
+  steps?: readonly MessageStep[];
   peer?: string;
   session?: string;
   /** Newest first, strictly before this place; or oldest first, strictly after it. */
@@ -203,6 +217,25 @@ const PENDING_COLUMNS = sql`'m' as source, t.id, t.address, 'stored' as kind,
   case when t.forward_attempts > 0 then cast(${KEPT_DETAIL} as text) end as detail,
   cast(null as text) as data`;
 
+/** Which trace rows (`t`) each step is; never null, so that `not` keeps every other row. */
+const STEP_ROWS: Record<MessageStep, RawBuilder<unknown>> = {
+  stored: sql`t.event = 'stored'`,
+  polled: sql`t.event = 'polled'`,
+  outage: sql`(t.event = 'forwarded' and (t.status_code is null or t.status_code >= 500
+    or t.status_code = 429))`,
+  kept: sql`(t.event = 'forwarded' and coalesce(t.detail, '') = ${KEPT_FORWARD_DETAIL})`,
+};
+
+/** The condition that leaves out the steps not in `shown` (see `stepOf` in views/timeline.ts). */
+function withoutSteps(shown: readonly MessageStep[]): RawBuilder<unknown> | undefined {
+  const hidden = MESSAGE_STEPS.filter((step) => !shown.includes(step));
+  if (hidden.length === 0) return undefined;
+  return sql`not (${sql.join(
+    hidden.map((step) => STEP_ROWS[step]),
+    sql` or `,
+  )})`;
+}
+
 /** A timeline row as the driver answers it, with its numbers as numbers. */
 function timelineRow(row: TimelineRow): TimelineRow {
   return {
@@ -255,6 +288,11 @@ export class ActivityRepository {
     return stored;
   }
 
+  /** Rewrites what an activity row says (an outage's row, updated as it goes). */
+  async update(id: number, changes: Pick<NewActivity, 'message' | 'data'>): Promise<void> {
+    await this.db.updateTable('agent_activity').set(changes).where('id', '=', id).execute();
+  }
+
   /** A timeline page: rows of the scope, filtered, in the cursor's direction. */
   async timeline(scope: TimelineScope, filter: TimelineFilter): Promise<TimelineRow[]> {
     const newestFirst = filter.after === undefined;
@@ -305,6 +343,8 @@ export class ActivityRepository {
     }
     for (const event of eachOf(filter.traceEvents)) {
       const conditions = common('d', 'at', 'sender', null);
+      const steps = withoutSteps(filter.steps ?? []);
+      if (steps) conditions.push(steps);
       if (event !== undefined) conditions.push(sql`event = ${event}`);
       if (event === 'forwarded' && filter.failedForwards) {
         conditions.push(sql`(status_code is null or status_code < 200 or status_code >= 300)`);
@@ -333,7 +373,8 @@ export class ActivityRepository {
    * The newest rows of several agents at once, each agent's from its own moment on (that
    * moment included), oldest first: one statement for every live stream woken together,
    * reading each agent through its `(agent, time)` indexes. `limit` bounds each part and the
-   * whole; a full answer is complete up to its last row, and the rest is read after it.
+   * whole; a full answer is complete up to its last row, and the rest is read after it. Every
+   * row is read, messages' steps too: each stream keeps what its filter asks for.
    */
   async newest(
     agents: readonly { address: string; from: number }[],

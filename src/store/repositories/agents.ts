@@ -40,6 +40,8 @@ export type StoredAgent = AgentListing & {
 export interface Forwarding {
   url: string | null;
   keep: boolean;
+  /** Whether its forwards are failing (an outage is open: docs/mailbox.md, "Kept forwards"). */
+  failing: boolean;
 }
 
 export type ListingChanges = Partial<
@@ -188,10 +190,24 @@ export class AgentsRepository {
   async findForwarding(address: string): Promise<Forwarding | undefined> {
     const row = await this.db
       .selectFrom('agents')
-      .select(['redirect_url', 'keep_failed_forwards'])
+      .select(({ exists, selectFrom }) => [
+        'redirect_url',
+        'keep_failed_forwards',
+        exists(
+          selectFrom('forward_outages')
+            .select('forward_outages.address')
+            .whereRef('forward_outages.address', '=', 'agents.address'),
+        ).as('failing'),
+      ])
       .where('address', '=', address)
       .executeTakeFirst();
-    return row && { url: row.redirect_url, keep: row.keep_failed_forwards !== 0 };
+    return (
+      row && {
+        url: row.redirect_url,
+        keep: row.keep_failed_forwards !== 0,
+        failing: Boolean(row.failing),
+      }
+    );
   }
 
   async isRegistered(address: string): Promise<boolean> {

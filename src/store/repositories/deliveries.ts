@@ -9,6 +9,12 @@ export type NewDeliveryEvent = Insertable<DeliveryEventsTable>;
 export const KEPT_DETAIL = 'kept after a failed forward';
 
 /**
+ * The detail of the `expired` row of a kept message that expired still waiting to be
+ * forwarded: its agent could not be reached (the agent's outage counts it).
+ */
+export const EXPIRED_UNFORWARDED_DETAIL = 'never forwarded: its agent could not be reached';
+
+/**
  * Who owns an agent, and since when (the listing's first registration): the history an owner
  * reads starts there, so that what an agent went through under an earlier owner stays theirs.
  */

@@ -10,6 +10,7 @@ import { atomically, MAX_ROWS_PER_INSERT, slices } from '../statements.js';
 import {
   insertDeliveryEvents,
   insertDeliveryEventsReturning,
+  EXPIRED_UNFORWARDED_DETAIL,
   KEPT_DETAIL,
   type DeliveryEventRow,
   type NewDeliveryEvent,
@@ -68,7 +69,7 @@ type LeavingMessage = Pick<
   MessageRow,
   'uuid' | 'address' | 'size' | 'received_at' | 'sender' | 'digest'
 > &
-  Partial<Pick<MessageRow, 'forward_attempts'>>;
+  Partial<Pick<MessageRow, 'forward_attempts' | 'next_forward_at'>>;
 
 /**
  * The trace rows of messages leaving their mailbox: the `stored` row that the pending
@@ -92,7 +93,17 @@ function leavingRows(
       size: m.size,
       detail: Number(m.forward_attempts ?? 0) > 0 ? KEPT_DETAIL : null,
     },
-    { address: m.address, event, at, uuid: m.uuid, size: m.size, detail: detail(m) },
+    // Who sent it, on the row of its fate too: the timeline shows the message by that row.
+    {
+      address: m.address,
+      event,
+      at,
+      uuid: m.uuid,
+      digest: m.digest,
+      sender: m.sender,
+      size: m.size,
+      detail: detail(m),
+    },
   ]);
 }
 
@@ -690,19 +701,22 @@ export class MailboxRepository {
         .where('id', 'in', (eb) =>
           eb.selectFrom('messages').select('id').where('expires_at', '<=', now).limit(limit),
         )
-        .returning([...LEAVING_KEPT])
+        .returning([...LEAVING_KEPT, 'next_forward_at'])
         .execute();
       await moveCounters(db, removed, -1);
+      // A kept message still waiting for its forward counts in its agent's outage.
+      const unforwarded = (m: LeavingMessage) =>
+        m.next_forward_at == null ? null : EXPIRED_UNFORWARDED_DETAIL;
       const traced = trace
-        ? await insertDeliveryEventsReturning(db, leavingRows(removed, 'expired', now))
+        ? await insertDeliveryEventsReturning(db, leavingRows(removed, 'expired', now, unforwarded))
         : [];
       return { removed: removed.length, traced };
     });
   }
 
   /**
-   * Claims up to `limit` kept messages whose forward is due at `now` (unexpired), oldest due
-   * first, by moving their `next_forward_at` to `lease` in the claiming statement: no other
+   * Claims up to `limit` kept messages whose forward is due at `now` (unexpired), of agents
+   * that are not in an outage, oldest due first, by moving their `next_forward_at` to `lease` in the claiming statement: no other
    * process claims them again before the lease ends (when an attempt that never reported, its
    * process gone, is due again). On PostgreSQL a message another transaction is claiming is
    * skipped rather than waited for, and one claimed meanwhile fails the condition again.
@@ -717,6 +731,16 @@ export class MailboxRepository {
           .select('id')
           .where('next_forward_at', '<=', now)
           .where('expires_at', '>', now)
+          // An agent in an outage is tried by one message at a time (claimProbes).
+          .where(({ not, exists, selectFrom }) =>
+            not(
+              exists(
+                selectFrom('forward_outages')
+                  .select('forward_outages.address')
+                  .whereRef('forward_outages.address', '=', 'messages.address'),
+              ),
+            ),
+          )
           .orderBy('next_forward_at')
           .limit(limit)
           .$if(this.dialect === 'postgres', (select) => select.forUpdate().skipLocked()),

@@ -3,7 +3,7 @@ import { api, when, type DeliveryEventView } from '../api';
 import { useAction } from '../hooks';
 
 /** One message's delivery trace, loaded when asked for. */
-export function DeliveryTrace(props: { path: string }) {
+export function DeliveryTrace(props: { path: string; label?: string }) {
   const [events, setEvents] = useState<DeliveryEventView[] | undefined>();
   const load = useAction();
   if (load.error) return <span class="error">{load.error}</span>;
@@ -12,7 +12,7 @@ export function DeliveryTrace(props: { path: string }) {
       load.run(async () => setEvents(await api<DeliveryEventView[]>('GET', props.path)));
     return (
       <button type="button" class="secondary" onClick={show}>
-        Trace
+        {props.label ?? 'Trace'}
       </button>
     );
   }

@@ -3,12 +3,14 @@ import { api, type TimelineEntry, type TimelinePage } from '../api';
 import { messageOf, useAction } from '../hooks';
 import { useTimelineStream, type LiveState } from '../stream';
 import { Moment } from '../widgets';
+import { DeliveryTrace } from './deliveries';
 
 /** The kind filters offered: groups of the API's `kind` (docs/activity.md). */
 const KINDS: [value: string, label: string][] = [
   ['', 'All kinds'],
   ['message', 'Messages'],
   ['failure', 'Failures'],
+  ['forwards', 'Outages'],
   ['event', 'Reported events'],
   ['status', 'Status changes'],
   ['agent,almanac', 'Registrations'],
@@ -23,7 +25,12 @@ const RANGES: [value: string, label: string][] = [
   ['604800000', 'Last 7 days'],
 ];
 
-const FAILURES = new Set(['message.refused', 'message.forward_failed', 'event.error']);
+const FAILURES = new Set([
+  'message.refused',
+  'message.forward_failed',
+  'forwards.failing',
+  'event.error',
+]);
 
 const PAGE = 50;
 
@@ -85,8 +92,13 @@ export function Timeline(props: { address: string }) {
     start,
     (entry) => {
       fresh.current.add(entry.id);
+      // A message is one entry: its fate takes the place of its arrival.
+      const sameMessage = (e: TimelineEntry) =>
+        entry.uuid !== null && e.uuid === entry.uuid && e.kind === 'message.stored';
       setEntries((shown) =>
-        shown && !shown.some((e) => e.id === entry.id) ? [entry, ...shown] : shown,
+        shown && !shown.some((e) => e.id === entry.id)
+          ? [entry, ...shown.filter((e) => !sameMessage(e))]
+          : shown,
       );
       setAnnouncement(`New: ${entry.summary}`);
     },
@@ -162,7 +174,10 @@ export function Timeline(props: { address: string }) {
   );
 }
 
-/** One entry: when, its kind, what happened; an error's traceback folded away. */
+/**
+ * One entry: when, its kind, what happened; an error's traceback folded away, a message's
+ * steps (its trace) loaded when asked for.
+ */
 function Entry(props: { entry: TimelineEntry; fresh: boolean }) {
   const { entry } = props;
   const failure = FAILURES.has(entry.kind);
@@ -186,6 +201,50 @@ function Entry(props: { entry: TimelineEntry; fresh: boolean }) {
           <pre>{traceback}</pre>
         </details>
       )}
+      {entry.kind === 'forwards.failing' && <Outage data={data} />}
+      {entry.uuid !== null && entry.kind.startsWith('message.') && (
+        <div class="steps">
+          <DeliveryTrace
+            path={`/v2/agents/${encodeURIComponent(entry.address)}/deliveries/${entry.uuid}`}
+            label="Steps"
+          />
+        </div>
+      )}
     </li>
+  );
+}
+
+/** An outage's row: how many messages, the first and the latest failure, and its end. */
+function Outage(props: { data: Record<string, unknown> }) {
+  const { data } = props;
+  const text = (key: string) => (typeof data[key] === 'string' ? (data[key] as string) : null);
+  const first = text('first_failed_at');
+  const last = text('last_failed_at');
+  const ended = text('ended_at');
+  return (
+    <dl class="outage" data-testid="outage">
+      <dt>Messages not forwarded</dt>
+      <dd>{String(data.messages ?? 0)}</dd>
+      <dt>Attempts</dt>
+      <dd>{String(data.attempts ?? 0)}</dd>
+      {first && (
+        <>
+          <dt>First failure</dt>
+          <dd>
+            <Moment iso={first} />
+          </dd>
+        </>
+      )}
+      {last && (
+        <>
+          <dt>Latest failure</dt>
+          <dd>
+            <Moment iso={last} />
+          </dd>
+        </>
+      )}
+      <dt>Ended</dt>
+      <dd>{ended ? <Moment iso={ended} /> : 'not yet'}</dd>
+    </dl>
   );
 }
