@@ -34,7 +34,12 @@ const TRACE_KINDS: Record<string, string> = {
 /** Kinds stored in the activity table: every other kind the timeline shows. */
 const ACTIVITY_KINDS = new Set<string>(TIMELINE_KINDS.filter((kind) => !(kind in TRACE_KINDS)));
 
-const FAILURE_KINDS: TimelineKind[] = ['message.refused', 'message.forward_failed', 'event.error'];
+const FAILURE_KINDS: TimelineKind[] = [
+  'message.refused',
+  'message.expired',
+  'message.forward_failed',
+  'event.error',
+];
 
 /** The timeline kind of a row (trace rows carry the trace's event). */
 export function kindOf(row: Pick<TimelineRow, 'source' | 'kind' | 'status_code'>): TimelineKind {

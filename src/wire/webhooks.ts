@@ -16,6 +16,7 @@ export const WEBHOOK_KINDS = [
   'message.forward_failed',
   'agent.silent',
   'agent.back',
+  'agent.unreachable',
   'agent.failing',
   'event.error',
 ] as const;

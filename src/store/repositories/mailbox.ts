@@ -92,9 +92,22 @@ function leavingRows(
       size: m.size,
       detail: Number(m.forward_attempts ?? 0) > 0 ? KEPT_DETAIL : null,
     },
-    { address: m.address, event, at, uuid: m.uuid, size: m.size, detail: detail(m) },
+    {
+      address: m.address,
+      event,
+      at,
+      uuid: m.uuid,
+      // A message that leaves unread (a failure) names its sender on that row too, so that
+      // whoever reads of it alone (a webhook, the Failures filter) knows whose it was.
+      sender: UNREAD.has(event) ? m.sender : null,
+      size: m.size,
+      detail: detail(m),
+    },
   ]);
 }
+
+/** The ways a message leaves its mailbox unread. */
+const UNREAD = new Set(['expired', 'quarantined']);
 
 /**
  * The columns {@link leavingRows} reads. Quarantine reads them without `forward_attempts`: it

@@ -23,7 +23,12 @@ const RANGES: [value: string, label: string][] = [
   ['604800000', 'Last 7 days'],
 ];
 
-const FAILURES = new Set(['message.refused', 'message.forward_failed', 'event.error']);
+const FAILURES = new Set([
+  'message.refused',
+  'message.expired',
+  'message.forward_failed',
+  'event.error',
+]);
 
 const PAGE = 50;
 
