@@ -200,6 +200,7 @@ export function createContext(
       retentionMs: config.mailboxRetentionSeconds * 1000,
       activeMs: config.agentActiveSeconds * 1000,
       idleMs: config.agentIdleSeconds * 1000,
+      pollGraceMs: config.agentPollGraceSeconds * 1000,
       errorWindowMs: config.agentErrorSeconds * 1000,
       eventsPerMinute: config.eventsPerMinute,
     },

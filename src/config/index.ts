@@ -155,10 +155,15 @@ export interface Config {
   redisKeyPrefix: string;
   /** On SIGTERM, how long the server keeps serving (not ready) before it stops accepting. */
   drainSeconds: number;
-  /** An agent seen within this long is active (docs/activity.md, "Status"). */
+  /** An agent that worked within this long is active (docs/activity.md, "Status"). */
   agentActiveSeconds: number;
-  /** An agent seen within this long, and not lately, is idle; after it, offline. */
+  /** An agent not seen for longer is offline. */
   agentIdleSeconds: number;
+  /**
+   * How long past its cadence a mailbox agent's next poll may come before nobody is polling
+   * (it is unreachable).
+   */
+  agentPollGraceSeconds: number;
   /** How long an error an agent reports keeps it failing. */
   agentErrorSeconds: number;
   /** Events one agent may report a minute (`POST /v1/events`), per process. */
@@ -243,6 +248,7 @@ export const defaults: Config = {
   agentActiveSeconds: 120,
   // uAgents registers in the Almanac every hour: an agent quiet for longer is not running.
   agentIdleSeconds: 3900,
+  agentPollGraceSeconds: 5,
   agentErrorSeconds: 300,
   eventsPerMinute: 6000,
   streamsPerUser: 20,
@@ -437,6 +443,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   int('AGENTRY_DRAIN_SECONDS', 0, (n) => (config.drainSeconds = n));
   int('AGENTRY_AGENT_ACTIVE_SECONDS', 1, (n) => (config.agentActiveSeconds = n));
   int('AGENTRY_AGENT_IDLE_SECONDS', 1, (n) => (config.agentIdleSeconds = n));
+  int('AGENTRY_AGENT_POLL_GRACE_SECONDS', 1, (n) => (config.agentPollGraceSeconds = n));
   int('AGENTRY_AGENT_ERROR_SECONDS', 1, (n) => (config.agentErrorSeconds = n));
   int('AGENTRY_EVENTS_PER_MINUTE', 1, (n) => (config.eventsPerMinute = n));
   int('AGENTRY_STREAMS_PER_USER', 1, (n) => (config.streamsPerUser = n));

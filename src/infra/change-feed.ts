@@ -33,8 +33,20 @@ export type Change =
       local?: { rows: readonly TimelineRow[] };
     }
   // ---- Presence (what the activity service makes of it; this process only) ----
-  /** The agent showed it runs: it polled its mailbox, called with its attestation, or signed an Almanac write. */
-  | { kind: 'agent.seen'; address: string; by: 'poll' | 'call' | 'almanac'; at: number }
+  /**
+   * The agent showed it runs: it polled its mailbox, called with its attestation, or signed an
+   * Almanac write; `worked` when it did more than wait (was handed a message, acknowledged one);
+   * `poll` when a poll of its mailbox began or ended: when it began, and when it ends (held) or
+   * ended.
+   */
+  | {
+      kind: 'agent.seen';
+      address: string;
+      by: 'poll' | 'call' | 'almanac';
+      at: number;
+      worked?: boolean;
+      poll?: { started: number; until: number };
+    }
   /** A forward of the proxy to the agent's URL went well or not. */
   | { kind: 'forward.attempted'; address: string; ok: boolean; error: string | null }
   /** Almanac registrations were stored; `changed`: those new or declaring something new. */

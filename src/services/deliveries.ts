@@ -56,9 +56,25 @@ export class DeliveryTrace {
     private readonly changes: ChangeFeed,
   ) {}
 
-  /** The agent called in (a poll of its mailbox, an attested call): it is running. */
-  seen(address: string, by: 'poll' | 'call'): void {
-    void this.changes.publish([{ kind: 'agent.seen', address, by, at: this.clock.now() }]);
+  /**
+   * The agent called in (a poll of its mailbox, an attested call): it is running; `worked` when
+   * it did more than wait (it was handed messages, acknowledged one).
+   */
+  seen(address: string, by: 'poll' | 'call', worked = false): void {
+    void this.changes.publish([
+      { kind: 'agent.seen', address, by, at: this.clock.now(), ...(worked && { worked }) },
+    ]);
+  }
+
+  /**
+   * A poll of the agent's mailbox began at `started` (`until`: when it ends at the latest), or
+   * ended (`until`: when it did). Presence tells from these whether the agent polls now.
+   */
+  polling(address: string, started: number, until: number): void {
+    void this.changes.publish([
+      // Seen when it began: the end of a poll (its client gone) is no sign of life.
+      { kind: 'agent.seen', address, by: 'poll', at: started, poll: { started, until } },
+    ]);
   }
 
   /** Rows were written for the agent outside this class (the mailbox's own: polls, deletions). */

@@ -317,18 +317,30 @@ export class MailboxService {
     done: PollCallback,
   ): void {
     const charge = options.charge ?? true;
-    const holds =
-      options.hold && this.policy.holdMs > 0 && principal.kind === 'agent' && page.offset === 0;
-    if (holds) {
+    // The agent's own poll (not its owner's look, a later page or a HEAD): presence follows it.
+    const agentPoll = charge && principal.kind === 'agent' && page.offset === 0;
+    if (agentPoll && options.hold && this.policy.holdMs > 0) {
+      const started = this.clock.now();
       const deadline = performance.now() + this.policy.holdMs;
+      this.trace.polling(address, started, started + this.policy.holdMs);
       const poll = new HeldPoll(this, this.wakeups.held, principal, address, page, charge, {
         deadline,
         departure: options.departure,
+        started,
         done,
       });
       return poll.look();
     }
+    if (agentPoll) {
+      const now = this.clock.now();
+      this.trace.polling(address, now, now);
+    }
     answerWith(this.readPage(principal, address, page, charge), done);
+  }
+
+  /** A held poll of the agent's mailbox that began at `started` has ended (see {@link poll}). */
+  pollEnded(address: string, started: number): void {
+    this.trace.polling(address, started, this.clock.now());
   }
 
   /** One read of a mailbox page, never held (see {@link poll}). */
@@ -395,6 +407,8 @@ export class MailboxService {
     if (!(await mailbox.acknowledge(address, uuid, tracedAt))) {
       throw new NotFoundError(ENTRY_NOT_FOUND);
     }
+    // The agent acknowledging a message has worked on it.
+    if (principal.kind === 'agent') this.trace.seen(address, 'call', true);
     this.trace.changed(address);
   }
 
@@ -509,6 +523,8 @@ export class MailboxService {
     const served = messages.slice(0, fitting);
     // Handed to the agent; its owner looking (the console) is not a delivery.
     if (charge && principal.kind === 'agent') {
+      // Handed messages, the agent works (an empty poll is waiting).
+      if (served.length > 0) this.trace.seen(address, 'poll', true);
       await this.trace.polled(address, served, 'agent');
       // A kept message the agent has been handed is its to delete: the proxy would deliver
       // it a second time.
@@ -538,6 +554,8 @@ function answerWith(messages: Promise<PendingMessage[]>, done: PollCallback): vo
  */
 class HeldPoll extends Waiter {
   private readonly done: PollCallback;
+  /** When the poll began, by the service's clock (presence follows it by this). */
+  private readonly started: number;
   private reading = false;
   /** Why the wait ended while a read was under way, if it did. */
   private wokenWhileReading: WakeReason | undefined;
@@ -549,10 +567,16 @@ class HeldPoll extends Waiter {
     address: string,
     private readonly page: MailboxPage,
     private readonly charge: boolean,
-    how: { deadline: number; departure: Departure | undefined; done: PollCallback },
+    how: {
+      deadline: number;
+      departure: Departure | undefined;
+      started: number;
+      done: PollCallback;
+    },
   ) {
     super(address, how.deadline, how.departure);
     this.done = how.done;
+    this.started = how.started;
   }
 
   /** Reads; while it finds nothing, waits and reads again. */
@@ -568,7 +592,7 @@ class HeldPoll extends Waiter {
           // Released while still reading: the wait's end is noted, not acted on.
           this.release();
           this.reading = false;
-          return this.done(null, messages);
+          return this.finish(null, messages);
         }
         this.reading = false;
         if (this.wokenWhileReading !== undefined) this.after(this.wokenWhileReading);
@@ -576,9 +600,15 @@ class HeldPoll extends Waiter {
       (err: unknown) => {
         this.release();
         this.reading = false;
-        this.done(err, []);
+        this.finish(err, []);
       },
     );
+  }
+
+  /** Answers, once: the poll has ended. */
+  private finish(err: unknown, messages: PendingMessage[]): void {
+    this.service.pollEnded(this.address, this.started);
+    this.done(err, messages);
   }
 
   woken(reason: WakeReason): void {
@@ -591,13 +621,16 @@ class HeldPoll extends Waiter {
   }
 
   private answer(messages: Promise<PendingMessage[]>): void {
-    answerWith(messages, this.done);
+    messages.then(
+      (found) => this.finish(null, found),
+      (err: unknown) => this.finish(err, []),
+    );
   }
 
   private after(reason: WakeReason): void {
     if (reason === 'closed' || reason === 'aborted' || reason === 'superseded') {
       // Answered on its own turn, not from within the held polls' loop over the polls it ends.
-      queueMicrotask(() => this.done(null, []));
+      queueMicrotask(() => this.finish(null, []));
     } else if (reason === 'timeout') {
       // Reads once more, then answers what it finds.
       this.answer(this.read());

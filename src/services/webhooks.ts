@@ -110,9 +110,11 @@ export function webhookKindOf(row: TimelineRow): WebhookKind | undefined {
     case 'status.changed': {
       const { from, to } = JSON.parse(row.data ?? '{}') as { from?: string; to?: string };
       if (to === 'failing') return 'agent.failing';
-      const quiet = (status: string | undefined) => status === 'idle' || status === 'offline';
-      if (from === 'active' && quiet(to)) return 'agent.silent';
-      if (to === 'active' && quiet(from)) return 'agent.back';
+      if (to === 'unreachable') return 'agent.unreachable';
+      const running = (status: string | undefined) => status === 'active' || status === 'idle';
+      const gone = (status: string | undefined) => status === 'offline' || status === 'unreachable';
+      if (running(from) && to === 'offline') return 'agent.silent';
+      if (running(to) && gone(from)) return 'agent.back';
       return undefined;
     }
     default:

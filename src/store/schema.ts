@@ -339,6 +339,13 @@ export interface AgentPresenceTable {
   /** The status last recorded on the timeline, and when. */
   status: string | null;
   status_at: number | null;
+  /** When its latest mailbox poll began, and when that poll ends (held) or ended. */
+  poll_started_at: ColumnType<number | null, number | null | undefined, number | null>;
+  poll_until: ColumnType<number | null, number | null | undefined, number | null>;
+  /** Its latest wait between a poll's end and the next poll (its cadence); null: not seen yet. */
+  poll_gap_ms: ColumnType<number | null, number | null | undefined, number | null>;
+  /** When it last worked: was handed a message, acknowledged one, called with its attestation. */
+  last_worked_at: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 /** Where a user wants to be told of what happens to their agents (docs/webhooks.md). */

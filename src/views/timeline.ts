@@ -38,6 +38,7 @@ const ACTIVITY_KINDS = new Set<string>(TIMELINE_KINDS.filter((kind) => !(kind in
 
 const FAILURE_KINDS: TimelineKind[] = [
   'message.refused',
+  'message.expired',
   'message.forward_failed',
   'forwards.failing',
   'event.error',

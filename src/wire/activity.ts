@@ -115,14 +115,14 @@ export const TIMELINE_GROUPS = [
   'failure',
 ] as const;
 
-export const AGENT_STATUSES = ['active', 'idle', 'failing', 'offline'] as const;
+export const AGENT_STATUSES = ['active', 'idle', 'unreachable', 'failing', 'offline'] as const;
 export type AgentStatusName = (typeof AGENT_STATUSES)[number];
 
 export const ActivityQuery = Type.Object({
   kind: Type.Optional(
     Type.String({
       maxLength: 500,
-      description: `kinds or groups, comma-separated: ${TIMELINE_KINDS.join(', ')}; or ${TIMELINE_GROUPS.join(', ')} (failure: refused, failed forwards and outages, errors)`,
+      description: `kinds or groups, comma-separated: ${TIMELINE_KINDS.join(', ')}; or ${TIMELINE_GROUPS.join(', ')} (failure: refused, expired, failed forwards and outages, errors)`,
     }),
   ),
   since: Type.Optional(
@@ -191,10 +191,10 @@ export type TimelinePage = Static<typeof TimelinePage>;
 export const AgentStatus = Type.Object({
   status: StringEnum(AGENT_STATUSES, {
     description:
-      'active: seen lately; idle: registered, not seen for a while; failing: forwards fail or it reports errors; offline: not seen for long, or it said it stopped',
+      'active: working (handed messages, forwarded to, reporting) lately; idle: connected (polling its mailbox, or seen lately), nothing to do; unreachable: a mailbox agent nobody polls for (it stopped polling, or never polled while messages wait); failing: forwards fail or it reports errors; offline: not seen for long, or it said it stopped',
   }),
   last_seen: Nullable(Timestamp),
-  reason: Nullable(Type.String({ description: 'why it is failing, idle or offline' })),
+  reason: Nullable(Type.String({ description: 'why it is unreachable, failing, idle or offline' })),
 });
 export type AgentStatus = Static<typeof AgentStatus>;
 
@@ -227,6 +227,7 @@ export const StatsBucketCounts = Type.Object({
   start: Timestamp,
   stored: Count('messages committed to the mailbox (pending or gone since)'),
   refused: Count('messages turned away'),
+  expired: Count('messages that left the mailbox unread, expired'),
   forward_failed: Count('forward attempts that failed'),
   forwarded: Count('forward attempts the agent answered with 2xx'),
   errors: Count('error events the agent reported'),

@@ -17,6 +17,7 @@ export const WEBHOOK_KINDS = [
   'forwards.back',
   'agent.silent',
   'agent.back',
+  'agent.unreachable',
   'agent.failing',
   'event.error',
 ] as const;

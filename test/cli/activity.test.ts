@@ -6,7 +6,7 @@ import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { agentryArgs, ChildRun } from '../kit/process.js';
 import { flushPresence, startTestServer, type TestServer } from '../kit/server.js';
-import { TestIdentity } from '../kit/uagent.js';
+import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
 /** A batch of events as uagents-core sends it. */
 function batch(events: { kind: string; message: string; at?: Date }[]): Record<string, unknown> {
@@ -129,6 +129,49 @@ describeOnEachDialect('command line: activity and agents', (dialect) => {
     const bad = await runAgentry(['activity', 'not-an-address', ...db]);
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /not an agent address/);
+  });
+
+  it('counts a message that expired unread among the failures, naming its sender', async () => {
+    const agent = await newRegisteredAgent(hostOf(t), t.userKey);
+    const sender = TestIdentity.random();
+    const envelope = sender.signEnvelope(
+      makeEnvelope({
+        sender: sender.address,
+        target: agent.address,
+        payloadJson: '{"text":"too late"}',
+        expires: Math.floor(Date.now() / 1000) + 2,
+      }),
+    );
+    const sent = await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: envelope });
+    assert.equal(sent.status, 200, sent.text);
+    await new Promise((resolve) => setTimeout(resolve, 3100));
+    assert.ok((await t.server.ctx.services.mailbox.sweepExpired()) >= 1);
+
+    const failures = await runAgentry(['activity', agent.address, '--kind', 'failure', ...db]);
+    assert.equal(failures.code, 0, failures.stderr);
+    assert.deepEqual(
+      failures.stdout
+        .trim()
+        .split('\n')
+        .map((line) => line.split(/ {2,}/).slice(1)),
+      [
+        [
+          'message.expired',
+          `message from ${sender.address.slice(0, 12)}…${sender.address.slice(-6)} expired unread`,
+        ],
+      ],
+    );
+    const status = await runAgentry(['status', '--url', t.url, '--json', ...db]);
+    assert.equal(status.code, 0, status.stderr);
+    const summary = JSON.parse(status.stdout) as {
+      failures_last_hour: Record<string, number>;
+      recent_failures: { agent: string; event: string }[];
+    };
+    assert.ok((summary.failures_last_hour.expired ?? 0) >= 1, status.stdout);
+    assert.ok(
+      summary.recent_failures.some((f) => f.agent === agent.address && f.event === 'expired'),
+      status.stdout,
+    );
   });
 
   it('follows the timeline until interrupted', async () => {

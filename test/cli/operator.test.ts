@@ -279,7 +279,10 @@ describe('command line: the first hour', () => {
     assert.equal(typeof status.failures_last_hour.total, 'number');
     const text = await runAgentryInBackground(['status', '--url', url, ...db]);
     assert.match(text.output, /^server +http:\/\/127\.0\.0\.1:\d+: ready$/m);
-    assert.match(text.output, /^agents +\d+ \(\d+ active, \d+ idle, \d+ failing, \d+ offline\)$/m);
+    assert.match(
+      text.output,
+      /^agents +\d+ \(\d+ active, \d+ idle, \d+ unreachable, \d+ failing, \d+ offline\)$/m,
+    );
     assert.match(text.output, /^pending messages +\d+/m);
     const down = await runAgentryInBackground(['status', '--url', 'http://127.0.0.1:1', ...db]);
     assert.equal(down.code, 3);

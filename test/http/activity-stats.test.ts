@@ -56,8 +56,10 @@ describeOnEachDialect('agent activity stats', (dialect) => {
     assert.equal(res.status, 200, res.text);
     return res.body as ActivityStats;
   }
-  const counts = (body: ActivityStats, field: 'stored' | 'refused' | 'forwarded' | 'errors') =>
-    body.buckets.map((b) => b[field]);
+  const counts = (
+    body: ActivityStats,
+    field: 'stored' | 'refused' | 'expired' | 'forwarded' | 'errors',
+  ) => body.buckets.map((b) => b[field]);
 
   it('counts messages per hour, each in the hour it arrived, and per day', async () => {
     const agent = await newRegisteredAgent(hostOf(t), t.userKey);
@@ -123,6 +125,27 @@ describeOnEachDialect('agent activity stats', (dialect) => {
       6,
     );
     assert.equal(Date.parse(daily.until) % 86_400_000, 0);
+  });
+
+  it('counts messages that expired unread, in the hour they expired', async () => {
+    const agent = await newRegisteredAgent(hostOf(t), t.userKey);
+    const envelope = sender.signEnvelope(
+      makeEnvelope({
+        sender: sender.address,
+        target: agent.address,
+        payloadJson: '{"text":"too late"}',
+        expires: Math.floor(clock.now() / 1000) + 60,
+      }),
+    );
+    const res = await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: envelope });
+    assert.equal(res.status, 200, res.text);
+    assert.equal((await submit(agent.address)).status, 200);
+    clock.advance(HOUR);
+    assert.ok((await t.server.ctx.services.mailbox.sweepExpired()) >= 1);
+    const hourly = await stats(agent.address, '?buckets=2');
+    assert.deepEqual(counts(hourly, 'stored'), [2, 0]);
+    assert.deepEqual(counts(hourly, 'expired'), [0, 1]);
+    assert.deepEqual(counts(hourly, 'refused'), [0, 0]);
   });
 
   it('counts forwards, failed or not, with their latency, for a proxy agent', async () => {

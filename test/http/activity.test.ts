@@ -471,42 +471,128 @@ describeOnEachDialect('agent activity', (dialect) => {
     });
   });
 
+  describe('failures', () => {
+    it('counts a message that expired unread as a failure, naming its sender', async () => {
+      const agent = await newRegisteredAgent(hostOf(t), t.userKey);
+      const sender = TestIdentity.random();
+      const envelope = sender.signEnvelope(
+        makeEnvelope({
+          sender: sender.address,
+          target: agent.address,
+          payloadJson: '{"text":"nobody reads this"}',
+          expires: Math.floor(clock.now() / 1000) + 30,
+        }),
+      );
+      const sent = await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: envelope });
+      assert.equal(sent.status, 200, sent.text);
+      clock.advance(31_000);
+      assert.ok((await t.server.ctx.services.mailbox.sweepExpired()) >= 1);
+      const failures = (await timeline(agent.address, '?kind=failure')).entries;
+      assert.deepEqual(
+        failures.map((e) => [e.kind, e.peer, e.uuid, e.summary]),
+        [
+          [
+            'message.expired',
+            sender.address,
+            messageUuid(envelope),
+            `message from ${sender.address.slice(0, 12)}…${sender.address.slice(-6)} expired unread`,
+          ],
+        ],
+      );
+      // The sender's entries include its message's fate.
+      const fromSender = (await timeline(agent.address, `?peer=${sender.address}`)).entries;
+      assert.ok(fromSender.some((e) => e.kind === 'message.expired'));
+    });
+  });
+
   describe('status', () => {
-    it('goes from active to idle to offline as an agent falls silent, and back when it polls', async () => {
+    it('shows a mailbox agent idle while it polls, active while it works, unreachable once its polls stop, offline when gone long', async () => {
       const agent = await newRegisteredAgent(hostOf(t), t.userKey);
       assert.deepEqual(await status(agent.address), {
         status: 'offline',
         last_seen: null,
         reason: 'never seen',
       });
-      await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
-        authorization: agent.authorization(clock.now()),
-      });
+      const poll = () =>
+        call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
+          authorization: agent.authorization(clock.now()),
+        });
+      await poll();
       await flushPresence(t);
       const seen = await status(agent.address);
-      assert.equal(seen.status, 'active');
+      assert.deepEqual(
+        { status: seen.status, reason: seen.reason },
+        { status: 'idle', reason: null },
+      );
       assert.ok(seen.last_seen);
-      clock.advance(121_000);
+      // It polls again a second later (its cadence), and is handed a message a second after.
+      clock.advance(1000);
+      await poll();
+      const sent = await call(t.url, 'POST', '/v2/agents/mailbox/submit', {
+        body: envelopeFor(TestIdentity.random(), agent.address),
+      });
+      assert.equal(sent.status, 200, sent.text);
+      clock.advance(1000);
+      assert.equal(((await poll()).body as unknown[]).length, 1);
+      await flushPresence(t);
+      assert.equal((await status(agent.address)).status, 'active');
+      // Its next poll is due a second after the last, give or take the grace (5 s).
+      clock.advance(5000);
       await activity().sweep();
-      assert.equal((await status(agent.address)).status, 'idle');
+      assert.equal((await status(agent.address)).status, 'active');
+      clock.advance(1500);
+      await activity().sweep();
+      assert.deepEqual(await status(agent.address), {
+        status: 'unreachable',
+        last_seen: (await status(agent.address)).last_seen,
+        reason: 'stopped polling its mailbox; 1 message waiting',
+      });
       clock.advance(3_900_000);
       await activity().sweep();
       assert.equal((await status(agent.address)).status, 'offline');
-      await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
-        authorization: agent.authorization(clock.now()),
-      });
+      await poll();
       await flushPresence(t);
       assert.equal((await status(agent.address)).status, 'active');
       const changes = (await timeline(agent.address, '?kind=status,polling')).entries.map(
         (e) => e.summary,
       );
-      assert.equal(changes.length, 6, changes.join('\n'));
+      assert.equal(changes.length, 7, changes.join('\n'));
       assert.match(changes[0]!, /offline → active/);
-      assert.match(changes[1]!, /polling again after 67 min/);
-      assert.match(changes[2]!, /idle → offline: not seen for long/);
-      assert.match(changes[3]!, /active → idle: not seen lately/);
-      assert.match(changes[4]!, /new → active/);
-      assert.match(changes[5]!, /polled its mailbox for the first time/);
+      assert.match(changes[1]!, /polling again after 65 min/);
+      assert.match(changes[2]!, /unreachable → offline: not seen for long/);
+      assert.match(
+        changes[3]!,
+        /active → unreachable: stopped polling its mailbox; 1 message waiting/,
+      );
+      assert.match(changes[4]!, /idle → active/);
+      assert.match(changes[5]!, /new → idle/);
+      assert.match(changes[6]!, /polled its mailbox for the first time/);
+    });
+
+    it('keeps an agent that stopped polling with nothing waiting unreachable, and one that said it stopped offline', async () => {
+      const agent = await newRegisteredAgent(hostOf(t), t.userKey);
+      const poll = () =>
+        call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
+          authorization: agent.authorization(clock.now()),
+        });
+      await poll();
+      // Polled once: its cadence is not known, so its next poll may take up to 2 minutes.
+      await flushPresence(t);
+      clock.advance(120_000);
+      await activity().sweep();
+      assert.equal((await status(agent.address)).status, 'idle');
+      clock.advance(6000);
+      await activity().sweep();
+      assert.deepEqual(
+        { ...(await status(agent.address)), last_seen: null },
+        { status: 'unreachable', last_seen: null, reason: 'stopped polling its mailbox' },
+      );
+      // Telling the Almanac it stopped makes it offline, whatever its polls.
+      await activity().almanacStatus(agent.address, false, clock.now());
+      assert.deepEqual(
+        { ...(await status(agent.address)), last_seen: null },
+        { status: 'offline', last_seen: null, reason: 'the agent told the Almanac it stopped' },
+      );
     });
 
     it('writes, at a flush asked for during another, what was seen after that one began', async () => {

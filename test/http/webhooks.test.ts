@@ -385,24 +385,35 @@ describeOnEachDialect('webhooks', (dialect) => {
         kinds: ['agent.silent', 'agent.back'],
       });
       const activity = t.server.ctx.services.activity;
-      const poll = () =>
-        call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
-          authorization: agent.authorization(clock.now()),
-        });
-      await poll();
+      // An agent that reports what it does (and has no mailbox poll to be judged by).
+      const report = async () =>
+        assert.equal(
+          (
+            await postEvents(agent, [
+              {
+                category: 'user',
+                kind: 'info',
+                timestamp: new Date(clock.now()).toISOString(),
+                message: 'working',
+              },
+            ])
+          ).status,
+          200,
+        );
+      await report();
       await flushPresence(t); // new → active: a first status, not a return
       clock.advance(121_000);
-      await activity.sweep(); // active → idle: silent
+      await activity.sweep(); // active → idle: quiet, still there: neither
+      clock.advance(3_900_000);
+      await activity.sweep(); // idle → offline: silent
       await waitFor('silent', () => receiver.at('/status').length > 0);
       const [silent] = receiver.at('/status');
       assert.equal(silent!.body.kind, 'agent.silent');
       assert.deepEqual(
         { from: (silent!.body.entry.data as any).from, to: (silent!.body.entry.data as any).to },
-        { from: 'active', to: 'idle' },
+        { from: 'idle', to: 'offline' },
       );
-      clock.advance(3_900_000);
-      await activity.sweep(); // idle → offline: neither
-      await poll();
+      await report();
       await flushPresence(t); // offline → active: back
       const back = await waitFor('back', () => receiver.at('/status')[1]);
       assert.equal(back.body.kind, 'agent.back');
@@ -414,15 +425,66 @@ describeOnEachDialect('webhooks', (dialect) => {
       );
     });
 
-    it('tells of a message that expired unread', async () => {
+    it('tells of a mailbox agent nobody polls for any more, once, and of its return', async () => {
+      const key = await newUser();
+      const agent = await newRegisteredAgent(hostOf(t), key);
+      const hook = await createHook(key, {
+        url: `${receiver.url}/unreachable`,
+        kinds: ['agent.unreachable', 'agent.silent', 'agent.back'],
+      });
+      const activity = t.server.ctx.services.activity;
+      const poll = () =>
+        call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
+          authorization: agent.authorization(clock.now()),
+        });
+      // It polls a second apart (its cadence), then stops; a message waits.
+      await poll();
+      clock.advance(1000);
+      await poll();
+      await flushPresence(t); // new → idle
+      const stored = await call(t.url, 'POST', '/v2/agents/mailbox/submit', {
+        body: envelopeFor(TestIdentity.random(), agent.address),
+      });
+      assert.equal(stored.status, 200, stored.text);
+      clock.advance(7000);
+      await activity.sweep(); // idle → unreachable
+      const [unreachable] = await waitFor('unreachable', () => {
+        const got = receiver.at('/unreachable');
+        return got.length > 0 && got;
+      });
+      assert.equal(unreachable!.body.kind, 'agent.unreachable');
+      assert.equal(unreachable!.body.agent, agent.address);
+      assert.deepEqual(
+        {
+          from: (unreachable!.body.entry.data as any).from,
+          to: (unreachable!.body.entry.data as any).to,
+          reason: (unreachable!.body.entry.data as any).reason,
+        },
+        {
+          from: 'idle',
+          to: 'unreachable',
+          reason: 'stopped polling its mailbox; 1 message waiting',
+        },
+      );
+      clock.advance(3_900_000);
+      await activity.sweep(); // unreachable → offline: no new silence
+      await poll();
+      await flushPresence(t); // offline → active (handed the message): back
+      const back = await waitFor('back', () => receiver.at('/unreachable')[1]);
+      assert.equal(back.body.kind, 'agent.back');
+      const listed = await deliveriesOf(key, hook.id);
+      assert.deepEqual(
+        listed.map((d) => d.kind),
+        ['agent.back', 'agent.unreachable'],
+      );
+    });
+
+    it('tells of a message that expired unread, and whose it was', async () => {
       const key = await newUser();
       const agent = await newRegisteredAgent(hostOf(t), key);
       await createHook(key, { url: `${receiver.url}/expired`, kinds: ['message.expired'] });
-      const envelope = envelopeFor(
-        TestIdentity.random(),
-        agent.address,
-        Math.floor(clock.now() / 1000) + 60,
-      );
+      const sender = TestIdentity.random();
+      const envelope = envelopeFor(sender, agent.address, Math.floor(clock.now() / 1000) + 60);
       const stored = await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: envelope });
       assert.equal(stored.status, 200, stored.text);
       clock.advance(61_000);
@@ -432,6 +494,11 @@ describeOnEachDialect('webhooks', (dialect) => {
       assert.equal(expired!.body.kind, 'message.expired');
       assert.equal(expired!.body.agent, agent.address);
       assert.equal(expired!.body.entry.kind, 'message.expired');
+      assert.equal(expired!.body.entry.peer, sender.address);
+      assert.equal(
+        expired!.body.entry.summary,
+        `message from ${sender.address.slice(0, 12)}…${sender.address.slice(-6)} expired unread`,
+      );
     });
   });
 

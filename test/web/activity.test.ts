@@ -81,10 +81,13 @@ describeOnEachDialect('what agents are doing, in the console', (dialect) => {
         listing: { name: 'blocked' },
         redirectUrl: 'http://127.0.0.1:9/submit',
       });
+      // Handed a message, the agent works: active.
+      assert.equal((await submit(busy.address)).status, 200);
       const polled = await call(t.url, 'GET', `/v2/agents/${busy.address}/mailbox`, {
         authorization: busy.authorization(Date.now()),
       });
       assert.equal(polled.status, 200, polled.text);
+      assert.equal((polled.body as unknown[]).length, 1);
       await flushPresence(t);
       // The proxy keeps the message (200) and says why the forward failed.
       assert.equal((await submit(blocked.address, 'proxy')).status, 200);
@@ -215,6 +218,48 @@ describeOnEachDialect('what agents are doing, in the console', (dialect) => {
       assert.equal((await submit(agent.address)).status, 200);
       await timeline.locator('li[data-kind="message.stored"]').nth(4).waitFor();
       assert.equal(await timeline.locator('li[data-kind="message.stored"]').count(), 5);
+      assert.deepEqual(problems, []);
+    },
+  );
+
+  it(
+    'counts a message that expired unread as a failure, in the filter and the chart, naming its sender',
+    opts,
+    async () => {
+      const key = await t.addUser(`expired-${dialect}`);
+      const agent = await newRegisteredAgent(hostOf(t), key, { listing: { name: 'absent' } });
+      const sender = TestIdentity.random();
+      const envelope = sender.signEnvelope(
+        makeEnvelope({
+          sender: sender.address,
+          target: agent.address,
+          payloadJson: '{"text":"anyone?"}',
+          expires: Math.floor(Date.now() / 1000) + 2,
+        }),
+      );
+      const sent = await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: envelope });
+      assert.equal(sent.status, 200, sent.text);
+      assert.equal((await submit(agent.address)).status, 200);
+      await new Promise((resolve) => setTimeout(resolve, 3100));
+      assert.ok((await t.server.ctx.services.mailbox.sweepExpired()) >= 1);
+
+      const { page, problems } = await openConsole(key, `#/agents/${agent.address}/activity`);
+      const timeline = page.getByTestId('timeline');
+      await timeline.locator('li[data-kind="message.expired"]').waitFor();
+      await page.getByRole('img', { name: /: 2 stored, .*, 1 expired unread$/ }).waitFor();
+      await page.getByLabel('Kinds').selectOption({ label: 'Failures' });
+      await timeline
+        .locator('li[data-kind="message.stored"]')
+        .first()
+        .waitFor({ state: 'detached' });
+      assert.deepEqual(await kinds(page), ['message.expired']);
+      const expired = timeline.locator('li[data-kind="message.expired"]');
+      await expired.getByText(/Failure:/).waitFor();
+      await expired
+        .getByText(
+          `message from ${sender.address.slice(0, 12)}…${sender.address.slice(-6)} expired unread`,
+        )
+        .waitFor();
       assert.deepEqual(problems, []);
     },
   );

@@ -49,6 +49,7 @@ export function MonoLines(props: { items: readonly string[] | undefined; empty?:
 const STATUS_MARKS: Record<AgentStatusName, string> = {
   active: '●',
   idle: '◐',
+  unreachable: '⊘',
   failing: '✖',
   offline: '○',
 };
@@ -63,7 +64,7 @@ export function StatusBadge(props: { status: AgentStatusName }) {
   );
 }
 
-/** Why an agent has its status: in the colour of failure when it is failing, muted otherwise. */
+/** Why an agent has its status: in the colour of failure when it is failing or unreachable, muted otherwise. */
 export function StatusReason(props: { status: AgentStatus }) {
   const { status, reason } = props.status;
   if (!reason) return null;

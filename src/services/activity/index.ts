@@ -29,10 +29,10 @@ import type { DeliveryTrace } from '../deliveries.js';
 import type { StreamScope } from '../timeline-streams.js';
 import { kindFilter } from '../../views/timeline.js';
 import { LiveTimelines } from './live.js';
-import { Presence, type PresencePolicy, type SeenBy } from './presence.js';
+import { Presence, type PresencePolicy, type SeenBy, type SeenDetail } from './presence.js';
 
 export { cursorId, kindFilter, kindOf, parseCursor } from '../../views/timeline.js';
-export { statusOf, type SeenBy } from './presence.js';
+export { statusOf, type SeenBy, type SeenDetail } from './presence.js';
 export type { ActivityStatsRows } from '../../store/repositories/activity.js';
 
 export interface ActivityPolicy extends PresencePolicy {
@@ -142,7 +142,7 @@ export class ActivityService implements AgentHistory {
     const stored = await this.store.repos.activity.record(rows);
     this.eventsIngested += stored.length;
     this.tell([address], stored);
-    this.seen(address, 'call', now);
+    this.seen(address, 'call', now, { worked: true });
     const errors = stored.filter((row) => row.kind === 'event.error');
     if (errors.length > 0) {
       const last = errors.reduce((a, b) => (Number(a.at) >= Number(b.at) ? a : b));
@@ -285,7 +285,7 @@ export class ActivityService implements AgentHistory {
   ): Promise<void> | undefined {
     switch (change.kind) {
       case 'agent.seen':
-        this.presence.seen(change.address, change.by, change.at);
+        this.presence.seen(change.address, change.by, change.at, change);
         return undefined;
       case 'forward.attempted':
         this.presence.forwarded(change.address, change.ok, change.error);
@@ -306,8 +306,13 @@ export class ActivityService implements AgentHistory {
   // ---- Presence and status ---------------------------------------------------------------
 
   /** The agent was seen running now (tests and the runner tell it directly). */
-  seen(address: string, by: SeenBy, at: number): void {
-    this.presence.seen(address, by, at);
+  seen(address: string, by: SeenBy, at: number, detail?: SeenDetail): void {
+    this.presence.seen(address, by, at, detail);
+  }
+
+  /** Writes what was seen, then looks at the agents whose next poll is due (once a second on its own). */
+  tick(): Promise<void> {
+    return this.presence.tick();
   }
 
   /** Writes what was seen since the last flush (once a second on its own). */
@@ -455,6 +460,7 @@ export class ActivityService implements AgentHistory {
 const EMPTY_BUCKET: Omit<StatsRow, 'bucket'> = {
   stored: 0,
   refused: 0,
+  expired: 0,
   forward_failed: 0,
   forwarded: 0,
   errors: 0,

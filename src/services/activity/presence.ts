@@ -1,25 +1,51 @@
 import type { Clock } from '../../infra/clock.js';
 import type { Logger } from '../../logger.js';
 import type { Store } from '../../store/index.js';
-import type { NewActivity, PresenceRow } from '../../store/repositories/activity.js';
+import type { NewActivity, PollMoments, PresenceView } from '../../store/repositories/activity.js';
 import type { AgentStatusName } from '../../wire/activity.js';
 
 /** How an agent was seen: it polled its mailbox, or called with its attestation, or signed an Almanac write. */
 export type SeenBy = 'poll' | 'call' | 'almanac';
 
-/** When an agent counts as active, idle, offline or failing. */
+/** What else a sighting tells: the agent worked, or a poll of its mailbox began or ended. */
+export interface SeenDetail {
+  /** It did more than wait: it was handed a message, acknowledged one. */
+  worked?: boolean;
+  /** A poll of its mailbox began at `started` and ends at `until` (held), or ended then. */
+  poll?: { started: number; until: number };
+}
+
+/** When an agent counts as active, idle, unreachable, offline or failing. */
 export interface PresencePolicy {
-  /** Seen within this long: active. */
+  /** Worked (or, without polls, seen) within this long: active. */
   activeMs: number;
-  /** Seen within this long (and not active): idle; longer: offline. */
+  /** Seen within this long: not yet offline. */
   idleMs: number;
   /** An error event makes the agent failing for this long. */
   errorWindowMs: number;
+  /**
+   * How long past its cadence a mailbox agent's next poll may come, after its last one ended,
+   * before nobody is polling.
+   */
+  pollGraceMs: number;
+}
+
+/**
+ * When a mailbox agent's polling lapses (null: it was never seen polling): its last poll's
+ * end (or, while held, its deadline; or, when later, the last time it worked, such as
+ * acknowledging the messages that poll handed it), then its cadence (the wait it last left
+ * between polls; `activeMs` until it has polled twice), then the grace.
+ */
+export function pollLapse(presence: Partial<PresenceView>, policy: PresencePolicy): number | null {
+  if (presence.poll_until == null) return null;
+  const cadence = presence.poll_gap_ms ?? policy.activeMs;
+  const last = Math.max(Number(presence.poll_until), Number(presence.last_worked_at ?? 0));
+  return last + Number(cadence) + policy.pollGraceMs;
 }
 
 /** What an agent's presence says of it now. */
 export function statusOf(
-  presence: Partial<PresenceRow> | undefined,
+  presence: Partial<PresenceView> | undefined,
   now: number,
   policy: PresencePolicy,
 ): { status: AgentStatusName; reason: string | null } {
@@ -36,9 +62,42 @@ export function statusOf(
     return { status: 'offline', reason: 'the agent told the Almanac it stopped' };
   }
   if (seen === null) return { status: 'offline', reason: 'never seen' };
-  if (now - seen <= policy.activeMs) return { status: 'active', reason: null };
+  const worked = Math.max(p.last_worked_at ?? 0, p.forward_ok_at ?? 0);
+  const connected: { status: AgentStatusName; reason: string | null } = {
+    status: now - worked <= policy.activeMs ? 'active' : 'idle',
+    reason: null,
+  };
+  // A mailbox agent is reached by its polls alone: polling, it is connected; when they stop
+  // (or never began while messages wait), nobody takes its messages.
+  if (p.redirect_url == null) {
+    const lapse = pollLapse(p, policy);
+    const pending = Number(p.pending_messages ?? 0);
+    if (lapse !== null && now <= lapse) return connected;
+    if (lapse !== null || pending > 0) {
+      if (now - seen > policy.idleMs) return { status: 'offline', reason: 'not seen for long' };
+      const waiting = pending > 0 ? `; ${pending} message${pending === 1 ? '' : 's'} waiting` : '';
+      return {
+        status: 'unreachable',
+        reason: `${lapse === null ? 'never polled its mailbox' : 'stopped polling its mailbox'}${waiting}`,
+      };
+    }
+  }
+  if (now - seen <= policy.activeMs) return connected;
   if (now - seen <= policy.idleMs) return { status: 'idle', reason: 'not seen lately' };
   return { status: 'offline', reason: 'not seen for long' };
+}
+
+/** What a process saw of an agent since its last flush. */
+interface Sighting {
+  seen: number;
+  /** The latest poll seen (its start). */
+  poll?: number;
+  worked?: number;
+  /** The latest poll seen: when it began, when it ends (held) or ended. */
+  pollStarted?: number;
+  pollUntil?: number;
+  /** The wait between an earlier poll seen here and the latest. */
+  pollGap?: number;
 }
 
 /**
@@ -47,8 +106,13 @@ export function statusOf(
  * once, by whichever process notices first (through `record`, the activity service's).
  */
 export class Presence {
-  /** Agents seen since the last flush: when, and when they polled. */
-  private seenSince = new Map<string, { seen: number; poll: number | undefined }>();
+  /** Agents seen since the last flush: when, when they polled and worked, their latest poll. */
+  private seenSince = new Map<string, Sighting>();
+  /**
+   * Agents whose poll ended here, and when to look whether the next one came (the poll's
+   * start tells which poll it was).
+   */
+  private due = new Map<string, { started: number; at: number }>();
   private flushing: Promise<void> | undefined;
   private flushAgain: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -64,8 +128,14 @@ export class Presence {
 
   /** Starts writing presence once a second. */
   start(): void {
-    this.timer ??= setInterval(() => void this.flush(), 1000);
+    this.timer ??= setInterval(() => void this.tick(), 1000);
     this.timer.unref();
+  }
+
+  /** Writes what was seen, then looks at the agents whose next poll is due by now. */
+  async tick(): Promise<void> {
+    await this.flush();
+    await this.checkDue();
   }
 
   /** Stops the timer and writes what is left. */
@@ -78,16 +148,39 @@ export class Presence {
   /** Forgets what was seen of an agent not yet written (its registration was deleted). */
   forget(address: string): void {
     this.seenSince.delete(address);
+    this.due.delete(address);
   }
 
   /** The agent was seen running at `at`: written at the next flush. */
-  seen(address: string, by: SeenBy, at: number): void {
-    const entry = this.seenSince.get(address);
-    if (entry) {
-      entry.seen = Math.max(entry.seen, at);
-      if (by === 'poll') entry.poll = Math.max(entry.poll ?? 0, at);
+  seen(address: string, by: SeenBy, at: number, detail: SeenDetail = {}): void {
+    let entry = this.seenSince.get(address);
+    if (entry) entry.seen = Math.max(entry.seen, at);
+    else this.seenSince.set(address, (entry = { seen: at }));
+    if (by === 'poll') entry.poll = Math.max(entry.poll ?? 0, at);
+    if (detail.worked) entry.worked = Math.max(entry.worked ?? 0, at);
+    const poll = detail.poll;
+    if (!poll) return;
+    if (entry.pollStarted === undefined || poll.started > entry.pollStarted) {
+      // The wait since the poll before, when that one had ended.
+      if (entry.pollUntil !== undefined && entry.pollUntil <= poll.started) {
+        entry.pollGap = poll.started - entry.pollUntil;
+      }
+      entry.pollStarted = poll.started;
+      entry.pollUntil = poll.until;
+    } else if (poll.started === entry.pollStarted) {
+      entry.pollUntil = poll.until;
     } else {
-      this.seenSince.set(address, { seen: at, poll: by === 'poll' ? at : undefined });
+      return;
+    }
+    if (poll.until > this.clock.now()) {
+      // Held here: nothing to look at until it ends.
+      this.due.delete(address);
+    } else {
+      // Ended (or answered at once): look whether the next one comes in time.
+      this.due.set(address, {
+        started: poll.started,
+        at: poll.until + MIN_CADENCE_MS + this.policy.pollGraceMs,
+      });
     }
   }
 
@@ -149,7 +242,8 @@ export class Presence {
       const started: NewActivity[] = [];
       await this.store.transaction(async (tx) => {
         for (const address of registered) {
-          const { seen: at, poll } = seen.get(address)!;
+          const sighting = seen.get(address)!;
+          const { seen: at, poll } = sighting;
           const lastPoll = before.get(address)?.last_poll_at ?? null;
           if (poll !== undefined && (lastPoll === null || poll - lastPoll > this.policy.activeMs)) {
             started.push({
@@ -162,10 +256,16 @@ export class Presence {
                   : `polling again after ${duration(poll - lastPoll)}`,
             });
           }
-          await tx.activity.touch(address, {
-            last_seen_at: at,
-            ...(poll !== undefined ? { last_poll_at: poll } : {}),
-          });
+          await tx.activity.touch(
+            address,
+            {
+              last_seen_at: at,
+              ...(poll !== undefined ? { last_poll_at: poll } : {}),
+              ...(sighting.worked !== undefined ? { last_worked_at: sighting.worked } : {}),
+            },
+            {},
+            this.pollMoments(sighting, before.get(address)),
+          );
         }
       });
       await this.record(started);
@@ -173,6 +273,63 @@ export class Presence {
       await this.evaluate(registered);
     } catch (err) {
       this.logger.warn({ err }, 'presence not written');
+    }
+  }
+
+  /**
+   * The latest poll of a sighting as presence writes it, with the agent's cadence when this
+   * process saw the poll before it end, or the stored one did end before it began (a longer
+   * wait than `activeMs` is a silence, not a cadence).
+   */
+  private pollMoments(
+    sighting: Sighting,
+    stored: PresenceView | undefined,
+  ): PollMoments | undefined {
+    const { pollStarted: started, pollUntil: until } = sighting;
+    if (started === undefined || until === undefined) return undefined;
+    let gap = sighting.pollGap;
+    if (
+      gap === undefined &&
+      stored?.poll_started_at != null &&
+      stored.poll_until != null &&
+      stored.poll_started_at < started &&
+      stored.poll_until <= started
+    ) {
+      gap = started - stored.poll_until;
+    }
+    return gap !== undefined && gap <= this.policy.activeMs
+      ? { started, until, gap }
+      : { started, until };
+  }
+
+  /**
+   * Looks at the agents whose poll ended here and whose next poll is due by now: still
+   * polling (here or elsewhere), or nobody is; an agent whose cadence is longer than was
+   * assumed is looked at again when its next poll is due.
+   */
+  async checkDue(): Promise<void> {
+    const now = this.clock.now();
+    const due = new Map<string, number>();
+    for (const [address, { started, at }] of this.due) {
+      if (at > now) continue;
+      due.set(address, started);
+      this.due.delete(address);
+    }
+    if (due.size === 0) return;
+    try {
+      const presence = await this.store.repos.activity.presence([...due.keys()]);
+      for (const [address, started] of due) {
+        const row = presence.get(address);
+        // A later poll began: whoever saw it end looks then.
+        if (!row || (row.poll_started_at ?? 0) > started) continue;
+        const lapse = pollLapse(row, this.policy);
+        if (lapse !== null && lapse >= now && !this.due.has(address)) {
+          this.due.set(address, { started, at: lapse + 1 });
+        }
+        await this.recordStatus(address, row, now);
+      }
+    } catch (err) {
+      this.logger.warn({ err }, 'presence not looked at');
     }
   }
 
@@ -206,7 +363,7 @@ export class Presence {
 
   private async recordStatus(
     address: string,
-    row: PresenceRow | undefined,
+    row: PresenceView | undefined,
     now: number,
   ): Promise<boolean> {
     const { status, reason } = statusOf(row, now, this.policy);
@@ -225,7 +382,9 @@ export class Presence {
         data: JSON.stringify({ from: previous, to: status, reason }),
       },
     ]);
-    this.logger.info(
+    // Nobody takes its messages, or it fails: an operator watching warnings hears of it.
+    const level = status === 'unreachable' || status === 'failing' ? 'warn' : 'info';
+    this.logger[level](
       { agent: address, from: previous, to: status, reason },
       'agent status changed',
     );
@@ -242,15 +401,39 @@ export class Presence {
     const now = this.clock.now();
     return new Map(
       addresses.map((address) => {
-        const row = presence.get(address);
-        const pending = this.seenSince.get(address)?.seen;
-        const merged =
-          pending && (row?.last_seen_at ?? 0) < pending ? { ...row, last_seen_at: pending } : row;
+        const merged = withSighting(presence.get(address), this.seenSince.get(address));
         const { status, reason } = statusOf(merged, now, this.policy);
         return [address, { status, reason, lastSeen: merged?.last_seen_at ?? null }];
       }),
     );
   }
+}
+
+/** The shortest wait assumed between one poll's end and the next (uAgents waits 1 s). */
+const MIN_CADENCE_MS = 1000;
+
+/** A stored presence with what this process saw since its last flush. */
+function withSighting(
+  row: PresenceView | undefined,
+  sighting: Sighting | undefined,
+): Partial<PresenceView> | undefined {
+  if (!sighting) return row;
+  const merged: Partial<PresenceView> = { ...row };
+  merged.last_seen_at = Math.max(row?.last_seen_at ?? 0, sighting.seen);
+  if (sighting.worked !== undefined) {
+    merged.last_worked_at = Math.max(row?.last_worked_at ?? 0, sighting.worked);
+  }
+  const { pollStarted, pollUntil } = sighting;
+  if (
+    pollStarted !== undefined &&
+    pollUntil !== undefined &&
+    (row?.poll_started_at ?? 0) <= pollStarted
+  ) {
+    merged.poll_started_at = pollStarted;
+    merged.poll_until = pollUntil;
+    if (sighting.pollGap !== undefined) merged.poll_gap_ms = sighting.pollGap;
+  }
+  return merged;
 }
 
 /** "3 min", "2 h": how long a silence lasted. */

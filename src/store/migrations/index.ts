@@ -24,6 +24,7 @@ import * as hosting from './0022_hosting.js';
 import * as tenancy from './0023_tenancy.js';
 import * as chat from './0024_chat.js';
 import * as forwardOutages from './0025_forward_outages.js';
+import * as presencePolls from './0026_presence_polls.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -55,4 +56,5 @@ export const migrations: Record<string, Migration> = {
   '0023_tenancy': tenancy,
   '0024_chat': chat,
   '0025_forward_outages': forwardOutages,
+  '0026_presence_polls': presencePolls,
 };

@@ -8,10 +8,28 @@ import type { DeliveryEventRow } from './deliveries.js';
 export type NewActivity = Insertable<AgentActivityTable>;
 export type PresenceRow = Selectable<AgentPresenceTable>;
 
+/**
+ * An agent's presence with what its status also depends on: whether it is a proxy agent
+ * (`redirect_url`) and the messages waiting in its mailbox.
+ */
+export type PresenceView = PresenceRow & {
+  redirect_url: string | null;
+  pending_messages: number | null;
+};
+
+/** A mailbox poll as presence writes it: when it began, and when it ends (held) or ended. */
+export interface PollMoments {
+  started: number;
+  until: number;
+  /** The wait since the end of the poll before it, when known (its cadence). */
+  gap?: number;
+}
+
 /** The moments of an agent's presence that only move forward. */
 export interface PresenceMoments {
   last_seen_at?: number;
   last_poll_at?: number;
+  last_worked_at?: number;
   forward_ok_at?: number;
   forward_failed_at?: number;
   error_at?: number;
@@ -190,6 +208,7 @@ export interface StatsRow {
   bucket: number;
   stored: number;
   refused: number;
+  expired: number;
   forward_failed: number;
   forwarded: number;
   errors: number;
@@ -407,7 +426,8 @@ export class ActivityRepository {
   }
 
   /**
-   * An agent's messages, failures and forward latency per bucket, read from the trace, its
+   * An agent's messages, failures (refusals, expiries, failed forwards, errors) and forward
+   * latency per bucket, read from the trace, its
    * pending messages (each a `stored` row to come) and its error events, each through its
    * `(agent, time)` index. Percentiles are nearest-rank, by window functions both SQLite and
    * PostgreSQL have, over the forwards the agent answered (any status: a 503 is a round trip;
@@ -424,13 +444,14 @@ export class ActivityRepository {
       select bucket,
         sum(case when kind = 'stored' then 1 else 0 end) as stored,
         sum(case when kind = 'refused' then 1 else 0 end) as refused,
+        sum(case when kind = 'expired' then 1 else 0 end) as expired,
         sum(case when kind = 'forwarded' and not (${ok}) then 1 else 0 end) as forward_failed,
         sum(case when kind = 'forwarded' and ${ok} then 1 else 0 end) as forwarded,
         sum(case when kind = 'error' then 1 else 0 end) as errors
       from (
         select ${bucket('at')} as bucket, event as kind, coalesce(status_code, 0) as status_code
         from delivery_events
-        where ${within('at')} and event in ('stored', 'refused', 'forwarded')
+        where ${within('at')} and event in ('stored', 'refused', 'expired', 'forwarded')
         union all
         select ${bucket('received_at')}, 'stored', 0
         from messages where ${within('received_at')}
@@ -460,6 +481,7 @@ export class ActivityRepository {
         bucket: Number(row.bucket),
         stored: Number(row.stored),
         refused: Number(row.refused),
+        expired: Number(row.expired),
         forward_failed: Number(row.forward_failed),
         forwarded: Number(row.forwarded),
         errors: Number(row.errors),
@@ -476,16 +498,19 @@ export class ActivityRepository {
     return [...byBucket.values()];
   }
 
-  /** The presence of each of `addresses` that has one. */
-  async presence(addresses: string[]): Promise<Map<string, PresenceRow>> {
-    const found = new Map<string, PresenceRow>();
+  /** The presence of each of `addresses` that has one, with its registration and mailbox. */
+  async presence(addresses: string[]): Promise<Map<string, PresenceView>> {
+    const found = new Map<string, PresenceView>();
     for (const slice of slices(addresses)) {
       const rows = await this.db
-        .selectFrom('agent_presence')
-        .selectAll()
-        .where('address', 'in', slice)
+        .selectFrom('agent_presence as p')
+        .leftJoin('agents as a', 'a.address', 'p.address')
+        .leftJoin('mailboxes as m', 'm.address', 'p.address')
+        .selectAll('p')
+        .select(['a.redirect_url', 'm.pending_messages'])
+        .where('p.address', 'in', slice)
         .execute();
-      for (const row of rows) found.set(row.address, row);
+      for (const row of rows) found.set(row.address, row as PresenceView);
     }
     return found;
   }
@@ -495,7 +520,12 @@ export class ActivityRepository {
    * later (several processes report the same agent, not always in order); the text beside a
    * moment (`forward_error`, `error`) goes with it.
    */
-  async touch(address: string, moments: PresenceMoments, texts: PresenceTexts = {}): Promise<void> {
+  async touch(
+    address: string,
+    moments: PresenceMoments,
+    texts: PresenceTexts = {},
+    poll?: PollMoments,
+  ): Promise<void> {
     const later = (column: keyof PresenceMoments) => {
       const stored = sql.ref(`agent_presence.${column}`);
       const given = sql.ref(`excluded.${column}`);
@@ -511,9 +541,23 @@ export class ActivityRepository {
     if (moments.error_at !== undefined) {
       set.error = sql`case when agent_presence.error_at is null or agent_presence.error_at < excluded.error_at then excluded.error else agent_presence.error end`;
     }
+    const polls: Partial<PresenceRow> = {};
+    if (poll) {
+      // A poll's end replaces what is known only of that poll or an older one: another
+      // process may have seen the next poll begin already.
+      const ours = sql`(agent_presence.poll_started_at is null or agent_presence.poll_started_at <= excluded.poll_started_at)`;
+      set.poll_started_at = sql`case when ${ours} then excluded.poll_started_at else agent_presence.poll_started_at end`;
+      set.poll_until = sql`case when ${ours} then excluded.poll_until else agent_presence.poll_until end`;
+      polls.poll_started_at = poll.started;
+      polls.poll_until = poll.until;
+      if (poll.gap !== undefined) {
+        set.poll_gap_ms = sql`case when ${ours} then excluded.poll_gap_ms else agent_presence.poll_gap_ms end`;
+        polls.poll_gap_ms = poll.gap;
+      }
+    }
     await this.db
       .insertInto('agent_presence')
-      .values({ address, ...moments, ...texts })
+      .values({ address, ...moments, ...texts, ...polls })
       .onConflict((oc) => oc.column('address').doUpdateSet(set))
       .execute();
   }
@@ -561,16 +605,22 @@ export class ActivityRepository {
   async registeredWithPresence(
     afterAddress: string,
     limit: number,
-  ): Promise<(PresenceRow & { user_id: string; redirect_url: string | null })[]> {
+  ): Promise<(PresenceView & { user_id: string })[]> {
     const rows = await this.db
       .selectFrom('agents as a')
       .leftJoin('agent_presence as p', 'p.address', 'a.address')
+      .leftJoin('mailboxes as m', 'm.address', 'a.address')
       .select([
         'a.address',
         'a.user_id',
         'a.redirect_url',
+        'm.pending_messages',
         'p.last_seen_at',
         'p.last_poll_at',
+        'p.last_worked_at',
+        'p.poll_started_at',
+        'p.poll_until',
+        'p.poll_gap_ms',
         'p.forward_ok_at',
         'p.forward_failed_at',
         'p.forward_error',
@@ -584,7 +634,7 @@ export class ActivityRepository {
       .orderBy('a.address')
       .limit(limit)
       .execute();
-    return rows as (PresenceRow & { user_id: string; redirect_url: string | null })[];
+    return rows as (PresenceView & { user_id: string })[];
   }
 
   /** Deletes up to `limit` of an agent's activity rows recorded up to `until`; how many went. */

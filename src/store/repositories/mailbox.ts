@@ -93,7 +93,9 @@ function leavingRows(
       size: m.size,
       detail: Number(m.forward_attempts ?? 0) > 0 ? KEPT_DETAIL : null,
     },
-    // Who sent it, on the row of its fate too: the timeline shows the message by that row.
+    // Who sent it, on the row of its fate too: the timeline shows the message by that row, and
+    // whoever reads of a message that left unread alone (a webhook, the Failures filter) knows
+    // whose it was.
     {
       address: m.address,
       event,

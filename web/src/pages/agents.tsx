@@ -3,12 +3,18 @@ import { api, connection, encode, type AgentRecord } from '../api';
 import { useEvery, useLoad } from '../hooks';
 import { Moment, StatusBadge, StatusReason } from '../widgets';
 
-/** Statuses change by themselves (time alone makes an agent idle): the list is read again this often. */
+/** Statuses change by themselves (time alone makes an agent unreachable): the list is read again this often. */
 const REFRESH_MS = 30_000;
+
+/** How much an agent's status needs its owner: failing most, then unreachable, else none. */
+function trouble(agent: AgentRecord): number {
+  return agent.status.status === 'failing' ? 2 : agent.status.status === 'unreachable' ? 1 : 0;
+}
 
 /**
  * The user's agents, filtered by a search, by how they are connected and by status. Failing
- * agents come first and are counted in the heading, so that none goes unnoticed.
+ * agents come first, then unreachable ones, and both are counted in the heading, so that none
+ * goes unnoticed.
  */
 export function AgentsPage() {
   const {
@@ -24,6 +30,7 @@ export function AgentsPage() {
   if (!agents) return <p>Loading agents…</p>;
   const needle = filter.trim().toLowerCase();
   const failing = agents.filter((a) => a.status.status === 'failing').length;
+  const unreachable = agents.filter((a) => a.status.status === 'unreachable').length;
   const shown = agents
     .filter(
       (a) =>
@@ -34,8 +41,8 @@ export function AgentsPage() {
           a.address.includes(needle) ||
           (a.handle ?? '').includes(needle)),
     )
-    // Stable: failing agents first, the others in the order the API gives.
-    .sort((a, b) => Number(b.status.status === 'failing') - Number(a.status.status === 'failing'));
+    // Stable: failing agents first, then unreachable ones, the others in the order the API gives.
+    .sort((a, b) => trouble(b) - trouble(a));
   return (
     <section class="card">
       <h2>
@@ -43,6 +50,11 @@ export function AgentsPage() {
         {failing > 0 && (
           <span class="badge badge-failing" data-testid="failing-count">
             {failing} failing
+          </span>
+        )}{' '}
+        {unreachable > 0 && (
+          <span class="badge badge-unreachable" data-testid="unreachable-count">
+            {unreachable} unreachable
           </span>
         )}
       </h2>
@@ -70,6 +82,7 @@ export function AgentsPage() {
         >
           <option value="all">Any status</option>
           <option value="failing">Failing</option>
+          <option value="unreachable">Unreachable</option>
           <option value="active">Active</option>
           <option value="idle">Idle</option>
           <option value="offline">Offline</option>
@@ -104,13 +117,13 @@ export function AgentsPage() {
               </tr>
             )}
             {shown.map((a) => (
-              <tr key={a.address} class={a.status.status === 'failing' ? 'failing' : undefined}>
+              <tr key={a.address} class={trouble(a) > 0 ? a.status.status : undefined}>
                 <td>
                   <a href={`#/agents/${encode(a.address)}`}>{a.name}</a>
                 </td>
                 <td>
                   <StatusBadge status={a.status.status} />
-                  {a.status.status === 'failing' && (
+                  {trouble(a) > 0 && (
                     <div>
                       <StatusReason status={a.status} />
                     </div>

@@ -8,6 +8,7 @@ const SERIES = [
   ['forwarded', 'forwarded'],
   ['forward_failed', 'failed forwards'],
   ['refused', 'refused'],
+  ['expired', 'expired unread'],
 ] as const;
 
 const PERIODS: Record<StatsBucket, { label: string; span: string }> = {

@@ -27,6 +27,7 @@ const RANGES: [value: string, label: string][] = [
 
 const FAILURES = new Set([
   'message.refused',
+  'message.expired',
   'message.forward_failed',
   'forwards.failing',
   'event.error',
