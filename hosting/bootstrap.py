@@ -4,8 +4,9 @@ The runner starts this file with the agent's private directory as the working di
 holding the agent's code files. It builds ``agent`` (a uAgents ``Agent`` wired to this Agentry
 through its mailbox), runs ``agent.py`` with ``agent`` predefined, then runs the agent.
 
-Environment: AGENTRY_AGENT_SEED, AGENTRY_AGENT_NAME, AGENTRY_URL (the URL the agent registers
-and is reached by), AGENTRY_AGENT_PORT (its own server's port), AGENTRY_BRIDGE_PORT and
+Environment: AGENTRY_AGENT_SEED, AGENTRY_AGENT_NAME, AGENTRY_AGENT_NETWORK (``testnet`` or
+``mainnet``), AGENTRY_URL (the URL the agent registers and is reached by), AGENTRY_AGENT_PORT
+(its own server's port, on loopback), AGENTRY_BRIDGE_PORT and
 AGENTRY_BRIDGE_SOCKET (set when the sandbox has no network: Agentry is reached through a unix
 socket, which this file makes reachable at AGENTRY_URL's address), AGENTRY_PACKAGES (packages
 installed from the agent's requirements.txt), and the agent's secrets by name.
@@ -15,12 +16,19 @@ agent's storage (``{"id": n, "op": "get", "key": ...}``, answered ``{"id": n, "o
 "value": ...}``) and says ``{"op": "ready"}`` once the code is loaded, or ``{"op": "failed",
 "reason": ...}`` when it cannot be.
 
+The runner stops an agent with SIGTERM: the agent then ends as uAgents ends on Ctrl+C (its
+shutdown handlers run and it tells the Almanac it stopped), whether this file runs it or
+agent.py calls ``agent.run()`` itself.
+
 Standard library only: it runs with whatever interpreter the operator chose.
 """
 
+import asyncio
 import json
+import logging
 import os
 import runpy
+import signal
 import socket
 import sys
 import threading
@@ -178,8 +186,40 @@ def route_to_bridge(public_url, bridge_port):
     socket.socket.connect_ex = lambda self, address: original_connect_ex(self, redirect(address))
 
 
+class InspectorLink(logging.Filter):
+    """uAgents logs a link to its inspector at the agent's own port, which a hosted agent's owner
+    cannot open (it is on the runner's loopback, or inside the sandbox): the link is its page in
+    the console instead, where its state, logs and timeline are."""
+
+    PREFIX = "Agent inspector available at "
+
+    def __init__(self, link):
+        super().__init__()
+        self._link = link
+
+    def filter(self, record):
+        if isinstance(record.msg, str) and record.msg.startswith(self.PREFIX):
+            record.msg = self.PREFIX + self._link
+            record.args = ()
+        return True
+
+
+class LedgerErrorsAsWarnings(logging.Filter):
+    """uAgents' ``network`` logger reports the Fetch.ai ledger it cannot reach as errors. A hosted
+    agent's Almanac is Agentry, which it reaches; the ledger is optional, and out of reach in a
+    sandbox: those lines are warnings, not errors of the agent."""
+
+    def filter(self, record):
+        if logging.ERROR <= record.levelno < logging.CRITICAL:
+            record.levelno = logging.WARNING
+            record.levelname = "WARNING"
+        return True
+
+
 def build_agent(storage):
     """The predefined ``agent``; None (said in the log) where uagents cannot be imported."""
+    # Before uagents is imported: it looks at the ledger as it loads.
+    logging.getLogger("network").addFilter(LedgerErrorsAsWarnings())
     try:
         from uagents import Agent  # noqa: PLC0415
     except ImportError as err:
@@ -188,15 +228,89 @@ def build_agent(storage):
             "agent.py runs without a predefined agent"
         )
         return None
-    agent = Agent(
-        name=os.environ.get("AGENTRY_AGENT_NAME") or None,
-        seed=os.environ["AGENTRY_AGENT_SEED"],
-        port=int(os.environ.get("AGENTRY_AGENT_PORT") or 8000),
-        mailbox=True,
-        agentverse=os.environ["AGENTRY_URL"],
-    )
+    serve_on_loopback()
+    run_until_stopped_on_signals(Agent)
+    options = {
+        "name": os.environ.get("AGENTRY_AGENT_NAME") or None,
+        "seed": os.environ["AGENTRY_AGENT_SEED"],
+        "port": int(os.environ.get("AGENTRY_AGENT_PORT") or 8000),
+        "mailbox": True,
+        "agentverse": os.environ["AGENTRY_URL"],
+    }
+    network = os.environ.get("AGENTRY_AGENT_NETWORK")
+    if network:
+        options["network"] = network
+    agent = Agent(**options)
     agent._storage = storage
+    link = f"{os.environ['AGENTRY_URL'].rstrip('/')}/#/hosted/{agent.address}"
+    logger = getattr(agent, "_logger", None)
+    if not isinstance(logger, logging.Logger):
+        logger = logging.getLogger(agent.name)
+    logger.addFilter(InspectorLink(link))
     return agent
+
+
+def serve_on_loopback():
+    """An agent's own server listens on loopback: uagents.asgi reads HOST when it serves."""
+    try:
+        import uagents.asgi  # noqa: PLC0415
+    except ImportError:
+        return
+    if hasattr(uagents.asgi, "HOST"):
+        uagents.asgi.HOST = "127.0.0.1"
+
+
+class Running:
+    """Whether an agent was run, so that the bootstrap does not run it again after agent.py."""
+
+    started = False
+    on_start = None
+
+
+def run_until_stopped(runnable):
+    """Runs an agent (or a bureau) on its loop until it ends or SIGTERM or SIGINT arrives; a signal
+    cancels it, which uAgents' ``run_async`` turns into its shutdown (the Almanac told it stopped,
+    the shutdown handlers run). uvicorn, which serves the agent's REST endpoints, takes these
+    signals for itself while it runs; the loop still hears them, and hears them again once
+    uvicorn hands them back: the first one alone counts."""
+    Running.started = True
+    if Running.on_start is not None:
+        Running.on_start()
+    # uAgents makes its loop with the agent; an agent that has none gets one of its own.
+    loop = getattr(runnable, "_loop", None)
+    if loop is None or loop.is_closed():
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+    main = loop.create_task(runnable.run_async())
+    stopping = []
+
+    def stop(signum):
+        if stopping or main.done():
+            return
+        stopping.append(signum)
+        system_line(f"{signal.Signals(signum).name}: the agent shuts down")
+        main.cancel()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop, signum)
+    try:
+        loop.run_until_complete(main)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        pass
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        if not loop.is_closed():
+            loop.close()
+
+
+def run_until_stopped_on_signals(agent_class):
+    """``Agent.run`` runs the agent as ``run_until_stopped`` does, for agent.py calling it too."""
+
+    def run(self):
+        run_until_stopped(self)
+
+    agent_class.run = run
 
 
 def main():
@@ -232,6 +346,8 @@ def main():
 
     agent = build_agent(ChannelStorage(channel))
     predefined = {"agent": agent} if agent is not None else {}
+    # agent.py may run the agent itself (``agent.run()``): it is ready then.
+    Running.on_start = lambda: channel.notify({"op": "ready"})
     try:
         runpy.run_path(path, init_globals=predefined, run_name="__main__")
     except SystemExit:
@@ -243,9 +359,8 @@ def main():
             channel.notify({"op": "failed", "reason": f"{type(err).__name__}: {err}"})
         return 1
 
-    if agent is None:
+    if agent is None or Running.started:
         return 0
-    channel.notify({"op": "ready"})
     agent.run()
     return 0
 

@@ -117,6 +117,11 @@ export class Server {
       (client) => logger.debug({ client }, 'connection refused: too many open from this address'),
       (address) => this.ctx.trustedProxies.trusts(address),
     );
+    // A runner that cannot run agents here stops the start before anything listens.
+    if (config.hosting.python !== undefined && config.hosting.runner === 'serve') {
+      this.runner = createHostingRunner(this.ctx);
+      await this.runner.prepare();
+    }
     // A long queue of connections not yet accepted: thousands of agents may reconnect at once
     // (after another replica stopped); the kernel caps it (net.core.somaxconn).
     const address = await this.app.listen({ port: config.port, host: config.host, backlog: 4096 });
@@ -133,10 +138,7 @@ export class Server {
     }
     this.loops = this.ctx.loops.map((loop) => new RunningLoop(loop, logger));
     // Agents reach this process by its public URL: they start once it listens.
-    if (config.hosting.python !== undefined && config.hosting.runner === 'serve') {
-      this.runner = createHostingRunner(this.ctx);
-      await this.runner.start();
-    }
+    await this.runner?.start();
     listening?.(address);
     logger.info(
       {

@@ -4,7 +4,7 @@ import type { Server as NetServer, Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import { sha256Hex } from '../crypto/index.js';
 import type { Logger } from '../logger.js';
-import type { HostedRunSpec, HostedState } from '../services/hosting/index.js';
+import type { AgentNetwork, HostedRunSpec, HostedState } from '../services/hosting/index.js';
 import { freePort, openBridge } from './bridge.js';
 import { prepareAgentPaths, writeCodeFiles } from './directories.js';
 import { CpuSamples, diskProblem, limitInExit, processesProblem, treeUse } from './limits.js';
@@ -30,7 +30,9 @@ const STABLE_MS = 60_000;
 
 /** One agent this runner holds: its process, restarts and the state it reports. */
 export class HostedProcess {
+  /** The code and the network the process was started with. */
   codeDigest: string | null = null;
+  network: AgentNetwork | null = null;
   private child: ChildProcess | undefined;
   private exited: Promise<void> | undefined;
   private plan: LaunchPlan | undefined;
@@ -83,8 +85,8 @@ export class HostedProcess {
     );
   }
 
-  /** New code: the process restarts at once, with its crash count afresh. */
-  restartWithNewCode(): void {
+  /** New code (or another network): the process restarts at once, with its crash count afresh. */
+  restartWithChanges(): void {
     if (this.stopping) return;
     this.crashes = [];
     clearTimeout(this.restartTimer);
@@ -138,6 +140,7 @@ export class HostedProcess {
     const { sandbox } = this;
     const spec = await this.hosting.runSpec(this.address);
     this.codeDigest = spec.codeDigest;
+    this.network = spec.network;
     const uid = sandbox.uidOf(this.slot);
     const paths = await prepareAgentPaths(
       this.settings.dir,
@@ -163,6 +166,7 @@ export class HostedProcess {
       ...spec.secrets,
       AGENTRY_AGENT_SEED: spec.seed,
       AGENTRY_AGENT_NAME: spec.name,
+      AGENTRY_AGENT_NETWORK: spec.network,
       AGENTRY_URL: this.settings.publicUrl,
       AGENTRY_AGENT_PORT: String(ownNetwork ? SANDBOXED_AGENT_PORT : await freePort()),
     };

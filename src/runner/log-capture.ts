@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import type { Readable } from 'node:stream';
 import type { Logger } from '../logger.js';
+import { HOLD_MS, OutputClassifier, type ClassifiedEntry } from './log-levels.js';
 import {
   MAX_LOG_ENTRY,
   type HostedLogLevel,
@@ -15,7 +16,8 @@ const MAX_LINE = MAX_LOG_ENTRY;
  * An agent's output as log lines: timestamped, cut to the longest kept, at most `perSecond`
  * a second. Past that, the rest of what was read is dropped and reading pauses until the
  * second is over, so that the agent waits on its own output; a line then says how many were
- * dropped. Lines are written in batches, one write at a time.
+ * dropped. Each line gets the level its prefix gives it, and a traceback is one entry (see
+ * log-levels.ts). Lines are written in batches, one write at a time.
  */
 export class LogCapture {
   private pending: HostedLogLine[] = [];
@@ -28,6 +30,8 @@ export class LogCapture {
   private resumeTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private readonly streams = new Set<Readable>();
+  private readonly classifiers = new Map<Readable, OutputClassifier>();
+  private readonly holdTimers = new Map<Readable, NodeJS.Timeout>();
 
   constructor(
     private readonly address: string,
@@ -36,8 +40,11 @@ export class LogCapture {
     private readonly logger: Logger,
   ) {}
 
+  /** Reads a stream of the agent's output; `level` is that of a line without a prefix. */
   attach(stream: Readable, level: HostedLogLevel, seen: (line: string) => void): void {
     this.streams.add(stream);
+    const classifier = new OutputClassifier(level, (entry) => this.entry(entry), MAX_LINE);
+    this.classifiers.set(stream, classifier);
     let partial = '';
     stream.setEncoding('utf8');
     stream.on('data', (chunk: string) => {
@@ -47,19 +54,36 @@ export class LogCapture {
         const line = partial.slice(0, newline).replace(/\r$/, '');
         partial = partial.slice(newline + 1);
         seen(line);
-        this.line(line, level, stream);
+        this.line(line, stream);
       }
       while (partial.length > MAX_LINE) {
-        this.line(partial.slice(0, MAX_LINE), level, stream);
+        this.line(partial.slice(0, MAX_LINE), stream);
         partial = partial.slice(MAX_LINE);
       }
+      this.holdFor(stream);
     });
     stream.on('end', () => {
-      if (partial !== '') this.line(partial, level, stream);
+      if (partial !== '') this.line(partial, stream);
       partial = '';
+      this.release(stream);
       this.streams.delete(stream);
     });
     stream.on('error', () => {});
+  }
+
+  /** What a stream's classifier holds waits for more of it, but not for long. */
+  private holdFor(stream: Readable): void {
+    clearTimeout(this.holdTimers.get(stream));
+    if (!this.classifiers.get(stream)?.holding) return;
+    const timer = setTimeout(() => this.release(stream), HOLD_MS);
+    timer.unref();
+    this.holdTimers.set(stream, timer);
+  }
+
+  private release(stream: Readable): void {
+    clearTimeout(this.holdTimers.get(stream));
+    this.holdTimers.delete(stream);
+    this.classifiers.get(stream)?.flush();
   }
 
   /** A line of the runner's own about the agent; never dropped. */
@@ -67,7 +91,7 @@ export class LogCapture {
     this.push({ time: new Date(), level, type: 'system', entry: text });
   }
 
-  private line(text: string, level: HostedLogLevel, stream: Readable): void {
+  private line(text: string, stream: Readable): void {
     const now = Date.now();
     if (now - this.windowStart >= 1000) this.newWindow(now);
     if (this.inWindow >= this.perSecond) {
@@ -83,10 +107,17 @@ export class LogCapture {
     this.inWindow += 1;
     // The bootstrap's own lines are the runner's news, not the agent's.
     if (text.startsWith('[agentry] ')) {
+      this.release(stream);
       this.push({ time: new Date(now), level: 'info', type: 'system', entry: text.slice(10) });
     } else {
-      this.push({ time: new Date(now), level, type: 'execution', entry: text.slice(0, MAX_LINE) });
+      this.classifiers.get(stream)?.line(text.slice(0, MAX_LINE), now);
     }
+  }
+
+  private entry({ at, level, text, exception }: ClassifiedEntry): void {
+    const line: HostedLogLine = { time: new Date(at), level, type: 'execution', entry: text };
+    if (exception !== undefined) line.exception = exception;
+    this.push(line);
   }
 
   private newWindow(now: number): void {
@@ -149,6 +180,7 @@ export class LogCapture {
         stream.readableEnded ? undefined : Promise.race([once(stream, 'end'), delay(1000)]),
       ),
     );
+    for (const stream of this.classifiers.keys()) this.release(stream);
     this.reportDropped();
     await this.flush();
   }

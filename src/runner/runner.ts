@@ -45,6 +45,7 @@ export class HostingRunner implements ChangeConsumer<'hosting.changed'> {
   /** A change asked for during a round: the next round follows at once. */
   private wakeAgain = false;
   private stopListening: (() => void) | undefined;
+  private preparing: Promise<void> | undefined;
 
   constructor(
     private readonly hosting: RunnerHosting,
@@ -62,10 +63,16 @@ export class HostingRunner implements ChangeConsumer<'hosting.changed'> {
   }
 
   /**
-   * Looks at the machine (the interpreter, the sandbox), checks that an agent's process can
-   * start, then runs. Throws with a sentence when it cannot run agents here.
+   * Looks at the machine (the interpreter, the sandbox) and checks that an agent's process can
+   * start, running nothing yet; throws with a sentence when it cannot run agents here. A
+   * server prepares its runner before it listens, so that it refuses to start at all.
    */
-  async start(): Promise<void> {
+  prepare(): Promise<void> {
+    this.preparing ??= this.lookAtTheMachine();
+    return this.preparing;
+  }
+
+  private async lookAtTheMachine(): Promise<void> {
     const { settings } = this;
     await mkdir(settings.dir, { recursive: true, mode: 0o711 });
     await chmod(settings.dir, 0o711);
@@ -92,14 +99,20 @@ export class HostingRunner implements ChangeConsumer<'hosting.changed'> {
         await rm(dirname(probe.home), { recursive: true, force: true });
       }
     }
+  }
+
+  /** Prepares (see {@link prepare}), then runs agents. */
+  async start(): Promise<void> {
+    await this.prepare();
+    const { settings } = this;
     this.logger.info(
       {
         runner: this.id,
         sandbox: settings.sandbox.mode,
         egress: settings.sandbox.egress,
         maxAgents: settings.maxAgents,
-        cpu: this.sandbox.cpuMeasure,
-        processes: this.sandbox.processMeasure,
+        cpu: this.sandbox!.cpuMeasure,
+        processes: this.sandbox!.processMeasure,
       },
       'hosting runner started',
     );
@@ -180,8 +193,11 @@ export class HostingRunner implements ChangeConsumer<'hosting.changed'> {
         }
       } else if (!agent) {
         this.launch(want.address);
-      } else if (want.codeDigest !== null && want.codeDigest !== agent.codeDigest) {
-        agent.restartWithNewCode();
+      } else if (
+        (want.codeDigest !== null && want.codeDigest !== agent.codeDigest) ||
+        (agent.network !== null && want.network !== agent.network)
+      ) {
+        agent.restartWithChanges();
       }
     }
     if (this.stopped) return;

@@ -1,7 +1,8 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, lstatSync, readlinkSync } from 'node:fs';
-import { join } from 'node:path';
+import { open, realpath, stat } from 'node:fs/promises';
+import { dirname, join, sep } from 'node:path';
 import type { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -108,6 +109,8 @@ export class Sandbox {
   private constructor(
     readonly settings: SandboxSettings,
     private readonly prefixes: string[],
+    /** The interpreter itself, as it names itself (`sys.executable`). */
+    private readonly executable: string,
     private readonly bwrap: string | undefined,
     private readonly prlimit: string | undefined,
     private readonly controllers: CgroupController[],
@@ -133,16 +136,19 @@ export class Sandbox {
     } = {},
   ): Promise<Sandbox> {
     let prefixes: string[];
+    let executable: string;
     try {
       const { stdout } = await run(
         settings.python,
         [
           '-c',
-          'import sys; print(sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)',
+          'import sys; print(sys.executable); print(sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)',
         ],
         { timeout: 20_000, env: { PATH: '/usr/bin:/bin' } },
       );
-      prefixes = [...new Set(stdout.trim().split(/\s+/))].filter((p) => p.startsWith('/'));
+      const [first, second] = stdout.trim().split('\n');
+      executable = first!.trim();
+      prefixes = [...new Set((second ?? '').trim().split(/\s+/))].filter((p) => p.startsWith('/'));
     } catch (err) {
       throw new ConfigError(
         `AGENTRY_HOSTING_PYTHON (${settings.python}) must be a Python interpreter this process can run: ${(err as Error).message}`,
@@ -155,7 +161,15 @@ export class Sandbox {
       );
     }
     const controllers = controlGroups ? await findCgroupControllers(runnerTag) : [];
-    return new Sandbox(settings, prefixes, bwrap, findProgram('prlimit'), controllers, bootstrap);
+    return new Sandbox(
+      settings,
+      prefixes,
+      executable,
+      bwrap,
+      findProgram('prlimit'),
+      controllers,
+      bootstrap,
+    );
   }
 
   /** Agents run as users of their own: the runner is root and the sandbox is on. */
@@ -388,15 +402,76 @@ export class Sandbox {
         throw new Error(stderr.trim() || `exited with ${code ?? signal}`);
       }
     } catch (err) {
+      const hint = await this.whyNotRun(paths);
       throw new ConfigError(
-        `The hosting sandbox cannot start ${this.settings.python}: ${(err as Error).message}.` +
-          (this.dropsPrivileges
-            ? ` Agents run as users ${this.settings.uidBase} and up: the interpreter, AGENTRY_HOSTING_DIR and the directories above them must be readable and searchable by other users.`
-            : ''),
+        `The hosting sandbox cannot start ${this.settings.python}: ${(err as Error).message.replace(/\.$/, '')}` +
+          (hint === undefined ? '.' : `; ${hint}`),
       );
     } finally {
       await plan.cgroup?.remove();
     }
+  }
+
+  /** Whether the sandbox shows this path: /usr and the top directories, the interpreter's installation. */
+  private shows(path: string): boolean {
+    const within = (dir: string): boolean => path === dir || path.startsWith(`${dir}${sep}`);
+    return (
+      ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'].some(within) ||
+      this.prefixes.some(within)
+    );
+  }
+
+  /**
+   * What the files say of why the interpreter did not run in the sandbox, said as the end of
+   * a sentence, with what to change; undefined when they say nothing.
+   */
+  private async whyNotRun(paths: AgentPaths): Promise<string | undefined> {
+    const { python, uidBase } = this.settings;
+    if (this.dropsPrivileges) {
+      const real = await realpath(python).catch(() => python);
+      for (const path of [python, real, ...this.prefixes, dirname(paths.home)]) {
+        const closed = await closedToOthers(path);
+        if (closed !== undefined) {
+          return `agents run as users ${uidBase} and up, and ${closed}: the interpreter, its installation, AGENTRY_HOSTING_DIR and the directories above them must be readable and searchable by other users.`;
+        }
+      }
+    }
+    if (this.shows(python)) return undefined;
+    const installation = this.prefixes.join(', ');
+    if (await isScript(python)) {
+      return `AGENTRY_HOSTING_PYTHON is a script outside the interpreter's installation (${installation}), and the sandbox shows only /usr, that installation and the agent's own files: point AGENTRY_HOSTING_PYTHON at the interpreter itself (${this.executable}), or put the script inside its installation, where what it runs must be too (docs/hosting.md, "Wrapper interpreters").`;
+    }
+    return `AGENTRY_HOSTING_PYTHON is outside what the sandbox shows (/usr and the interpreter's installation, ${installation}): point it at the interpreter itself (${this.executable}).`;
+  }
+}
+
+/**
+ * The first of a path and the directories above it that other users may not pass through
+ * (or, the path itself, read), said as `/root is mode 0700`; undefined when all are open.
+ */
+async function closedToOthers(path: string): Promise<string | undefined> {
+  const parts = path.split(sep).filter(Boolean);
+  for (let i = 1; i <= parts.length; i++) {
+    const at = `${sep}${parts.slice(0, i).join(sep)}`;
+    const info = await stat(at).catch(() => undefined);
+    if (info === undefined) return undefined;
+    const needed = info.isDirectory() ? 0o001 : i === parts.length ? 0o004 : 0;
+    if ((info.mode & needed) !== needed) {
+      return `${at} is mode ${(info.mode & 0o777).toString(8).padStart(4, '0')}`;
+    }
+  }
+  return undefined;
+}
+
+/** Whether the file starts with `#!`: a script, run by the interpreter its first line names. */
+async function isScript(path: string): Promise<boolean> {
+  const file = await open(path, 'r').catch(() => undefined);
+  if (file === undefined) return false;
+  try {
+    const { bytesRead, buffer } = await file.read(Buffer.alloc(2), 0, 2, 0);
+    return bytesRead === 2 && buffer.toString('latin1') === '#!';
+  } finally {
+    await file.close();
   }
 }
 

@@ -14,7 +14,8 @@ const AgentNetwork = StringEnum(AGENT_NETWORKS, {
 });
 
 export const HOSTED_STATE_NAMES = ['stopped', 'compiling', 'running', 'crashed', 'failed'] as const;
-export const LOG_LEVELS = ['trce', 'debg', 'info', 'erro'] as const;
+/** The hosted Agentverse's levels, and `warn` (Agentry's) for the lines an agent logs as warnings. */
+export const LOG_LEVELS = ['trce', 'debg', 'info', 'warn', 'erro'] as const;
 export const LOG_TYPES = ['execution', 'system'] as const;
 
 /** The longest storage key; also the longest cursor of a storage list (it is a key). */

@@ -71,7 +71,7 @@ export interface LogLine {
   log_timestamp: string;
   log_entry: string;
   log_type: 'execution' | 'system';
-  log_level: 'trce' | 'debg' | 'info' | 'erro';
+  log_level: 'trce' | 'debg' | 'info' | 'warn' | 'erro';
 }
 
 export interface AgentView {
@@ -99,13 +99,20 @@ export class Owner {
     return response.body;
   }
 
-  /** Creates an agent with these files (agent.py among them), its secrets, and starts it. */
+  /**
+   * Creates an agent with these files (agent.py among them), its secrets, and starts it; on
+   * the network given, or the service's default.
+   */
   async deploy(
     name: string,
     files: Record<string, string>,
     secrets: Record<string, string> = {},
+    network?: 'mainnet' | 'testnet',
   ): Promise<string> {
-    const { address } = await this.call<{ address: string }>('POST', '/agents', { name });
+    const { address } = await this.call<{ address: string }>('POST', '/agents', {
+      name,
+      ...(network === undefined ? {} : { network }),
+    });
     await this.setCode(address, files);
     for (const [secret, value] of Object.entries(secrets)) {
       await this.call('POST', '/secrets', { address, name: secret, secret: value });
@@ -129,6 +136,10 @@ export class Owner {
 
   async stop(address: string): Promise<void> {
     await this.call('POST', `/agents/${address}/stop`);
+  }
+
+  async setNetwork(address: string, network: 'mainnet' | 'testnet'): Promise<void> {
+    await this.call('PUT', `/agents/${address}/network`, { network });
   }
 
   async agent(address: string): Promise<AgentView> {

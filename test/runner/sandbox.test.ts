@@ -173,6 +173,9 @@ describe('the hosting sandbox', { skip: hostingSkipReason('bwrap') }, () => {
           err.message,
           /^The hosting sandbox cannot start .*private-python\/python3: bwrap: execvp .*No such file/,
         );
+        // Where agents run as users of their own, the directory they cannot pass is named.
+        if (uid !== undefined) assert.match(err.message, /private-python is mode 0700/);
+        else assert.match(err.message, /AGENTRY_HOSTING_PYTHON is outside what the sandbox shows/);
         return true;
       });
     } finally {

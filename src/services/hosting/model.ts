@@ -30,6 +30,8 @@ export interface HostedRunSpec {
   /** The agent's seed, unsealed: for its process alone. */
   seed: string;
   name: string;
+  /** The network it registers on. */
+  network: AgentNetwork;
   files: CodeFile[];
   /** The agent's secrets by name, unsealed. */
   secrets: Record<string, string>;
@@ -41,14 +43,17 @@ export interface HeldAgentState {
   address: string;
   desired: DesiredState;
   codeDigest: string | null;
+  network: AgentNetwork;
 }
 
-/** A line of output or of the runner's own news about an agent. */
+/** A line of output (or a traceback, its lines in one entry) or of the runner's own news about an agent. */
 export interface HostedLogLine {
   time: Date;
   level: HostedLogLevel;
   type: HostedLogType;
   entry: string;
+  /** A traceback's last line, the exception it ended with (`KeyError: 'x'`). */
+  exception?: string;
 }
 
 /** A line of an agent's log as kept. */

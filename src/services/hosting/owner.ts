@@ -167,10 +167,12 @@ export class OwnerSide {
     return digest;
   }
 
-  /** Sets the network the agent registers on. */
+  /** Sets the network the agent registers on; a running agent is restarted on it by its runner. */
   async setNetwork(ownerId: string, address: string, network: AgentNetwork): Promise<void> {
-    await this.core.owned(ownerId, address);
+    const row = await this.core.owned(ownerId, address);
+    if (row.network === network) return;
     await this.core.store.repos.hosting.update(address, { network });
+    this.core.changed();
   }
 
   /**

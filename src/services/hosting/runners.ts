@@ -3,6 +3,7 @@ import { NotFoundError } from '../../errors.js';
 import { parseCode, storableEntry } from './checks.js';
 import { notFound, sealContext, type HostingCore } from './core.js';
 import type {
+  AgentNetwork,
   DesiredState,
   HeldAgentState,
   HostedLogLine,
@@ -57,6 +58,7 @@ export class RunnerSide {
       address: row.address,
       desired: row.desired_state as DesiredState,
       codeDigest: row.code_digest,
+      network: row.network as AgentNetwork,
     }));
   }
 
@@ -85,6 +87,7 @@ export class RunnerSide {
       address,
       seed: unseal(key, row.seed_ciphertext, sealContext('seed', address)),
       name: listing.name,
+      network: row.network as AgentNetwork,
       files: parseCode(row.code),
       secrets,
       codeDigest: row.code_digest,
@@ -109,12 +112,14 @@ export class RunnerSide {
 
   /**
    * Adds lines to the agent's log (each cut to {@link MAX_LOG_ENTRY} characters), keeping its
-   * newest `logLines`; error lines go on its timeline too. Nothing happens for an agent that
-   * is gone.
+   * newest `logLines`. Error lines go on its timeline too (a traceback as its exception, with
+   * the traceback), and make the agent failing, with the last one's exception as the reason.
+   * Nothing happens for an agent that is gone.
    */
   async appendLogs(address: string, lines: HostedLogLine[]): Promise<void> {
     if (lines.length === 0) return;
-    const rows = lines.slice(-this.core.policy.logLines).map((line) => ({
+    const kept = lines.slice(-this.core.policy.logLines);
+    const rows = kept.map((line) => ({
       address,
       time: line.time.getTime(),
       level: line.level,
@@ -128,19 +133,36 @@ export class RunnerSide {
       if (!(await this.core.store.repos.hosting.find(address))) return;
       throw err;
     }
-    const errors = rows.filter((row) => row.level === 'erro');
+    const errors = rows
+      .map((row, i) => ({ row, exception: kept[i]!.exception }))
+      .filter(({ row }) => row.level === 'erro');
     if (errors.length > 0) {
       await this.core.timeline.record(
-        errors.map((row) => ({
+        errors.map(({ row, exception }) => ({
           address,
           kind: 'event.error',
           at: row.time,
           category: 'system',
-          message: row.entry,
-          data: JSON.stringify({ hosted: { log_type: row.type } }),
+          message: exception === undefined ? row.entry : storableEntry(exception),
+          data: JSON.stringify({
+            hosted: { log_type: row.type },
+            ...(exception === undefined
+              ? {}
+              : { exception: exceptionClass(exception), traceback: row.entry }),
+          }),
         })),
       );
-      await this.core.timeline.errored(address, errors[errors.length - 1]!.entry);
+      const last = errors[errors.length - 1]!;
+      await this.core.timeline.errored(
+        address,
+        last.exception === undefined ? last.row.entry : storableEntry(last.exception),
+      );
     }
   }
+}
+
+/** `KeyError` of `KeyError: 'x'`, `json.decoder.JSONDecodeError` of its line: the exception's class. */
+function exceptionClass(line: string): string {
+  const colon = line.indexOf(':');
+  return (colon === -1 ? line : line.slice(0, colon)).trim().slice(0, 500);
 }

@@ -41,6 +41,7 @@ export interface HeldAgent {
   address: string;
   desired_state: string;
   code_digest: string | null;
+  network: string;
 }
 
 /** What an agent's storage holds: how many keys, and their keys' and values' bytes. */
@@ -216,7 +217,7 @@ export class HostingRepository {
       .updateTable('hosted_agents')
       .set({ lease_expires_at: leaseUntil })
       .where('runner_id', '=', runnerId)
-      .returning(['address', 'desired_state', 'code_digest'])
+      .returning(['address', 'desired_state', 'code_digest', 'network'])
       .execute();
   }
 

@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useLayoutEffect, useRef, useState } from 'preact/hooks';
 import {
   api,
   encode,
@@ -223,23 +223,47 @@ function HostedSecrets(props: { address: string }) {
   );
 }
 
-/** The agent's newest log lines, read again every second or two while the page is visible. */
+/** The levels of log lines, the least severe first. */
+const LEVELS: HostedLogLine['log_level'][] = ['trce', 'debg', 'info', 'warn', 'erro'];
+/** What the level filter offers: every line, or those at a level and above. */
+const LEVEL_CHOICES: { value: string; label: string }[] = [
+  { value: 'all', label: 'Every level' },
+  { value: 'info', label: 'info and above' },
+  { value: 'warn', label: 'warn and above' },
+  { value: 'erro', label: 'erro only' },
+];
+
+/**
+ * The agent's newest log lines, read again every second or two while the page is visible,
+ * filtered by level; the list opens at the newest line and follows new ones while it is
+ * scrolled to the end.
+ */
 function HostedLogs(props: { path: string }) {
   const { path } = props;
   const logs = useLoad(() => api<HostedLogLine[]>('GET', `${path}/logs/latest`), [path]);
   useEvery(LOGS_MS, () => {
     if (!document.hidden) logs.reload();
   });
+  const [least, setLeast] = useState('all');
+  const list = useRef<HTMLOListElement>(null);
+  /** Whether the list shows its end: new lines then keep it there. */
+  const atEnd = useRef(true);
   const act = useAction();
   const clear = () =>
     act.run(async () => {
       await api('DELETE', `${path}/logs`);
       logs.reload();
     });
+  const lowest = least === 'all' ? 0 : LEVELS.indexOf(least as HostedLogLine['log_level']);
   // Oldest first, as a terminal shows them; lines of the same moment keep the answer's order.
-  const lines = [...(logs.value ?? [])].sort(
-    (x, y) => Date.parse(x.log_timestamp) - Date.parse(y.log_timestamp),
-  );
+  const lines = [...(logs.value ?? [])]
+    .filter((line) => LEVELS.indexOf(line.log_level) >= lowest)
+    .sort((x, y) => Date.parse(x.log_timestamp) - Date.parse(y.log_timestamp));
+  const newest = lines.length === 0 ? '' : lines[lines.length - 1]!.log_timestamp;
+  useLayoutEffect(() => {
+    const element = list.current;
+    if (element && atEnd.current) element.scrollTop = element.scrollHeight;
+  }, [lines.length, newest, least]);
   return (
     <section class="card">
       <h3>Logs</h3>
@@ -249,6 +273,22 @@ function HostedLogs(props: { path: string }) {
           Clear logs
         </button>
       </p>
+      <div class="filters">
+        <select
+          aria-label="Log level"
+          value={least}
+          onChange={(e) => {
+            atEnd.current = true;
+            setLeast((e.target as HTMLSelectElement).value);
+          }}
+        >
+          {LEVEL_CHOICES.map((choice) => (
+            <option key={choice.value} value={choice.value}>
+              {choice.label}
+            </option>
+          ))}
+        </select>
+      </div>
       {act.error && <p class="error">{act.error}</p>}
       {logs.error && <p class="error">{logs.error}</p>}
       {logs.value &&
@@ -257,7 +297,15 @@ function HostedLogs(props: { path: string }) {
             <None />
           </p>
         ) : (
-          <ol class="logs" data-testid="logs">
+          <ol
+            class="logs"
+            data-testid="logs"
+            ref={list}
+            onScroll={(e) => {
+              const element = e.currentTarget;
+              atEnd.current = element.scrollTop + element.clientHeight >= element.scrollHeight - 4;
+            }}
+          >
             {lines.map((line, i) => (
               <li
                 key={`${line.log_timestamp} ${i}`}
