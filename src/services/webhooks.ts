@@ -107,6 +107,10 @@ export function webhookKindOf(row: TimelineRow): WebhookKind | undefined {
       if (to === 'active' && quiet(from)) return 'agent.back';
       return undefined;
     }
+    case 'health.changed': {
+      const { healthy } = JSON.parse(row.data ?? '{}') as { healthy?: boolean };
+      return healthy === false ? 'agent.unhealthy' : undefined;
+    }
     default:
       return undefined;
   }

@@ -49,6 +49,8 @@ export interface Database {
   chat_identities: ChatIdentitiesTable;
   chat_sessions: ChatSessionsTable;
   chat_entries: ChatEntriesTable;
+  agent_probes: AgentProbesTable;
+  agent_probe_results: AgentProbeResultsTable;
 }
 
 export interface UsersTable {
@@ -590,4 +592,37 @@ export interface ChatEntriesTable {
   content: string | null;
   /** What became of it, in words (a failure's reason, an acknowledgement's metadata). */
   detail: string | null;
+}
+
+/** An agent its owner asked Agentry to probe (docs/activity.md, "Health"). */
+export interface AgentProbesTable {
+  address: string;
+  /** How often a probe is sent. */
+  interval_seconds: number;
+  next_probe_at: number;
+  /** The chat session the probes are sent in (from the owner's chat identity); null before any. */
+  session_id: string | null;
+  /** The probe waiting for its answer (its chat message id), and when it was sent. */
+  probe_msg_id: string | null;
+  probe_sent_at: number | null;
+  /** 1: it answers; 0: it stopped answering; null: not known yet. */
+  healthy: number | null;
+  /** Probes not answered in a row. */
+  failures: ColumnType<number, number | undefined, number>;
+  last_probe_at: number | null;
+  last_answered_at: number | null;
+  last_latency_ms: number | null;
+  /** Why the last probe went unanswered, in words. */
+  last_failure: string | null;
+  created_at: number;
+}
+
+/** What became of one probe. */
+export interface AgentProbeResultsTable {
+  id: Generated<number>;
+  address: string;
+  sent_at: number;
+  /** 1: answered in time; 0: not. */
+  answered: number;
+  latency_ms: number | null;
 }

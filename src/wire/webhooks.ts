@@ -17,6 +17,7 @@ export const WEBHOOK_KINDS = [
   'agent.silent',
   'agent.back',
   'agent.failing',
+  'agent.unhealthy',
   'event.error',
 ] as const;
 export type WebhookKind = (typeof WEBHOOK_KINDS)[number];

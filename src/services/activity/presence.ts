@@ -47,8 +47,11 @@ export function statusOf(
  * once, by whichever process notices first (through `record`, the activity service's).
  */
 export class Presence {
-  /** Agents seen since the last flush: when, and when they polled. */
-  private seenSince = new Map<string, { seen: number; poll: number | undefined }>();
+  /**
+   * Agents seen since the last flush: when, when they polled, and when they were last seen by
+   * anything but a call (a poll or an Almanac write: what only a running agent does).
+   */
+  private seenSince = new Map<string, Sighting>();
   private flushing: Promise<void> | undefined;
   private flushAgain: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -83,11 +86,13 @@ export class Presence {
   /** The agent was seen running at `at`: written at the next flush. */
   seen(address: string, by: SeenBy, at: number): void {
     const entry = this.seenSince.get(address);
+    const running = by === 'call' ? undefined : at;
     if (entry) {
       entry.seen = Math.max(entry.seen, at);
       if (by === 'poll') entry.poll = Math.max(entry.poll ?? 0, at);
+      if (running !== undefined) entry.running = Math.max(entry.running ?? 0, running);
     } else {
-      this.seenSince.set(address, { seen: at, poll: by === 'poll' ? at : undefined });
+      this.seenSince.set(address, { seen: at, poll: by === 'poll' ? at : undefined, running });
     }
   }
 
@@ -167,6 +172,9 @@ export class Presence {
             last_seen_at: at,
             ...(poll !== undefined ? { last_poll_at: poll } : {}),
           });
+          if (stillStopped(before.get(address), seen.get(address)!)) {
+            await tx.activity.stoppedStill(address, at);
+          }
         }
       });
       await this.record(started);
@@ -244,14 +252,38 @@ export class Presence {
     return new Map(
       addresses.map((address) => {
         const row = presence.get(address);
-        const pending = this.seenSince.get(address)?.seen;
+        const sighting = this.seenSince.get(address);
         const merged =
-          pending && (row?.last_seen_at ?? 0) < pending ? { ...row, last_seen_at: pending } : row;
+          sighting && (row?.last_seen_at ?? 0) < sighting.seen
+            ? {
+                ...row,
+                last_seen_at: sighting.seen,
+                ...(stillStopped(row, sighting) && { inactive_at: sighting.seen }),
+              }
+            : row;
         const { status, reason } = statusOf(merged, now, this.policy);
         return [address, { status, reason, lastSeen: merged?.last_seen_at ?? null }];
       }),
     );
   }
+}
+
+/** What was seen of an agent since the last flush. */
+interface Sighting {
+  seen: number;
+  poll: number | undefined;
+  running: number | undefined;
+}
+
+/**
+ * Whether an agent that told the Almanac it stopped has been seen since only through calls
+ * with its attestation: an agent reports its last events as it stops (the agentverse-sdk sends
+ * "Agent Stopped" after its status), which does not undo the stop; a poll or an Almanac write
+ * does, as does the agent telling the Almanac it is active.
+ */
+function stillStopped(row: Partial<PresenceRow> | undefined, sighting: Sighting): boolean {
+  const stoppedAt = row?.inactive_at ?? null;
+  return stoppedAt !== null && (sighting.running === undefined || sighting.running <= stoppedAt);
 }
 
 /** "3 min", "2 h": how long a silence lasted. */

@@ -23,6 +23,7 @@ import * as enrolmentAndKeyScopes from './0021_enrolment_and_key_scopes.js';
 import * as hosting from './0022_hosting.js';
 import * as tenancy from './0023_tenancy.js';
 import * as chat from './0024_chat.js';
+import * as agentProbes from './0025_agent_probes.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -53,4 +54,5 @@ export const migrations: Record<string, Migration> = {
   '0022_hosting': hosting,
   '0023_tenancy': tenancy,
   '0024_chat': chat,
+  '0025_agent_probes': agentProbes,
 };
