@@ -26,6 +26,7 @@ import { enrolmentsRoutes } from './http/routes/enrolments.js';
 import { almanacSearchRoutes, resolveRoutes, searchRoutes } from './http/routes/search.js';
 import { almanacDomainsRoutes, domainsRoutes } from './http/routes/domains.js';
 import { healthRoutes } from './http/routes/health.js';
+import { probesRoutes } from './http/routes/probes.js';
 import { identityRoutes } from './http/routes/identity.js';
 import { interactionsRoutes } from './http/routes/interactions.js';
 import { activityRoutes } from './http/routes/activity.js';
@@ -190,6 +191,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   interactionsRoutes(app, ctx);
   deliveriesRoutes(app, ctx);
   activityRoutes(app, ctx);
+  probesRoutes(app, ctx);
   webhooksRoutes(app, ctx);
   await storageAssetsRoutes(app, ctx);
   almanacRoutes(app, ctx);

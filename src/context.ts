@@ -9,6 +9,7 @@ import { Metrics } from './metrics.js';
 import { AgentsService } from './services/agents.js';
 import { ChatService } from './services/chat.js';
 import { ChatIdentities } from './services/chat-identities.js';
+import { ProbesService } from './services/probes.js';
 import { AlmanacService } from './services/almanac.js';
 import { systemClock, type Clock } from './infra/clock.js';
 import { SearchService } from './services/search.js';
@@ -69,6 +70,7 @@ export interface Services {
   hosting: HostingService;
   access: AccessWatch;
   chat: ChatService;
+  probes: ProbesService;
 }
 
 /** A job the server runs on a timer (expiry sweeps and the like). */
@@ -321,6 +323,20 @@ export function createContext(
     },
   );
   mailbox.receiveFor(chat);
+  // Health probes an owner asks for go out as chat messages from the owner's chat identity.
+  const probes = new ProbesService(
+    store,
+    clock,
+    chat,
+    activity,
+    {
+      answerTimeoutMs: 30_000,
+      unhealthyAfter: 2,
+      batch: 100,
+      retentionMs: config.mailboxRetentionSeconds * 1000,
+    },
+    logger,
+  );
 
   const metrics = new Metrics();
   metrics.countHeldPolls(() => mailbox.heldPolls);
@@ -419,6 +435,11 @@ export function createContext(
       run: () => webhooks.prune(),
     },
     {
+      name: 'old probe results',
+      intervalMs: 600_000,
+      run: () => probes.prune(),
+    },
+    {
       name: 'expired searches',
       intervalMs: 600_000,
       run: () => search.purgeExpiredSearches(),
@@ -432,6 +453,12 @@ export function createContext(
       name: 'kept proxy messages',
       idleMs: Math.min(config.proxyRetryBaseMs, 1000),
       run: () => proxy.forwardDue(),
+    },
+    {
+      // Probes fall due at least five seconds apart; answers are looked for every second.
+      name: 'health probes',
+      idleMs: 1000,
+      run: () => probes.probeDue(),
     },
   ];
 
@@ -466,6 +493,7 @@ export function createContext(
       hosting,
       access,
       chat,
+      probes,
     },
     metrics,
     housekeeping,

@@ -198,6 +198,12 @@ export class AgentsService {
       await tx.users.lock(userId);
       const agent = await tx.agents.find(address);
       if (agent?.user_id !== userId) throw agentNotFound(address);
+      if (
+        changes.handle != null &&
+        (await tx.enrolments.handleHeldByAnother(changes.handle, address))
+      ) {
+        throw handleTaken(changes.handle);
+      }
       if ((await tx.agents.update(address, changes)) === 'handle-taken') {
         throw handleTaken(changes.handle);
       }
@@ -280,6 +286,13 @@ export class AgentsService {
       updated_at: now,
       keep_failed_forwards: registration.keep_failed_forwards,
     };
+    // A handle enrolled to another agent is kept for it (docs/enrolments.md).
+    if (
+      listing.handle !== null &&
+      (await tx.enrolments.handleHeldByAnother(listing.handle, address))
+    ) {
+      throw handleTaken(listing.handle);
+    }
     const outcome = await tx.agents.save(listing);
     if (outcome === 'handle-taken') throw handleTaken(registration.handle);
     await tx.search.indexAgent(searchText(listing));

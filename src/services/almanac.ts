@@ -25,7 +25,7 @@ import type { Endpoint } from '../wire/common.js';
 import { canonicalAgentAddress } from '../wire/formats.js';
 
 /** How long a registration resolves after it was signed (uAgents re-registers hourly). */
-const REGISTRATION_LIFETIME_MS = 48 * 3600 * 1000;
+export const REGISTRATION_LIFETIME_MS = 48 * 3600 * 1000;
 /** The most registrations one transaction writes. */
 const MAX_REGISTRATION_GROUP = 256;
 /** How far ahead of our clock a signed timestamp may be. */
@@ -42,7 +42,10 @@ export type AlmanacAgentType = 'uagent' | 'mailbox' | 'proxy';
 /** An agent's unexpired registration, as resolution reads it. */
 export interface AlmanacEntry {
   address: string;
-  /** From the agent's latest status update; an agent that never sent one is active. */
+  /**
+   * Whether it runs, as search answers it too (docs/almanac.md, "Active"): it has not told the
+   * Almanac it stopped, and nothing Agentry knows says it is gone.
+   */
   active: boolean;
   type: AlmanacAgentType;
   endpoints: Endpoint[];
@@ -269,7 +272,7 @@ export class AlmanacService {
     const endpoints = JSON.parse(row.endpoints) as Endpoint[];
     return {
       address,
-      active: row.is_active !== 0,
+      active: await this.store.repos.almanac.activeAt(address, this.clock.now()),
       type: this.typeOf(endpoints),
       endpoints,
       protocols: JSON.parse(row.protocols) as string[],
@@ -282,18 +285,17 @@ export class AlmanacService {
   /**
    * An enrolled agent that registered itself (the agentverse-sdk registers at
    * `POST /v2/agents` with its attestation, and never in the Almanac) resolves to the
-   * endpoints of its listing while it has no Almanac registration of its own, with the
-   * status it last set. A listing does not expire: its record resolves for the next 48 hours.
+   * endpoints of its listing while it has no Almanac registration of its own, active until it
+   * says it stopped. A listing does not expire: its record resolves for the next 48 hours.
    */
   private async resolveListing(address: string): Promise<AlmanacEntry | undefined> {
     const { enrolments, agents, almanac } = this.store.repos;
     if (!(await enrolments.find(address))) return undefined;
     const listing = await agents.find(address);
     if (!listing || listing.endpoints.length === 0) return undefined;
-    const status = await almanac.findStatus(address);
     return {
       address,
-      active: status === undefined || status.is_active !== 0,
+      active: await almanac.activeAt(address, this.clock.now()),
       type: this.typeOf(listing.endpoints),
       endpoints: listing.endpoints,
       protocols: listing.protocols,

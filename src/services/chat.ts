@@ -63,6 +63,8 @@ type ChatStream = {
 type SessionParties = Pick<ChatSessionRow, 'id' | 'owner_id' | 'identity' | 'agent'>;
 
 const SESSION_NOT_FOUND = 'Chat session not found';
+/** What a health probe says to the agent. */
+const PROBE_TEXT = 'Health check from Agentry: no answer is needed beyond the acknowledgement.';
 /** How many sessions' parties a process keeps at most (the least recently used go first). */
 const REMEMBERED_SESSIONS = 10_000;
 
@@ -208,15 +210,56 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
     return (await this.store.repos.chat.findSession(id))!;
   }
 
+  /**
+   * A health probe (docs/activity.md, "Health"): the chat message `msgId`, from the owner's chat
+   * identity to the agent, in the session given (opened with the first probe) as any message
+   * the owner sends. Answers the session, and why the message could not be delivered, if so;
+   * the agent answers it by acknowledging it.
+   */
+  async probe(
+    ownerId: string,
+    agent: string,
+    sessionId: string | null,
+    msgId: string,
+  ): Promise<{ sessionId: string; failure: string | null }> {
+    let session =
+      sessionId === null ? undefined : await this.store.repos.chat.findSession(sessionId);
+    if (
+      !session ||
+      session.owner_id !== ownerId ||
+      session.agent !== agent ||
+      session.ended_at !== null
+    ) {
+      const identity = await this.identity(ownerId);
+      const now = this.clock.now();
+      session = {
+        id: randomUUID(),
+        owner_id: ownerId,
+        identity: identity.address,
+        agent,
+        created_at: now,
+        updated_at: now,
+        ended_at: null,
+      };
+      await this.store.repos.chat.addSession(session);
+    }
+    const content: ChatContent[] = [];
+    if (!(await this.store.repos.chat.hasAnyOutgoing(session.id)))
+      content.push({ type: 'start-session' });
+    content.push({ type: 'text', text: PROBE_TEXT });
+    const { failure } = await this.say(session, content, msgId);
+    return { sessionId: session.id, failure: failure?.detail ?? null };
+  }
+
   /** Writes a message from the owner, sends it, and tells the streams of both. */
   private async say(
     session: ChatSessionRow,
     content: ChatContent[],
+    msgId: string = randomUUID(),
   ): Promise<{ message: ChatEntryRow; failure: ChatEntryRow | null }> {
     await this.charge(session.owner_id);
     const identity = (await this.identities.at(session.identity))!;
     this.remember(session);
-    const msgId = randomUUID();
     const now = this.clock.now();
     const payload: ChatMessagePayload = {
       timestamp: new Date(now).toISOString(),

@@ -87,6 +87,17 @@ export class EnrolmentsService {
       if (identity && identity.user_id !== userId) {
         throw new ConflictError('Agent address is already registered by another account');
       }
+      // The agent registers under this handle: one another agent holds (or was enrolled with)
+      // would refuse it, so the URI could never register.
+      const holder = await tx.search.addressOfHandle(handle);
+      if (
+        (holder !== undefined && holder !== address) ||
+        (await tx.enrolments.handleHeldByAnother(handle, address))
+      ) {
+        throw new ConflictError(
+          `Handle "${handle}" is already taken by another agent: choose another, or leave it out to have one made from the name`,
+        );
+      }
       if ((await tx.enrolments.claim(row)) !== userId) {
         throw new ConflictError('Agent address is already enrolled by another account');
       }

@@ -25,8 +25,14 @@ import {
   type SearchResults,
 } from '../wire/search.js';
 import { DOMAIN_NAME_PATTERN } from '../wire/domain-name.js';
+import { HEALTH_RATE_WINDOW_MS } from '../wire/probes.js';
 import { canonicalAgentAddress } from '../wire/formats.js';
-import { normaliseDigest, type AlmanacService, type AlmanacEntry } from './almanac.js';
+import {
+  normaliseDigest,
+  REGISTRATION_LIFETIME_MS,
+  type AlmanacService,
+  type AlmanacEntry,
+} from './almanac.js';
 import type { DomainsService } from './domains.js';
 
 const DIGEST = /^(proto:)?[0-9a-f]{64}$/i;
@@ -68,7 +74,9 @@ export class SearchService {
 
   /**
    * A protocol digest (with or without `proto:`) finds every Almanac registration declaring
-   * it; other text the registrations of agents whose listing matches. Active agents first.
+   * it; other text the registrations of agents whose listing matches. An enrolled agent that
+   * registered itself without registering in the Almanac is found by its listing, as the
+   * Almanac resolves it. Active agents first.
    */
   async searchAlmanac(text: string, offset = 0, limit = 1000): Promise<AlmanacSearchRecord[]> {
     const searches = this.store.repos.search;
@@ -76,10 +84,12 @@ export class SearchService {
     const trimmed = text.trim();
     let rows: AlmanacSearchRow[];
     if (DIGEST.test(trimmed)) {
-      rows = await searches.almanacByProtocol(normaliseDigest(trimmed.toLowerCase()), now, {
-        offset,
-        limit,
-      });
+      rows = await searches.almanacByProtocol(
+        normaliseDigest(trimmed.toLowerCase()),
+        now,
+        REGISTRATION_LIFETIME_MS,
+        { offset, limit },
+      );
     } else if (trimmed.toLowerCase().startsWith('proto:')) {
       throw RequestValidationError.single(
         ['body', 'text'],
@@ -89,14 +99,21 @@ export class SearchService {
     } else {
       const words = searchWords(trimmed);
       if (words.length === 0) return [];
-      rows = await searches.almanacByText({ words, exact: false }, now, { offset, limit });
+      rows = await searches.almanacByText({ words, exact: false }, now, REGISTRATION_LIFETIME_MS, {
+        offset,
+        limit,
+      });
     }
     return rows.map((row) => this.almanacRecord(row));
   }
 
   /** The agents that registered most recently, and are still registered. */
   async recentAlmanac(): Promise<AlmanacSearchRecord[]> {
-    const rows = await this.store.repos.search.almanacRecent(this.clock.now(), RECENT_LIMIT);
+    const rows = await this.store.repos.search.almanacRecent(
+      this.clock.now(),
+      REGISTRATION_LIFETIME_MS,
+      RECENT_LIMIT,
+    );
     return rows.map((row) => this.almanacRecord(row));
   }
 
@@ -325,6 +342,7 @@ export class SearchService {
     return {
       now,
       recentSince: now - RECENT_INTERACTIONS_MS,
+      probesSince: now - HEALTH_RATE_WINDOW_MS,
       ...(textQuery && { text: textQuery }),
       ...(address !== undefined && { address }),
       states: filters.state ?? [],
@@ -381,10 +399,11 @@ export class SearchService {
         total_interactions: row.total_interactions,
         recent_interactions: row.recent_interactions,
         // No interaction here comes from a source that checks its outcome (ASI:One, a QA
-        // agent): agents report their own, so none counts as verified, and no rate is known.
+        // agent): agents report their own, so none counts as verified. The success rate is
+        // that of the health probes its owner asked for (docs/activity.md, "Health").
         recent_verified_interactions: 0,
         recent_success_verified_interactions: 0,
-        recent_success_rate: null,
+        recent_success_rate: row.success_rate,
         recent_eval_success_rate: null,
         rating: null,
         status: row.status,

@@ -117,6 +117,10 @@ export function webhookKindOf(row: TimelineRow): WebhookKind | undefined {
       if (running(to) && gone(from)) return 'agent.back';
       return undefined;
     }
+    case 'health.changed': {
+      const { healthy } = JSON.parse(row.data ?? '{}') as { healthy?: boolean };
+      return healthy === false ? 'agent.unhealthy' : undefined;
+    }
     default:
       return undefined;
   }

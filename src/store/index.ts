@@ -11,6 +11,7 @@ import { DeliveriesRepository } from './repositories/deliveries.js';
 import { SearchRepository } from './repositories/search.js';
 import { DomainsRepository } from './repositories/domains.js';
 import { EnrolmentsRepository } from './repositories/enrolments.js';
+import { ProbesRepository } from './repositories/probes.js';
 import { HostingRepository } from './repositories/hosting.js';
 import { ChallengesRepository, IdentitiesRepository } from './repositories/identity.js';
 import { InteractionsRepository } from './repositories/interactions.js';
@@ -49,6 +50,7 @@ export interface Repositories {
   teams: TeamsRepository;
   hosting: HostingRepository;
   chat: ChatRepository;
+  probes: ProbesRepository;
 }
 
 function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories {
@@ -75,6 +77,7 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     teams: new TeamsRepository(db),
     hosting: new HostingRepository(db, dialect.name),
     chat: new ChatRepository(db),
+    probes: new ProbesRepository(db),
   };
 }
 

@@ -50,6 +50,8 @@ export interface Database {
   chat_sessions: ChatSessionsTable;
   chat_entries: ChatEntriesTable;
   forward_outages: ForwardOutagesTable;
+  agent_probes: AgentProbesTable;
+  agent_probe_results: AgentProbeResultsTable;
 }
 
 export interface UsersTable {
@@ -617,4 +619,37 @@ export interface ForwardOutagesTable {
   next_at: number;
   /** The agent's timeline row (`agent_activity`) that stands for the outage. */
   entry_id: number | null;
+}
+
+/** An agent its owner asked Agentry to probe (docs/activity.md, "Health"). */
+export interface AgentProbesTable {
+  address: string;
+  /** How often a probe is sent. */
+  interval_seconds: number;
+  next_probe_at: number;
+  /** The chat session the probes are sent in (from the owner's chat identity); null before any. */
+  session_id: string | null;
+  /** The probe waiting for its answer (its chat message id), and when it was sent. */
+  probe_msg_id: string | null;
+  probe_sent_at: number | null;
+  /** 1: it answers; 0: it stopped answering; null: not known yet. */
+  healthy: number | null;
+  /** Probes not answered in a row. */
+  failures: ColumnType<number, number | undefined, number>;
+  last_probe_at: number | null;
+  last_answered_at: number | null;
+  last_latency_ms: number | null;
+  /** Why the last probe went unanswered, in words. */
+  last_failure: string | null;
+  created_at: number;
+}
+
+/** What became of one probe. */
+export interface AgentProbeResultsTable {
+  id: Generated<number>;
+  address: string;
+  sent_at: number;
+  /** 1: answered in time; 0: not. */
+  answered: number;
+  latency_ms: number | null;
 }

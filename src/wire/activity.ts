@@ -100,6 +100,7 @@ export const TIMELINE_KINDS = [
   'almanac.status',
   'status.changed',
   'polling.started',
+  'health.changed',
 ] as const;
 export type TimelineKind = (typeof TIMELINE_KINDS)[number];
 
@@ -112,6 +113,7 @@ export const TIMELINE_GROUPS = [
   'almanac',
   'status',
   'polling',
+  'health',
   'failure',
 ] as const;
 

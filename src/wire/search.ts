@@ -41,8 +41,13 @@ export const ResolveIdParams = Type.Object({
   id: Type.String({ maxLength: 300, description: 'an agent address, a handle or a domain' }),
 });
 
-const SearchStatus = StringEnum(['active', 'inactive']);
-const SearchType = StringEnum(['hosted', 'local', 'mailbox', 'proxy', 'custom']);
+const SearchStatus = StringEnum(['active', 'inactive'], {
+  description: 'as the Almanac answers it: whether the agent runs (docs/almanac.md, "Active")',
+});
+const SearchType = StringEnum(['hosted', 'local', 'mailbox', 'proxy', 'custom', 'a2a'], {
+  description:
+    'hosted here; else a2a for an A2A bridge (as its listing says); else how it is reached',
+});
 
 /** The statuses a search may filter by: Almanac activity, and whether forwards to it succeed. */
 export const SEARCH_STATES = ['active', 'inactive', 'responsive', 'unresponsive'] as const;
@@ -267,11 +272,18 @@ export const SearchAgent = Type.Object({
     description: 'always 0: no interaction here comes from a verifying source',
   }),
   recent_success_verified_interactions: Type.Integer({ description: 'always 0, as above' }),
-  recent_success_rate: Nullable(Type.Number({ description: 'always null: not measured' })),
+  recent_success_rate: Nullable(
+    Type.Number({
+      description:
+        "the share of the last 24 hours' health probes the agent answered (0 to 1), when its owner asked for probes; else null",
+    }),
+  ),
   recent_eval_success_rate: Nullable(Type.Number({ description: 'always null: not measured' })),
   rating: Nullable(Type.Number()),
   status: SearchStatus,
-  unresponsive: Type.Boolean({ description: 'the last forward to the agent failed' }),
+  unresponsive: Type.Boolean({
+    description: 'the last forward to the agent failed, or it stopped answering health probes',
+  }),
   type: SearchType,
   category: StringEnum(['fetch-ai', 'verified', 'community']),
   featured: Type.Boolean(),

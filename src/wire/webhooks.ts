@@ -19,6 +19,7 @@ export const WEBHOOK_KINDS = [
   'agent.back',
   'agent.unreachable',
   'agent.failing',
+  'agent.unhealthy',
   'event.error',
 ] as const;
 export type WebhookKind = (typeof WEBHOOK_KINDS)[number];

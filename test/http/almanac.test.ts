@@ -1,7 +1,10 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { loadConfig } from '../../src/config/index.js';
 import { almanacSigningBytes } from '../../src/crypto/index.js';
+import { hostOf, registerAgent } from '../kit/agents.js';
 import {
   postRegistration,
   postStatus,
@@ -13,7 +16,7 @@ import {
 } from '../kit/almanac.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
-import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
+import { flushPresence, ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { TestIdentity } from '../kit/uagent.js';
 
 const HOUR = 3600 * 1000;
@@ -618,5 +621,121 @@ describeOnEachDialect('almanac', (dialect) => {
     const res = await call(t.url, 'GET', '/v1/almanac/domains/alice.agent?prefix=agent');
     assert.equal(res.status, 404);
     assert.match(res.body.detail, /domain not found/);
+  });
+});
+
+describeOnEachDialect('one truth per agent (status, search and the Almanac)', (dialect) => {
+  let t: TestServer;
+
+  before(async () => {
+    t = await startTestServer({
+      dialect,
+      // Seen in the last five seconds: active; silent for over six: offline.
+      config: {
+        agentActiveSeconds: 5,
+        agentIdleSeconds: 6,
+        hosting: { ...loadConfig({}, {}).hosting, key: randomBytes(32).toString('hex') },
+      },
+    });
+  });
+  after(() => t.close());
+
+  /** The agent's status, the Search API's status and type, and the Almanac's status. */
+  async function said(address: string) {
+    await flushPresence(t);
+    const owned = await call(t.url, 'GET', `/v2/agents/${address}`, { key: t.userKey });
+    assert.equal(owned.status, 200, owned.text);
+    const searched = await call(t.url, 'POST', '/v1/search/agents', {
+      body: { search_text: `address:${address}` },
+    });
+    const agent = searched.body.agents[0];
+    const resolved = await call(t.url, 'GET', `/v1/almanac/agents/${address}`);
+    const broadcast = await call(t.url, 'POST', '/v1/almanac/search', {
+      body: { text: PROTOCOL.slice('proto:'.length) },
+    });
+    const record = broadcast.body.find((r: { address: string }) => r.address === address);
+    return [
+      owned.body.status.status,
+      `${agent.status} ${agent.type}`,
+      resolved.status === 200 ? resolved.body.status : resolved.status,
+      record?.status ?? null,
+    ];
+  }
+
+  /** Registers a uAgent here and in the Almanac with the endpoint given. */
+  async function uagent(endpoint: string, redirectUrl?: string) {
+    const agent = TestIdentity.random();
+    await registerAgent(hostOf(t), t.userKey, agent, redirectUrl ? { redirectUrl } : {});
+    await registerInAlmanac(t.url, agent, {
+      timestamp: unixSeconds(Date.now()),
+      protocols: [PROTOCOL],
+      endpoints: [{ url: endpoint, weight: 1 }],
+    });
+    return agent;
+  }
+
+  it('agrees for mailbox, proxy and endpoint agents while they run, once they stop, and once they fall silent', async () => {
+    const base = t.config.publicUrl;
+    const mailbox = await uagent(`${base}/v2/agents/mailbox/submit`);
+    const proxy = await uagent(`${base}/v2/agents/proxy/submit`, 'http://127.0.0.1:9/submit');
+    const local = await uagent('http://127.0.0.1:9/submit');
+    assert.deepEqual(await said(mailbox.address), ['active', 'active mailbox', 'active', 'active']);
+    assert.deepEqual(await said(proxy.address), ['active', 'active proxy', 'active', 'active']);
+    assert.deepEqual(await said(local.address), ['active', 'active local', 'active', 'active']);
+
+    // The mailbox agent stops as uAgents does: it tells the Almanac.
+    const stop = await postStatus(
+      t.url,
+      mailbox.address,
+      signedStatusUpdate(mailbox, { active: false, timestamp: unixSeconds(Date.now()) }),
+    );
+    assert.equal(stop.status, 200, stop.text);
+    assert.deepEqual(await said(mailbox.address), [
+      'offline',
+      'inactive mailbox',
+      'inactive',
+      'inactive',
+    ]);
+
+    // The others fall silent: once their status says offline, nothing says they run.
+    await new Promise((resolve) => setTimeout(resolve, 6500));
+    await t.server.ctx.services.activity.sweep();
+    for (const [agent, type] of [
+      [proxy, 'proxy'],
+      [local, 'local'],
+    ] as const) {
+      assert.deepEqual(await said(agent.address), [
+        'offline',
+        `inactive ${type}`,
+        'inactive',
+        'inactive',
+      ]);
+    }
+    // Registering again (as uAgents does every hour) is running again, everywhere at once.
+    await registerInAlmanac(t.url, local, {
+      timestamp: unixSeconds(Date.now()),
+      protocols: [PROTOCOL],
+      endpoints: [{ url: 'http://127.0.0.1:9/submit', weight: 1 }],
+    });
+    assert.deepEqual(await said(local.address), ['active', 'active local', 'active', 'active']);
+  });
+
+  it('shows a hosted agent as hosted, and inactive while it does not run', async () => {
+    const created = await call(t.url, 'POST', '/v1/hosting/agents', {
+      key: t.userKey,
+      body: { name: 'Hosted truth', network: 'testnet' },
+    });
+    assert.equal(created.status, 200, created.text);
+    const searched = await call(t.url, 'POST', '/v1/search/agents', {
+      body: { search_text: `address:${created.body.address}` },
+    });
+    const agent = searched.body.agents[0];
+    assert.deepEqual([agent.status, agent.type], ['inactive', 'hosted']);
+    const hosted = await call(t.url, 'POST', '/v1/search/agents', {
+      body: { filters: { agent_type: ['hosted'] } },
+    });
+    assert.ok(
+      hosted.body.agents.some((a: { address: string }) => a.address === created.body.address),
+    );
   });
 });

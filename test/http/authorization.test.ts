@@ -87,6 +87,9 @@ const RULES: Record<string, Rule> = {
   'GET /v2/agents/{address}/activity/stream': 'owner',
   'GET /v2/activity/stream': 'user',
   'GET /v2/agents/{address}/activity/stats': 'owner',
+  'GET /v2/agents/{address}/probes': 'owner',
+  'PUT /v2/agents/{address}/probes': 'owner',
+  'DELETE /v2/agents/{address}/probes': 'owner',
   'POST /v2/webhooks': 'user',
   'GET /v2/webhooks': 'user',
   'GET /v2/webhooks/{id}': 'owner',
@@ -257,6 +260,9 @@ const SUBJECTS: Record<string, Subject> = {
   'GET /v2/agents/{address}/activity/stream': 'path',
   'GET /v2/activity/stream': 'none',
   'GET /v2/agents/{address}/activity/stats': 'path',
+  'GET /v2/agents/{address}/probes': 'path',
+  'PUT /v2/agents/{address}/probes': 'path',
+  'DELETE /v2/agents/{address}/probes': 'path',
   'POST /v2/webhooks': 'none',
   'GET /v2/webhooks': 'none',
   'GET /v2/webhooks/{id}': 'none',
@@ -601,6 +607,9 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     }
     if (operation.method === 'PUT' && operation.path === '/v2/teams/{slug}/members/{user}') {
       return { role: 'member' };
+    }
+    if (operation.method === 'PUT' && operation.path === '/v2/agents/{address}/probes') {
+      return { interval_seconds: 86_400 };
     }
     if (operation.method === 'POST' && operation.path === '/v2/chat/sessions') {
       return { agent: things.agent.address };

@@ -2,13 +2,14 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { EnvelopeFields } from '../../src/crypto/index.js';
 import { hostOf, registerAgent } from '../kit/agents.js';
 import { registerInAlmanac, signedStatusUpdate, unixSeconds } from '../kit/almanac.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { closeNow, listenOnLoopback } from '../kit/loopback.js';
-import { startTestServer, type TestServer } from '../kit/server.js';
+import { flushPresence, startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
 /**
@@ -112,6 +113,77 @@ function chatEnvelope(
 
 const payloadText = (envelope: EnvelopeFields): string =>
   JSON.parse(Buffer.from(envelope.payload!, 'base64').toString('utf8')).content[0].text;
+
+/** The sdk's lifespan event (`POST /v1/events`), "Agent Started" or "Agent Stopped". */
+function lifespanEvent(baseUrl: string, identity: TestIdentity, message: string) {
+  return call(baseUrl, 'POST', '/v1/events', {
+    authorization: sdkAuthorization(identity),
+    body: {
+      platform: {
+        operating_system: { name: 'Linux', version: '#1 SMP', release: '6.1.0' },
+        python_version: '3.12.3',
+        processor: 'x86_64',
+        nodename: 'bridge-host',
+        sdk_version: '0.4.9',
+      },
+      events: [
+        {
+          id: randomUUID(),
+          category: 'user',
+          kind: 'info',
+          timestamp: new Date().toISOString(),
+          exception: null,
+          traceback: null,
+          metadata: null,
+          message,
+        },
+      ],
+    },
+  });
+}
+
+/** The sdk's signed Almanac status (an AgentStatusUpdate of the bare address). */
+function sdkStatus(baseUrl: string, identity: TestIdentity, active: boolean) {
+  return call(baseUrl, 'POST', `/v1/almanac/agents/${identity.address}/status`, {
+    body: signedStatusUpdate(identity, {
+      active,
+      timestamp: unixSeconds(Date.now()),
+      prefix: null,
+    }),
+  });
+}
+
+/**
+ * What every reader says of an agent: its status (its owner's view), the Search API's status
+ * and type, whether the `active` state filter keeps it, the Almanac's status, and the status of
+ * its record in a search by protocol (what uAgents' broadcast asks), or null when not found.
+ */
+async function whatIsSaid(t: TestServer, key: string, address: string, protocol: string) {
+  const owned = await call(t.url, 'GET', `/v2/agents/${address}`, { key });
+  assert.equal(owned.status, 200, owned.text);
+  const searched = await call(t.url, 'POST', '/v1/search/agents', {
+    body: { search_text: `address:${address}` },
+  });
+  assert.equal(searched.status, 200, searched.text);
+  const filtered = await call(t.url, 'POST', '/v1/search/agents', {
+    body: { search_text: `address:${address}`, filters: { state: ['active'] } },
+  });
+  assert.equal(filtered.status, 200, filtered.text);
+  const resolved = await call(t.url, 'GET', `/v1/almanac/agents/${address}`);
+  assert.equal(resolved.status, 200, resolved.text);
+  const broadcast = await call(t.url, 'POST', '/v1/almanac/search', {
+    body: { text: protocol.slice('proto:'.length) },
+  });
+  assert.equal(broadcast.status, 200, broadcast.text);
+  const record = broadcast.body.find((r: { address: string }) => r.address === address);
+  return {
+    status: owned.body.status.status as string,
+    search: `${searched.body.agents[0]?.status} ${searched.body.agents[0]?.type}`,
+    activeFilter: filtered.body.agents.length,
+    almanac: resolved.body.status as string,
+    broadcast: (record?.status as string | undefined) ?? null,
+  };
+}
 
 describeOnEachDialect('agents provisioned with an Agent URI (agentverse-sdk)', (dialect) => {
   let t: TestServer;
@@ -288,6 +360,106 @@ describeOnEachDialect('agents provisioned with an Agent URI (agentverse-sdk)', (
       key: t.userKey,
     });
     assert.equal(renamed.body.name, 'Weather Bridge 2');
+  });
+
+  it('says one thing of a running bridge everywhere, and keeps its stop when it reports "Agent Stopped"', async () => {
+    const issued = await provision({ name: 'Truthful Bridge' });
+    const uri = parseAgentUri(issued.body.agent_uri);
+    const { address } = uri.identity;
+    const registered = await call(t.url, 'POST', '/v2/agents', {
+      authorization: sdkAuthorization(uri.identity),
+      body: sdkRegistration(uri, `${bridge.url}/av/chat`),
+    });
+    assert.equal(registered.status, 200, registered.text);
+    // Start-up as the sdk does it: status active, then "Agent Started".
+    assert.equal((await sdkStatus(t.url, uri.identity, true)).status, 200);
+    assert.equal((await lifespanEvent(t.url, uri.identity, 'Agent Started')).status, 200);
+    await flushPresence(t);
+    assert.deepEqual(await whatIsSaid(t, t.userKey, address, CHAT_PROTOCOL), {
+      status: 'active',
+      search: 'active a2a',
+      activeFilter: 1,
+      almanac: 'active',
+      broadcast: 'active',
+    });
+
+    // Stop as the sdk does it: status inactive, then "Agent Stopped" 0.3 s later.
+    assert.equal((await sdkStatus(t.url, uri.identity, false)).status, 200);
+    await sleep(300);
+    assert.equal((await lifespanEvent(t.url, uri.identity, 'Agent Stopped')).status, 200);
+    const stopped = {
+      status: 'offline',
+      search: 'inactive a2a',
+      activeFilter: 0,
+      almanac: 'inactive',
+      broadcast: 'inactive',
+    };
+    // Before and after the presence it saw is written, and after the timer's own flush.
+    assert.deepEqual(await whatIsSaid(t, t.userKey, address, CHAT_PROTOCOL), stopped);
+    await flushPresence(t);
+    assert.deepEqual(await whatIsSaid(t, t.userKey, address, CHAT_PROTOCOL), stopped);
+    await sleep(1200);
+    assert.deepEqual(await whatIsSaid(t, t.userKey, address, CHAT_PROTOCOL), stopped);
+    const timeline = await call(t.url, 'GET', `/v2/agents/${address}/activity?kind=status`, {
+      key: t.userKey,
+    });
+    assert.equal(timeline.body.entries[0].data.to, 'offline', timeline.text);
+
+    // Started again: active everywhere again.
+    await sleep(1000); // a status update signed in a later second than the stop
+    assert.equal((await sdkStatus(t.url, uri.identity, true)).status, 200);
+    assert.equal((await lifespanEvent(t.url, uri.identity, 'Agent Started')).status, 200);
+    await flushPresence(t);
+    assert.deepEqual(await whatIsSaid(t, t.userKey, address, CHAT_PROTOCOL), {
+      status: 'active',
+      search: 'active a2a',
+      activeFilter: 1,
+      almanac: 'active',
+      broadcast: 'active',
+    });
+  });
+
+  it('refuses to enrol a handle another agent holds or was enrolled with, and keeps an enrolled handle', async () => {
+    const handle = `kept-${randomBytes(3).toString('hex')}`;
+    const first = await provision({ name: 'First Holder', handle });
+    assert.equal(first.status, 200, first.text);
+    // Another URI for the same handle could never register: refused when it is asked for.
+    const second = await provision({ name: 'Second Holder', handle });
+    assert.equal(second.status, 409, second.text);
+    assert.match(second.body.detail, /already taken/);
+    const bobs = await provision({ name: 'Bob Holder', handle }, bobKey);
+    assert.equal(bobs.status, 409, bobs.text);
+    // The same enrolment again (the same seed) keeps its handle.
+    const seed = `seed-${randomBytes(12).toString('hex')}`;
+    const own = `own-${randomBytes(3).toString('hex')}`;
+    assert.equal((await provision({ name: 'Mine', handle: own, seed })).status, 200);
+    assert.equal((await provision({ name: 'Mine again', handle: own, seed })).status, 200);
+
+    // A handle a registered agent holds is refused too.
+    const held = `held-${randomBytes(3).toString('hex')}`;
+    const agent = TestIdentity.random();
+    await registerAgent(hostOf(t), bobKey, agent);
+    const named = await call(t.url, 'PUT', `/v2/agents/${agent.address}`, {
+      key: bobKey,
+      body: { address: agent.address, handle: held },
+    });
+    assert.equal(named.status, 200, named.text);
+    const taken = await provision({ name: 'Held', handle: held });
+    assert.equal(taken.status, 409, taken.text);
+
+    // And another agent may not take the handle of an enrolment that has not registered yet.
+    const grab = await call(t.url, 'PUT', `/v2/agents/${agent.address}`, {
+      key: bobKey,
+      body: { address: agent.address, handle },
+    });
+    assert.equal(grab.status, 409, grab.text);
+    // The enrolled agent registers under it.
+    const uri = parseAgentUri(first.body.agent_uri);
+    const registered = await call(t.url, 'POST', '/v2/agents', {
+      authorization: sdkAuthorization(uri.identity),
+      body: sdkRegistration(uri, `${bridge.url}/av/chat`),
+    });
+    assert.equal(registered.status, 200, registered.text);
   });
 
   it('refuses an agent nobody enrolled with 403 saying how to enrol it', async () => {

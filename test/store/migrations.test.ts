@@ -217,7 +217,7 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
         .execute();
 
       await old.migrate();
-      const byProtocol = await old.repos.search.almanacByProtocol(`proto:${digest}`, 0, {
+      const byProtocol = await old.repos.search.almanacByProtocol(`proto:${digest}`, 0, 0, {
         offset: 0,
         limit: 10,
       });
@@ -225,10 +225,15 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
         byProtocol.map((row) => [row.address, row.name]),
         [['agent1listed', 'Weather oracle']],
       );
-      const byText = await old.repos.search.almanacByText({ words: ['oracle'], exact: true }, 0, {
-        offset: 0,
-        limit: 10,
-      });
+      const byText = await old.repos.search.almanacByText(
+        { words: ['oracle'], exact: true },
+        0,
+        0,
+        {
+          offset: 0,
+          limit: 10,
+        },
+      );
       assert.deepEqual(
         byText.map((row) => row.address),
         ['agent1listed'],

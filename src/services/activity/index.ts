@@ -252,7 +252,9 @@ export class ActivityService implements AgentHistory {
       await activity.setPresence(address, { inactive_at: null });
       this.presence.seen(address, 'almanac', this.clock.now());
     } else {
-      await activity.setPresence(address, { inactive_at: signedAt });
+      // When it was heard, not only signed (whole seconds): whatever was seen of it before it
+      // stopped comes before the stop.
+      await activity.setPresence(address, { inactive_at: Math.max(signedAt, this.clock.now()) });
     }
     await this.record([
       {

@@ -98,6 +98,11 @@ interface Sighting {
   pollUntil?: number;
   /** The wait between an earlier poll seen here and the latest. */
   pollGap?: number;
+  /**
+   * The latest sighting by anything but a call (a poll or an Almanac write: what only a
+   * running agent does).
+   */
+  running?: number;
 }
 
 /**
@@ -157,6 +162,8 @@ export class Presence {
     if (entry) entry.seen = Math.max(entry.seen, at);
     else this.seenSince.set(address, (entry = { seen: at }));
     if (by === 'poll') entry.poll = Math.max(entry.poll ?? 0, at);
+    // Anything but a call with its attestation is what only a running agent does.
+    if (by !== 'call') entry.running = Math.max(entry.running ?? 0, at);
     if (detail.worked) entry.worked = Math.max(entry.worked ?? 0, at);
     const poll = detail.poll;
     if (!poll) return;
@@ -266,6 +273,9 @@ export class Presence {
             {},
             this.pollMoments(sighting, before.get(address)),
           );
+          if (stillStopped(before.get(address), sighting)) {
+            await tx.activity.stoppedStill(address, at);
+          }
         }
       });
       await this.record(started);
@@ -401,7 +411,10 @@ export class Presence {
     const now = this.clock.now();
     return new Map(
       addresses.map((address) => {
-        const merged = withSighting(presence.get(address), this.seenSince.get(address));
+        const row = presence.get(address);
+        const sighting = this.seenSince.get(address);
+        const merged = withSighting(row, sighting);
+        if (merged && sighting && stillStopped(row, sighting)) merged.inactive_at = sighting.seen;
         const { status, reason } = statusOf(merged, now, this.policy);
         return [address, { status, reason, lastSeen: merged?.last_seen_at ?? null }];
       }),
@@ -434,6 +447,20 @@ function withSighting(
     if (sighting.pollGap !== undefined) merged.poll_gap_ms = sighting.pollGap;
   }
   return merged;
+}
+
+/**
+ * Whether an agent that told the Almanac it stopped has been seen since only through calls
+ * with its attestation: an agent reports its last events as it stops (the agentverse-sdk sends
+ * "Agent Stopped" after its status), which does not undo the stop; a poll or an Almanac write
+ * does, as does the agent telling the Almanac it is active.
+ */
+function stillStopped(
+  row: { inactive_at?: number | null } | undefined,
+  sighting: Sighting,
+): boolean {
+  const stoppedAt = row?.inactive_at ?? null;
+  return stoppedAt !== null && (sighting.running === undefined || sighting.running <= stoppedAt);
 }
 
 /** "3 min", "2 h": how long a silence lasted. */

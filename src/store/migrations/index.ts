@@ -25,6 +25,7 @@ import * as tenancy from './0023_tenancy.js';
 import * as chat from './0024_chat.js';
 import * as forwardOutages from './0025_forward_outages.js';
 import * as presencePolls from './0026_presence_polls.js';
+import * as agentProbes from './0027_agent_probes.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -57,4 +58,5 @@ export const migrations: Record<string, Migration> = {
   '0024_chat': chat,
   '0025_forward_outages': forwardOutages,
   '0026_presence_polls': presencePolls,
+  '0027_agent_probes': agentProbes,
 };

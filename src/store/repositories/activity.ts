@@ -601,6 +601,19 @@ export class ActivityRepository {
       .execute();
   }
 
+  /**
+   * An agent that told the Almanac it stopped is still stopped at `at`: its stop moves up to
+   * then, unless it has since said it is active (which clears it).
+   */
+  async stoppedStill(address: string, at: number): Promise<void> {
+    await this.db
+      .updateTable('agent_presence')
+      .set({ inactive_at: sql`case when inactive_at < ${at} then ${at} else inactive_at end` })
+      .where('address', '=', address)
+      .where('inactive_at', 'is not', null)
+      .execute();
+  }
+
   /** Registered agents with their presence (null columns: never seen), a page at a time by address. */
   async registeredWithPresence(
     afterAddress: string,

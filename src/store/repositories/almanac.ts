@@ -1,4 +1,4 @@
-import { sql, type Kysely, type Selectable } from 'kysely';
+import { sql, type Kysely, type RawBuilder, type Selectable } from 'kysely';
 import { slices } from '../statements.js';
 import type {
   AlmanacManifestsTable,
@@ -27,6 +27,26 @@ function newerOrSameSecond(table: 'almanac_registrations' | 'almanac_statuses') 
   const signedAt = sql.ref(`${table}.signed_at`);
   const signature = sql.ref(`${table}.signature`);
   return sql<boolean>`(${signedAt} < excluded.signed_at or (${signedAt} = excluded.signed_at and ${signature} <> excluded.signature))`;
+}
+
+/**
+ * Whether the agent at `address` (a column reference) is active at `now`, as the Almanac
+ * resolves it, its search answers it and the registry's search shows it: one definition for
+ * all of them (docs/almanac.md, "Active"). It has a current record (an unexpired registration,
+ * or, for an enrolled agent that registered itself, its listing's endpoints); it has not told
+ * the Almanac it stopped; a hosted agent is running; and an agent that registers itself in the
+ * Almanac (every hour) has not been found offline since it last did.
+ */
+export function almanacActiveAt(address: RawBuilder<unknown>, now: number): RawBuilder<boolean> {
+  return sql<boolean>`(
+    (exists (select 1 from almanac_registrations ar where ar.address = ${address} and ar.expires_at > ${now})
+      or exists (select 1 from agent_enrolments ae join agents aa on aa.address = ae.address
+        where ae.address = ${address} and aa.endpoints <> '[]'))
+    and not exists (select 1 from almanac_statuses st where st.address = ${address} and st.is_active = 0)
+    and not exists (select 1 from hosted_agents ha where ha.address = ${address} and ha.state <> 'running')
+    and not exists (select 1 from almanac_registrations ar join agent_presence ap on ap.address = ar.address
+      where ar.address = ${address} and ar.expires_at > ${now} and ap.status = 'offline'
+        and ap.status_at >= ar.updated_at))`;
 }
 
 /** Signed registrations and status updates, and protocol manifests. */
@@ -117,6 +137,16 @@ export class AlmanacRepository {
       .select(['s.is_active', 'd.domain'])
       .where('r.address', '=', address)
       .executeTakeFirst();
+  }
+
+  /** Whether the agent is active at `now` ({@link almanacActiveAt}). */
+  async activeAt(address: string, now: number): Promise<boolean> {
+    const row = await sql<{
+      active: number | boolean;
+    }>`select case when ${almanacActiveAt(sql`${address}`, now)} then 1 else 0 end as active`.execute(
+      this.db,
+    );
+    return Number(row.rows[0]?.active) === 1;
   }
 
   /** As {@link upsertRegistration}, for status updates and their own watermark. */

@@ -127,6 +127,21 @@ export class ChatRepository {
     return row !== undefined;
   }
 
+  /** When the agent acknowledged the message `msgId` of the session, if it did. */
+  async acknowledgedAt(sessionId: string, msgId: string): Promise<number | undefined> {
+    const row = await this.db
+      .selectFrom('chat_entries')
+      .select('at')
+      .where('session_id', '=', sessionId)
+      .where('msg_id', '=', msgId)
+      .where('direction', '=', 'in')
+      .where('kind', '=', 'acknowledgement')
+      .orderBy('id')
+      .limit(1)
+      .executeTakeFirst();
+    return row === undefined ? undefined : Number(row.at);
+  }
+
   /** Whether anything was said to the agent in the session yet. */
   async hasAnyOutgoing(sessionId: string): Promise<boolean> {
     const row = await this.db

@@ -36,6 +36,17 @@ export class EnrolmentsRepository {
     return owner!.user_id;
   }
 
+  /** Whether an enrolment of another address than `address` holds the handle. */
+  async handleHeldByAnother(handle: string, address: string): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('agent_enrolments')
+      .select('address')
+      .where('handle', '=', handle)
+      .where('address', '<>', address)
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
   listForUser(userId: string, limit: number, offset: number): Promise<EnrolmentRow[]> {
     return this.db
       .selectFrom('agent_enrolments')

@@ -1,5 +1,6 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { DialectName } from '../dialect.js';
+import { almanacActiveAt } from './almanac.js';
 import type { Database } from '../schema.js';
 import {
   fullTextSearch,
@@ -15,7 +16,8 @@ export interface AlmanacSearchRow {
   protocols: string;
   metadata: string | null;
   expires_at: number;
-  /** 1 when unexpired and not marked inactive by the agent's latest status update. */
+  updated_at: number;
+  /** 1 when active ({@link almanacActiveAt}). */
   active: number;
   name: string | null;
   domain: string | null;
@@ -30,7 +32,7 @@ export interface Page {
 export type SearchSort = 'relevancy' | 'created-at' | 'last-modified' | 'interactions';
 export type SearchStatus = 'active' | 'inactive';
 export type SearchState = SearchStatus | 'responsive' | 'unresponsive';
-export type SearchType = 'hosted' | 'local' | 'mailbox' | 'proxy' | 'custom';
+export type SearchType = 'hosted' | 'local' | 'mailbox' | 'proxy' | 'custom' | 'a2a';
 /** How an agent was registered, which agent_type filters may name beside how it is reached. */
 export type RegistrationType = 'uagent' | 'a2a';
 
@@ -38,6 +40,8 @@ export interface AgentSearch extends Page {
   now: number;
   /** Interactions since then count as recent. */
   recentSince: number;
+  /** Health probes sent since then make the success rate. */
+  probesSince: number;
   text?: TextQuery;
   address?: string;
   /** Any of these (empty: any). */
@@ -75,8 +79,10 @@ export interface AgentSearchRow {
   registered_at: number;
   updated_at: number;
   status: SearchStatus;
-  /** 1 when the last forward to the agent failed. */
+  /** 1 when the last forward to the agent failed, or it stopped answering health probes. */
   unresponsive: number;
+  /** The share of its recent health probes it answered; null when none was sent. */
+  success_rate: number | null;
   type: SearchType;
   domain: string | null;
   total_interactions: number;
@@ -106,12 +112,8 @@ export interface SearchClickRow {
 const MAILBOX_PATH = '%/v2/agents/mailbox/submit%';
 const PROXY_PATH = '%/v2/agents/proxy/submit%';
 
-/**
- * Whether the Almanac registration `r` counts as active at `now`: unexpired, and not set
- * inactive by its latest status update (`s`; none means active).
- */
-const activeAt = (now: number) =>
-  sql<boolean>`r.expires_at > ${now} and coalesce(s.is_active, 1) = 1`;
+/** Whether the agent of the listing `a` is active at `now`, as the Almanac answers it. */
+const listingActiveAt = (now: number) => almanacActiveAt(sql.ref('a.address'), now);
 
 /** Search reads: Almanac search and the registry's search. */
 export class SearchRepository {
@@ -164,10 +166,10 @@ export class SearchRepository {
     return found;
   }
 
-  private almanacRecords(now: number, db = this.db) {
+  /** Almanac registrations as search answers them. */
+  private almanacRegistrations(now: number, db = this.db) {
     return db
       .selectFrom('almanac_registrations as r')
-      .leftJoin('almanac_statuses as s', 's.address', 'r.address')
       .leftJoin('agents as a', 'a.address', 'r.address')
       .leftJoin('domain_agents as d', 'd.address', 'r.address')
       .select([
@@ -176,47 +178,118 @@ export class SearchRepository {
         'r.protocols',
         'r.metadata',
         'r.expires_at',
+        'r.updated_at',
         'a.name',
         'd.domain',
-        sql<number>`case when ${activeAt(now)} then 1 else 0 end`.as('active'),
+        sql<number>`case when ${almanacActiveAt(sql.ref('r.address'), now)} then 1 else 0 end`.as(
+          'active',
+        ),
       ]);
   }
 
-  /** Registrations declaring the protocol (`proto:` and hex), active first, newest first. */
-  async almanacByProtocol(digest: string, now: number, page: Page): Promise<AlmanacSearchRow[]> {
-    const rows = await this.almanacRecords(now)
-      .innerJoin('almanac_protocols as p', 'p.address', 'r.address')
-      .where('p.digest', '=', digest)
+  /**
+   * The listings of enrolled agents that registered themselves (the agentverse-sdk never
+   * registers in the Almanac) and have no unexpired registration: the Almanac resolves them to
+   * their listing's endpoints and protocols, for `lifetime` from now, and search finds them so.
+   */
+  private almanacListings(now: number, lifetime: number, db = this.db) {
+    return db
+      .selectFrom('agents as a')
+      .innerJoin('agent_enrolments as e', 'e.address', 'a.address')
+      .leftJoin('almanac_registrations as r', 'r.address', 'a.address')
+      .leftJoin('domain_agents as d', 'd.address', 'a.address')
+      .where('a.endpoints', '<>', '[]')
+      .where((eb) => eb.or([eb('r.address', 'is', null), eb('r.expires_at', '<=', now)]))
+      .select([
+        'a.address',
+        'a.endpoints',
+        'a.protocols',
+        sql<string | null>`cast(null as text)`.as('metadata'),
+        sql<number>`cast(${now + lifetime} as bigint)`.as('expires_at'),
+        'a.updated_at',
+        'a.name',
+        'd.domain',
+        sql<number>`case when ${listingActiveAt(now)} then 1 else 0 end`.as('active'),
+      ]);
+  }
+
+  /**
+   * Registrations (and self-registered listings, which resolve alike) declaring the protocol
+   * (`proto:` and hex), active first, newest first.
+   */
+  async almanacByProtocol(
+    digest: string,
+    now: number,
+    lifetime: number,
+    page: Page,
+  ): Promise<AlmanacSearchRow[]> {
+    const json = this.json();
+    const spellings = [digest, digest.slice('proto:'.length)];
+    const registered = this.almanacRegistrations(now).where((eb) =>
+      eb.exists(
+        eb
+          .selectFrom('almanac_protocols as ap')
+          .select('ap.address')
+          .whereRef('ap.address', '=', 'r.address')
+          .where('ap.digest', '=', digest),
+      ),
+    );
+    const listed = this.almanacListings(now, lifetime).where(
+      json.arrayHasAny(sql`a.protocols`, spellings),
+      '=',
+      sql<boolean>`true`,
+    );
+    const rows = await this.db
+      .selectFrom(registered.unionAll(listed).as('x'))
+      .selectAll()
       .orderBy('active', 'desc')
-      .orderBy('r.updated_at', 'desc')
-      .orderBy('r.address')
+      .orderBy('updated_at', 'desc')
+      .orderBy('address')
       .limit(page.limit)
       .offset(page.offset)
       .execute();
     return rows.map(numeric);
   }
 
-  /** Registrations of agents whose registry listing matches the text, active and relevant first. */
-  async almanacByText(query: TextQuery, now: number, page: Page): Promise<AlmanacSearchRow[]> {
-    const rows = await this.fullText.withFewMatches(this.db, (db) =>
-      this.almanacRecords(now, db)
+  /**
+   * Registrations (and self-registered listings) of agents whose registry listing matches the
+   * text, active and relevant first.
+   */
+  async almanacByText(
+    query: TextQuery,
+    now: number,
+    lifetime: number,
+    page: Page,
+  ): Promise<AlmanacSearchRow[]> {
+    const rows = await this.fullText.withFewMatches(this.db, (db) => {
+      const registered = this.almanacRegistrations(now, db)
         .innerJoin(this.fullText.matchingAgents(query).as('m'), 'm.address', 'r.address')
+        .select(sql<number>`m.score`.as('score'));
+      const listed = this.almanacListings(now, lifetime, db)
+        .innerJoin(this.fullText.matchingAgents(query).as('m'), 'm.address', 'a.address')
+        .select(sql<number>`m.score`.as('score'));
+      return db
+        .selectFrom(registered.unionAll(listed).as('x'))
+        .selectAll()
         .orderBy('active', 'desc')
-        .orderBy('m.score', 'desc')
-        .orderBy('r.address')
+        .orderBy('score', 'desc')
+        .orderBy('address')
         .limit(page.limit)
         .offset(page.offset)
-        .execute(),
-    );
+        .execute();
+    });
     return rows.map(numeric);
   }
 
-  /** The most recently (re)registered agents. */
-  async almanacRecent(now: number, limit: number): Promise<AlmanacSearchRow[]> {
-    const rows = await this.almanacRecords(now)
-      .where('r.expires_at', '>', now)
-      .orderBy('r.updated_at', 'desc')
-      .orderBy('r.address')
+  /** The most recently (re)registered agents (and self-registered listings). */
+  async almanacRecent(now: number, lifetime: number, limit: number): Promise<AlmanacSearchRow[]> {
+    const registered = this.almanacRegistrations(now).where('r.expires_at', '>', now);
+    const listed = this.almanacListings(now, lifetime);
+    const rows = await this.db
+      .selectFrom(registered.unionAll(listed).as('x'))
+      .selectAll()
+      .orderBy('updated_at', 'desc')
+      .orderBy('address')
       .limit(limit)
       .execute();
     return rows.map(numeric);
@@ -250,6 +323,7 @@ export class SearchRepository {
         unresponsive: Number(row.unresponsive),
         total_interactions: Number(row.total_interactions),
         recent_interactions: Number(row.recent_interactions),
+        success_rate: row.success_rate === null ? null : Number(row.success_rate),
       })),
     };
   }
@@ -286,13 +360,19 @@ export class SearchRepository {
     const json = this.json();
     const endpoints = sql`coalesce(r.endpoints, a.endpoints)`;
     return {
-      status: sql<SearchStatus>`case when ${activeAt(search.now)} then 'active' else 'inactive' end`,
+      status: sql<SearchStatus>`case when ${listingActiveAt(search.now)} then 'active' else 'inactive' end`,
+      // Hosted here first; then as it was registered (an A2A bridge is `a2a`, as its listing
+      // says); then how a uAgent is reached.
       type: sql<SearchType>`case
-        when a.agent_type in ('hosted', 'custom', 'mailbox', 'proxy') then a.agent_type
+        when exists (select 1 from hosted_agents h where h.address = a.address) then 'hosted'
+        when a.agent_type in ('hosted', 'custom', 'mailbox', 'proxy', 'a2a') then a.agent_type
         when ${endpoints} like ${MAILBOX_PATH} then 'mailbox'
         when ${endpoints} like ${PROXY_PATH} then 'proxy'
         else 'local' end`,
-      unresponsive: sql<number>`case when p.forward_failed_at is not null and coalesce(p.forward_ok_at, 0) < p.forward_failed_at then 1 else 0 end`,
+      unresponsive: sql<number>`case when (p.forward_failed_at is not null and coalesce(p.forward_ok_at, 0) < p.forward_failed_at)
+        or exists (select 1 from agent_probes hp where hp.address = a.address and hp.healthy = 0) then 1 else 0 end`,
+      successRate: sql<number | null>`(select avg(pr.answered) from agent_probe_results pr
+        where pr.address = a.address and pr.sent_at >= ${search.probesSince})`,
       total: sql<number>`(select count(*) from interactions i where i.target = a.address)`,
       recent: sql<number>`(select count(*) from interactions i where i.target = a.address and i.created_at >= ${search.recentSince})`,
       // Null metadata makes the test null, never false: coalesce, so that `not` means without.
@@ -310,7 +390,6 @@ export class SearchRepository {
     let query = db
       .selectFrom('agents as a')
       .leftJoin('almanac_registrations as r', 'r.address', 'a.address')
-      .leftJoin('almanac_statuses as s', 's.address', 'a.address')
       .leftJoin('domain_agents as d', 'd.address', 'a.address')
       .leftJoin('agent_presence as p', 'p.address', 'a.address');
     if (search.text) {
@@ -387,7 +466,7 @@ export class SearchRepository {
   }
 
   private pageQuery(search: AgentSearch, db: Kysely<Database>) {
-    const { status, type, unresponsive, total, recent } = this.expressions(search);
+    const { status, type, unresponsive, total, recent, successRate } = this.expressions(search);
     let query = this.filteredQuery(search, db).select([
       'a.address',
       'a.name',
@@ -406,6 +485,7 @@ export class SearchRepository {
       type.as('type'),
       total.as('total_interactions'),
       recent.as('recent_interactions'),
+      successRate.as('success_rate'),
     ]);
     const direction = search.direction;
     switch (search.sort) {
@@ -533,6 +613,11 @@ export class SearchRepository {
   }
 }
 
-function numeric<T extends { expires_at: number; active: number }>(row: T): T {
-  return { ...row, expires_at: Number(row.expires_at), active: Number(row.active) };
+function numeric<T extends { expires_at: number; updated_at: number; active: number }>(row: T): T {
+  return {
+    ...row,
+    expires_at: Number(row.expires_at),
+    updated_at: Number(row.updated_at),
+    active: Number(row.active),
+  };
 }
