@@ -52,6 +52,8 @@ const ALONE = [
  * last left running while the other slots are idle. The rest follow in name order.
  */
 const LONGEST = [
+  'test/e2e/hosting-real-uagents.test.ts',
+  'test/cli/chat.test.ts',
   'test/http/proxy-keep.test.ts',
   'test/http/fuzz.test.ts',
   'test/http/authorization.test.ts',

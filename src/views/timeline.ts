@@ -6,7 +6,7 @@ import type {
   TimelineRow,
   TimelineSource,
 } from '../store/repositories/activity.js';
-import { KEPT_FORWARD_DETAIL } from '../wire/deliveries.js';
+import { EXPIRED_UNFORWARDED_DETAIL, KEPT_FORWARD_DETAIL } from '../wire/deliveries.js';
 import { TIMELINE_GROUPS, TIMELINE_KINDS, type TimelineKind } from '../wire/activity.js';
 
 /** What a timeline's kind filter keeps (the timeline's own filter, without the rest). */
@@ -74,6 +74,8 @@ export function stepOf(
     case 'forwarded':
       if (isOutageFailure(row)) return 'outage';
       return row.detail === KEPT_FORWARD_DETAIL ? 'kept' : undefined;
+    case 'expired':
+      return row.detail === EXPIRED_UNFORWARDED_DETAIL ? 'held' : undefined;
     default:
       return undefined;
   }
@@ -85,6 +87,7 @@ const STEPS_OF_KIND: Partial<Record<TimelineKind, MessageStep>> = {
   'message.polled': 'polled',
   'message.forward_failed': 'outage',
   'message.forwarded': 'kept',
+  'message.expired': 'held',
 };
 
 /** The timeline kind of a row (trace rows carry the trace's event). */

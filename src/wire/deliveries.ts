@@ -25,6 +25,12 @@ export const DELIVERY_EVENTS = [
 /** The detail of a `forwarded` row of a kept message that went through (its `delivered` row follows). */
 export const KEPT_FORWARD_DETAIL = 'forwarded again after it was kept';
 
+/**
+ * The detail of the `expired` row of a kept message that expired still waiting to be
+ * forwarded: its agent could not be reached (the agent's outage counts it).
+ */
+export const EXPIRED_UNFORWARDED_DETAIL = 'never forwarded: its agent could not be reached';
+
 export const DeliveryQuery = Type.Object({
   since: Type.Optional(
     Type.String({

@@ -679,9 +679,9 @@ describeOnEachDialect('one truth per agent (status, search and the Almanac)', (d
     const mailbox = await uagent(`${base}/v2/agents/mailbox/submit`);
     const proxy = await uagent(`${base}/v2/agents/proxy/submit`, 'http://127.0.0.1:9/submit');
     const local = await uagent('http://127.0.0.1:9/submit');
-    assert.deepEqual(await said(mailbox.address), ['active', 'active mailbox', 'active', 'active']);
-    assert.deepEqual(await said(proxy.address), ['active', 'active proxy', 'active', 'active']);
-    assert.deepEqual(await said(local.address), ['active', 'active local', 'active', 'active']);
+    assert.deepEqual(await said(mailbox.address), ['idle', 'active mailbox', 'active', 'active']);
+    assert.deepEqual(await said(proxy.address), ['idle', 'active proxy', 'active', 'active']);
+    assert.deepEqual(await said(local.address), ['idle', 'active local', 'active', 'active']);
 
     // The mailbox agent stops as uAgents does: it tells the Almanac.
     const stop = await postStatus(
@@ -711,13 +711,14 @@ describeOnEachDialect('one truth per agent (status, search and the Almanac)', (d
         'inactive',
       ]);
     }
-    // Registering again (as uAgents does every hour) is running again, everywhere at once.
+    // Registering again (as uAgents does every hour) is running again, everywhere at once: its
+    // status says it is there with nothing to do (idle); the Almanac and search, that it runs.
     await registerInAlmanac(t.url, local, {
       timestamp: unixSeconds(Date.now()),
       protocols: [PROTOCOL],
       endpoints: [{ url: 'http://127.0.0.1:9/submit', weight: 1 }],
     });
-    assert.deepEqual(await said(local.address), ['active', 'active local', 'active', 'active']);
+    assert.deepEqual(await said(local.address), ['idle', 'active local', 'active', 'active']);
   });
 
   it('shows a hosted agent as hosted, and inactive while it does not run', async () => {

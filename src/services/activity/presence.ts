@@ -4,6 +4,8 @@ import type { Store } from '../../store/index.js';
 import type { NewActivity, PollMoments, PresenceView } from '../../store/repositories/activity.js';
 import type { AgentStatusName } from '../../wire/activity.js';
 
+/** How a status says that forwards to the agent fail (an outage's own lines tell of it). */
+const FORWARD_FAILED = 'forward failed';
 /** How an agent was seen: it polled its mailbox, or called with its attestation, or signed an Almanac write. */
 export type SeenBy = 'poll' | 'call' | 'almanac';
 
@@ -53,7 +55,10 @@ export function statusOf(
   const seen = p.last_seen_at ?? null;
   const failedAt = p.forward_failed_at ?? null;
   if (failedAt !== null && (p.forward_ok_at ?? 0) < failedAt && now - failedAt < policy.idleMs) {
-    return { status: 'failing', reason: `forward failed: ${p.forward_error ?? 'unknown error'}` };
+    return {
+      status: 'failing',
+      reason: `${FORWARD_FAILED}: ${p.forward_error ?? 'unknown error'}`,
+    };
   }
   if (p.error_at != null && now - p.error_at < policy.errorWindowMs) {
     return { status: 'failing', reason: `reported an error: ${p.error ?? 'unknown error'}` };
@@ -392,8 +397,11 @@ export class Presence {
         data: JSON.stringify({ from: previous, to: status, reason }),
       },
     ]);
-    // Nobody takes its messages, or it fails: an operator watching warnings hears of it.
-    const level = status === 'unreachable' || status === 'failing' ? 'warn' : 'info';
+    // Nobody takes its messages, or it fails: an operator watching warnings hears of it, once
+    // (failed forwards are an outage, which warns of itself when it begins and ends).
+    const warns =
+      status === 'unreachable' || (status === 'failing' && !reason?.startsWith(FORWARD_FAILED));
+    const level = warns ? 'warn' : 'info';
     this.logger[level](
       { agent: address, from: previous, to: status, reason },
       'agent status changed',

@@ -2,7 +2,7 @@ import { sql, type Insertable, type Kysely, type RawBuilder, type Selectable } f
 import type { AgentActivityTable, AgentPresenceTable, Database, MessagesTable } from '../schema.js';
 import { deleteAgentHistory, slices } from '../statements.js';
 import { KEPT_FORWARD_DETAIL } from '../../wire/deliveries.js';
-import { KEPT_DETAIL } from './deliveries.js';
+import { EXPIRED_UNFORWARDED_DETAIL, KEPT_DETAIL } from './deliveries.js';
 import type { DeliveryEventRow } from './deliveries.js';
 
 export type NewActivity = Insertable<AgentActivityTable>;
@@ -79,11 +79,13 @@ export type TimelineScope = { address: string; since: number } | { userId: strin
  * when a filter names their kind (docs/activity.md, "The timeline"). `stored`: the trace row of
  * a message that left its mailbox (a pending message is its own row); `polled`; `outage`: a
  * forward that failed for a reason that may pass, which its agent's outage stands for; `kept`:
- * a kept message forwarded again, which its `delivered` row follows.
+ * a kept message forwarded again, which its `delivered` row follows; `held`: the expiry of a
+ * message that was never forwarded because its agent's outage held it, which that outage's row
+ * counts.
  */
-export type MessageStep = 'stored' | 'polled' | 'outage' | 'kept';
+export type MessageStep = 'stored' | 'polled' | 'outage' | 'kept' | 'held';
 
-export const MESSAGE_STEPS: readonly MessageStep[] = ['stored', 'polled', 'outage', 'kept'];
+export const MESSAGE_STEPS: readonly MessageStep[] = ['stored', 'polled', 'outage', 'kept', 'held'];
 
 export interface TimelineFilter {
   /** Only rows at or after this moment (ms). */
@@ -243,6 +245,7 @@ const STEP_ROWS: Record<MessageStep, RawBuilder<unknown>> = {
   outage: sql`(t.event = 'forwarded' and (t.status_code is null or t.status_code >= 500
     or t.status_code = 429))`,
   kept: sql`(t.event = 'forwarded' and coalesce(t.detail, '') = ${KEPT_FORWARD_DETAIL})`,
+  held: sql`(t.event = 'expired' and coalesce(t.detail, '') = ${EXPIRED_UNFORWARDED_DETAIL})`,
 };
 
 /** The condition that leaves out the steps not in `shown` (see `stepOf` in views/timeline.ts). */

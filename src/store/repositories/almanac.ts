@@ -35,7 +35,8 @@ function newerOrSameSecond(table: 'almanac_registrations' | 'almanac_statuses') 
  * all of them (docs/almanac.md, "Active"). It has a current record (an unexpired registration,
  * or, for an enrolled agent that registered itself, its listing's endpoints); it has not told
  * the Almanac it stopped; a hosted agent is running; and an agent that registers itself in the
- * Almanac (every hour) has not been found offline since it last did.
+ * Almanac (every hour) has not been found offline since it last did (after it: a status
+ * recorded in the same millisecond as the registration was decided without it).
  */
 export function almanacActiveAt(address: RawBuilder<unknown>, now: number): RawBuilder<boolean> {
   return sql<boolean>`(
@@ -46,7 +47,7 @@ export function almanacActiveAt(address: RawBuilder<unknown>, now: number): RawB
     and not exists (select 1 from hosted_agents ha where ha.address = ${address} and ha.state <> 'running')
     and not exists (select 1 from almanac_registrations ar join agent_presence ap on ap.address = ar.address
       where ar.address = ${address} and ar.expires_at > ${now} and ap.status = 'offline'
-        and ap.status_at >= ar.updated_at))`;
+        and ap.status_at > ar.updated_at))`;
 }
 
 /** Signed registrations and status updates, and protocol manifests. */

@@ -8,11 +8,7 @@ export type NewDeliveryEvent = Insertable<DeliveryEventsTable>;
 /** The detail of the `stored` row of a message the proxy kept after a failed forward. */
 export const KEPT_DETAIL = 'kept after a failed forward';
 
-/**
- * The detail of the `expired` row of a kept message that expired still waiting to be
- * forwarded: its agent could not be reached (the agent's outage counts it).
- */
-export const EXPIRED_UNFORWARDED_DETAIL = 'never forwarded: its agent could not be reached';
+export { EXPIRED_UNFORWARDED_DETAIL } from '../../wire/deliveries.js';
 
 /**
  * Who owns an agent, and since when (the listing's first registration): the history an owner
