@@ -52,7 +52,10 @@ const ALONE = [
  * last left running while the other slots are idle. The rest follow in name order.
  */
 const LONGEST = [
+  'test/e2e/uagents-proxy-outage.test.ts',
+  'test/e2e/uagents-presence.test.ts',
   'test/e2e/hosting-real-uagents.test.ts',
+  'test/http/probes.test.ts',
   'test/cli/chat.test.ts',
   'test/http/proxy-keep.test.ts',
   'test/http/fuzz.test.ts',
