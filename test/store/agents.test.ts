@@ -95,6 +95,7 @@ describeOnEachDialect('agents store', (dialect) => {
     assert.deepEqual(await t.store.repos.agents.findForwarding(agent.address), {
       url: null,
       keep: true,
+      failing: false,
     });
     await t.store.repos.agents.update(agent.address, {
       keep_failed_forwards: false,
@@ -104,6 +105,7 @@ describeOnEachDialect('agents store', (dialect) => {
     assert.deepEqual(await t.store.repos.agents.findForwarding(agent.address), {
       url: 'https://x.example',
       keep: false,
+      failing: false,
     });
     await t.store.repos.agents.save({ ...agent, keep_failed_forwards: true });
     assert.equal((await t.store.repos.agents.find(agent.address))?.keep_failed_forwards, true);
