@@ -1,16 +1,20 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig } from '../../src/config/index.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { freePort } from '../kit/ports.js';
-import { realClient } from '../kit/real-client.js';
+import {
+  realClient,
+  runScript,
+  waitFor,
+  type RunningScript,
+  type ScriptLine,
+} from '../kit/real-client.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 
 /**
@@ -186,46 +190,7 @@ ended = api.post(f"{base}/v2/chat/sessions/{session}/end", timeout=10)
 say(step="end", status=ended.status_code, body=ended.json())
 `;
 
-type Line = Record<string, unknown>;
-
-/** A Python process whose JSON lines are collected as they are printed. */
-function runPython(
-  script: string,
-  args: string[],
-  cwd: string,
-): { child: ChildProcess; lines: Line[]; output: () => string; exited: Promise<number | null> } {
-  const child = spawn(python!, [script, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-  const lines: Line[] = [];
-  let pending = '';
-  let text = '';
-  child.stdout!.on('data', (chunk: Buffer) => {
-    text += chunk.toString();
-    pending += chunk.toString();
-    let newline: number;
-    while ((newline = pending.indexOf('\n')) >= 0) {
-      const line = pending.slice(0, newline).trim();
-      pending = pending.slice(newline + 1);
-      if (line.startsWith('{')) lines.push(JSON.parse(line) as Line);
-    }
-  });
-  child.stderr!.on('data', (chunk: Buffer) => (text += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
-  return { child, lines, output: () => text.slice(-6000), exited };
-}
-
-async function waitFor<T>(
-  probe: () => T | undefined | Promise<T | undefined>,
-  what: string,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
+type Line = ScriptLine;
 
 interface Entry {
   id: string;
@@ -250,7 +215,7 @@ describe(
     describeOnEachDialect('chat', (dialect) => {
       let t: TestServer;
       let dir: string;
-      let agent: ReturnType<typeof runPython> | undefined;
+      let agent: RunningScript | undefined;
       let address: string;
       let client: { lines: Line[]; output: () => string; code: number | null };
 
@@ -269,7 +234,8 @@ describe(
         writeFileSync(join(dir, 'person.py'), CLIENT_SCRIPT);
         const port = await freePort();
         const agentUrl = `http://127.0.0.1:${port}`;
-        agent = runPython(
+        agent = runScript(
+          python!,
           'storyteller.py',
           [t.url, String(port), `storyteller ${Math.random()}`, JSON.stringify(STORY)],
           dir,
@@ -296,7 +262,8 @@ describe(
           return listing.body?.status?.last_seen ?? undefined;
         }, 'the agent’s first poll');
 
-        const person = runPython(
+        const person = runScript(
+          python!,
           'person.py',
           [t.url, t.userKey, address, await t.addUser(`elsewhere-${dialect}`)],
           dir,

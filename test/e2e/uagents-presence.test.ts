@@ -14,7 +14,7 @@ import { call } from '../kit/http.js';
 import { closeNow, listenOnLoopback } from '../kit/loopback.js';
 import { freePort } from '../kit/ports.js';
 import { runAgentryInBackground } from '../kit/process.js';
-import { realClient } from '../kit/real-client.js';
+import { realClient, waitFor } from '../kit/real-client.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
@@ -50,20 +50,6 @@ agent.run()
 
 /** How long after its death a mailbox agent with messages waiting must be unreachable. */
 const WITHIN_MS = 20_000;
-
-async function waitFor<T>(
-  probe: () => T | undefined | Promise<T | undefined>,
-  what: string,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 describeOnEachDialect('a real uAgents 0.25 mailbox agent, running and killed', (dialect) => {
   let t: TestServer | undefined;

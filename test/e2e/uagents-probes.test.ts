@@ -1,18 +1,16 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer } from 'node:http';
 import { loadConfig } from '../../src/config/index.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { closeNow, listenOnLoopback } from '../kit/loopback.js';
 import { freePort } from '../kit/ports.js';
-import { realClient } from '../kit/real-client.js';
+import { realClient, runScript, waitFor, type RunningScript } from '../kit/real-client.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 
 /**
@@ -51,50 +49,11 @@ print(json.dumps({"address": agent.address}), flush=True)
 agent.run()
 `;
 
-type Line = Record<string, unknown>;
-
-function runAgent(script: string, args: string[], cwd: string) {
-  const child: ChildProcess = spawn(python!, [script, ...args], {
-    cwd,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const lines: Line[] = [];
-  let pending = '';
-  let text = '';
-  child.stdout!.on('data', (chunk: Buffer) => {
-    text += chunk.toString();
-    pending += chunk.toString();
-    let newline: number;
-    while ((newline = pending.indexOf('\n')) >= 0) {
-      const line = pending.slice(0, newline).trim();
-      pending = pending.slice(newline + 1);
-      if (line.startsWith('{')) lines.push(JSON.parse(line) as Line);
-    }
-  });
-  child.stderr!.on('data', (chunk: Buffer) => (text += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
-  return { child, lines, output: () => text.slice(-6000), exited };
-}
-
-async function waitFor<T>(
-  probe: () => T | undefined | Promise<T | undefined>,
-  what: string,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
-
 describe('health probes of a real uAgents chat agent, answering, then killed', { skip }, () => {
   describeOnEachDialect('probes', (dialect) => {
     let t: TestServer;
     let dir: string;
-    let agent: ReturnType<typeof runAgent> | undefined;
+    let agent: RunningScript | undefined;
     let address: string;
     const hooks: { kind: string; agent: string; entry: { summary: string } }[] = [];
     const receiver = createServer((request, response) => {
@@ -121,7 +80,12 @@ describe('health probes of a real uAgents chat agent, answering, then killed', {
       writeFileSync(join(dir, 'prober.py'), AGENT_SCRIPT);
       const port = await freePort();
       const agentUrl = `http://127.0.0.1:${port}`;
-      agent = runAgent('prober.py', [t.url, String(port), `prober ${Math.random()}`], dir);
+      agent = runScript(
+        python!,
+        'prober.py',
+        [t.url, String(port), `prober ${Math.random()}`],
+        dir,
+      );
       address = (await waitFor(() => agent!.lines[0], 'the agent to start')).address as string;
       await waitFor(async () => {
         try {

@@ -1,6 +1,5 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +10,7 @@ import { capturingLogger, WARN } from '../kit/captured-log.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { freePort } from '../kit/ports.js';
-import { realClient } from '../kit/real-client.js';
+import { realClient, runScript, waitFor, type RunningScript } from '../kit/real-client.js';
 import { startTestServer } from '../kit/server.js';
 import { startWebhookSink } from '../kit/webhook-sink.js';
 
@@ -73,46 +72,6 @@ async def ping(ctx: Context):
 agent.run()
 `;
 
-type Line = Record<string, unknown>;
-
-/** A Python process whose JSON lines are collected as they are printed. */
-function runPython(script: string, args: string[], cwd: string) {
-  const child: ChildProcess = spawn(python!, [script, ...args], {
-    cwd,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const lines: Line[] = [];
-  let pending = '';
-  let text = '';
-  child.stdout!.on('data', (chunk: Buffer) => {
-    text += chunk.toString();
-    pending += chunk.toString();
-    let newline: number;
-    while ((newline = pending.indexOf('\n')) >= 0) {
-      const line = pending.slice(0, newline).trim();
-      pending = pending.slice(newline + 1);
-      if (line.startsWith('{')) lines.push(JSON.parse(line) as Line);
-    }
-  });
-  child.stderr!.on('data', (chunk: Buffer) => (text += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
-  return { child, lines, output: () => text.slice(-6000), exited };
-}
-
-async function waitFor<T>(
-  probe: () => T | undefined | Promise<T | undefined>,
-  what: string,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
-
 describe('a real uAgents proxy agent killed while a real agent sends to it', { skip }, () => {
   describeOnEachDialect('a dead proxy agent', (dialect) => {
     it('is one outage: two warnings, two webhooks, one timeline entry; back, it gets what waited', async (context) => {
@@ -124,9 +83,9 @@ describe('a real uAgents proxy agent killed while a real agent sends to it', { s
         config: { allowPrivateTargets: true, proxyTimeoutMs: 2000 },
       });
       const dir = mkdtempSync(join(tmpdir(), 'agentry-uagents-outage-'));
-      const running: ReturnType<typeof runPython>[] = [];
+      const running: RunningScript[] = [];
       const run = (script: string, args: string[]) => {
-        const child = runPython(script, args, dir);
+        const child = runScript(python!, script, args, dir);
         running.push(child);
         return child;
       };

@@ -1,4 +1,5 @@
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
  * The real uAgents client, for the tests that run unmodified uAgents agents against Agentry.
@@ -69,4 +70,58 @@ export function realClient(variable: string, options: RealClientOptions = {}): R
     };
   }
   return { python: executable!, version, skip: false };
+}
+
+/** A line a script printed as JSON. */
+export type ScriptLine = Record<string, unknown>;
+
+/** A Python script running, its JSON lines collected as it prints them. */
+export interface RunningScript {
+  child: ChildProcess;
+  /** Each line of its standard output that is a JSON object, in order. */
+  lines: ScriptLine[];
+  /** The last of what it printed, both streams, for a failure's message. */
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+/** Runs `script` (in `cwd`) with the interpreter `python`. */
+export function runScript(
+  python: string,
+  script: string,
+  args: string[],
+  cwd: string,
+): RunningScript {
+  const child = spawn(python, [script, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines: ScriptLine[] = [];
+  let pending = '';
+  let text = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    text += chunk.toString();
+    pending += chunk.toString();
+    let newline: number;
+    while ((newline = pending.indexOf('\n')) >= 0) {
+      const line = pending.slice(0, newline).trim();
+      pending = pending.slice(newline + 1);
+      if (line.startsWith('{')) lines.push(JSON.parse(line) as ScriptLine);
+    }
+  });
+  child.stderr!.on('data', (chunk: Buffer) => (text += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+  return { child, lines, output: () => text.slice(-6000), exited };
+}
+
+/** Asks `probe` every 100 ms until it answers something; fails naming `what` after the timeout. */
+export async function waitFor<T>(
+  probe: () => T | undefined | Promise<T | undefined>,
+  what: string,
+  timeoutMs = 60_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
 }
