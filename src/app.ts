@@ -35,6 +35,7 @@ import { hostingRoutes } from './http/routes/hosting.js';
 import { teamsRoutes } from './http/routes/teams.js';
 import { mailboxRoutes } from './http/routes/mailbox.js';
 import { mailroomRoutes } from './http/routes/mailroom.js';
+import { mcpRoutes } from './http/routes/mcp.js';
 import { proxyRoutes } from './http/routes/proxy.js';
 import { sessionsRoutes } from './http/routes/sessions.js';
 import { storageAssetsRoutes } from './http/routes/storage-assets.js';
@@ -139,7 +140,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     origin: '*',
     methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS'],
     // One string, not a list: a list is joined again for every request.
-    exposedHeaders: 'x-request-id, x-uagents-status, retry-after',
+    exposedHeaders: 'x-request-id, x-uagents-status, retry-after, mcp-session-id',
   });
   let countRefusal: RefusalHook | undefined;
   if (config.rateLimit.max > 0) {
@@ -213,6 +214,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   });
   usageHistoryRoutes(app, ctx);
   chatRoutes(app, ctx);
+  await app.register(mcpRoutes, { ctx });
   await webRoutes(app, undefined, { allowPrivateTargets: config.allowPrivateTargets });
 
   return app;

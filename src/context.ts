@@ -30,6 +30,7 @@ import { createOutboundDispatcher } from './infra/outbound.js';
 import { ProxyService } from './services/proxy.js';
 import { ForwardOutages } from './services/proxy-outages.js';
 import { HostingRunner, type HostingRunnerOptions } from './runner/runner.js';
+import { McpSessionsService } from './services/mcp-sessions.js';
 import { SessionsService } from './services/sessions.js';
 import { StorageAssetsService } from './services/storage-assets.js';
 import { AssetFiles } from './infra/asset-files.js';
@@ -71,6 +72,7 @@ export interface Services {
   access: AccessWatch;
   chat: ChatService;
   probes: ProbesService;
+  mcpSessions: McpSessionsService;
 }
 
 /** A job the server runs on a timer (expiry sweeps and the like). */
@@ -338,6 +340,9 @@ export function createContext(
     logger,
   );
 
+  // MCP sessions end after a day unused: the client initializes again, as the protocol says.
+  const mcpSessions = new McpSessionsService(store, clock, feed, { idleMs: 24 * 3_600_000 });
+
   const metrics = new Metrics();
   metrics.countHeldPolls(() => mailbox.heldPolls);
   metrics.countEvents(() => activity.counters.eventsIngested);
@@ -376,6 +381,7 @@ export function createContext(
   feed.attach(access); // open streams: keys, sessions, memberships, teams, agents
   feed.attach(chat); // live chat sessions: entries recorded
   feed.attach(chatIdentities); // chat identities: teams deleted
+  feed.attach(mcpSessions); // MCP sessions: ended in another process
 
   const rateLimits =
     options.serving && config.redisUrl && config.rateLimit.max > 0
@@ -440,6 +446,11 @@ export function createContext(
       run: () => probes.prune(),
     },
     {
+      name: 'idle MCP sessions',
+      intervalMs: 600_000,
+      run: () => mcpSessions.purgeIdle(),
+    },
+    {
       name: 'expired searches',
       intervalMs: 600_000,
       run: () => search.purgeExpiredSearches(),
@@ -494,6 +505,7 @@ export function createContext(
       access,
       chat,
       probes,
+      mcpSessions,
     },
     metrics,
     housekeeping,

@@ -77,10 +77,49 @@ export type AuthRequirement =
  *   attestation on a `user-or-agent` route must be that agent's.
  * - `'narrower-key'`: it makes an API key: a scoped key may, for a key no broader than itself
  *   (the keys service checks the request against the caller's scope).
+ * - `'each-call'`: a protocol endpoint carrying calls of its own (MCP's tools): the route
+ *   checks each call against the key's scope with {@link scopeRefusal}, as the plugin checks
+ *   a route's.
  * - absent: the caller's things as a whole (lists, keys, names, webhooks, teams, assets…): a
  *   key limited to agents is refused.
  */
-export type CallSubject = { agent: 'params' | 'body'; field: string } | 'narrower-key';
+export type CallSubject =
+  | { agent: 'params' | 'body'; field: string }
+  | 'narrower-key'
+  | 'each-call';
+
+/** What a key's scope is checked against: whether the call writes, and which agent it is about. */
+export interface ScopedCall {
+  writes: boolean;
+  /** The agent the call is about; undefined when it is about the caller's things as a whole. */
+  about: string | undefined;
+}
+
+const READ_ONLY =
+  'This API key is read-only: it may only read (GET). Use a key without read_only for this call';
+
+function limitedTo(scope: KeyScope): string {
+  const many = (scope.addresses?.length ?? 0) > 1;
+  return `This API key is limited to ${many ? `${scope.addresses!.length} agents` : 'one agent'}`;
+}
+
+/**
+ * Why a key with `scope` may not make `call` (docs/keys.md), in one sentence; undefined when
+ * it may. A read-only key reads alone; a key limited to agents makes calls about one of them
+ * and no call about the caller's things as a whole.
+ */
+export function scopeRefusal(scope: KeyScope, call: ScopedCall): string | undefined {
+  if (scope.readOnly && call.writes) return READ_ONLY;
+  const { addresses } = scope;
+  if (addresses === null) return undefined;
+  if (call.about === undefined) {
+    return `${limitedTo(scope)}, and this call is about no one agent: use a key without addresses for it`;
+  }
+  if (!addresses.includes(call.about)) {
+    return `${limitedTo(scope)}, and this call is not about ${addresses.length > 1 ? 'one of them' : 'it'}: use a key without addresses for it`;
+  }
+  return undefined;
+}
 
 /** The subject of a call about the agent its path's `field` (`address` unless told) names. */
 export const agentInPath = (field = 'address'): CallSubject => ({ agent: 'params', field });

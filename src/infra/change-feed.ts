@@ -68,6 +68,8 @@ export type Change =
   | { kind: 'key.revoked'; keyId: string }
   /** A console session ended (signed out); `sessionId` is its token's hash. */
   | { kind: 'session.ended'; sessionId: string }
+  /** An MCP client ended its session, or it was found idle too long. */
+  | { kind: 'mcp.ended'; sessionId: string }
   /** A member left a team or was removed from it. */
   | { kind: 'member.removed'; teamId: string; userId: string }
   /** A team was deleted, and its keys with it. */
@@ -98,6 +100,7 @@ const ROADS: Record<ChangeKind, { road: 'address'; prefix: string } | { road: 'j
     'chat.recorded': { road: 'json' },
     'key.revoked': { road: 'json' },
     'session.ended': { road: 'json' },
+    'mcp.ended': { road: 'json' },
     'member.removed': { road: 'json' },
     'team.deleted': { road: 'json' },
     'agent.deleted': { road: 'json' },

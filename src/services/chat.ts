@@ -37,6 +37,8 @@ import type { AdmittedEnvelope } from './envelopes.js';
 import type { MailboxService } from './mailbox.js';
 import type { ProxyService } from './proxy.js';
 import type { SearchService } from './search.js';
+import { chatEntryView } from '../views/chat.js';
+import { ReplyReader } from './chat-reply.js';
 import { usagePeriod, type UsageService } from './usage.js';
 
 export interface ChatPolicy {
@@ -46,6 +48,15 @@ export interface ChatPolicy {
   timeoutMs: number;
   /** How long the envelopes Agentry sends stay valid (seconds). */
   envelopeLifetimeSeconds: number;
+}
+
+/** What {@link ChatService.ask} came to: the message sent, and the reply as read. */
+export interface ChatAsked {
+  session: ChatSessionInfo;
+  message: ChatEntryRow;
+  reader: ReplyReader;
+  /** No reply within the time given. */
+  timedOut: boolean;
 }
 
 /** A session as its owner sees it, with the rows of what was said. */
@@ -201,6 +212,101 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
     return this.say(session, content);
   }
 
+  /**
+   * Says `text` to an agent and waits up to `timeoutMs` for its reply (docs/chat.md, "Waiting
+   * for a reply"), in the session `target.session` names or in one opened with `target.agent`.
+   * `progress` hears each step (sent, acknowledged, a streamed reply's chunks). Faces that
+   * answer with the agent's reply (the MCP chat tool, A2A calls) ask through here.
+   */
+  async ask(
+    principal: Principal,
+    target: { session?: string; agent?: string },
+    text: string,
+    options: { timeoutMs: number; signal?: AbortSignal; progress?: (step: string) => void },
+  ): Promise<ChatAsked> {
+    let session: ChatSessionInfo;
+    if (target.session !== undefined) {
+      session = await this.get(principal, target.session);
+      const named = target.agent === undefined ? undefined : await this.addressOf(target.agent);
+      if (named !== undefined && named !== session.agent) {
+        throw new BadRequestError(
+          `Chat session ${session.id} is with ${session.agent}, not ${named}`,
+        );
+      }
+    } else if (target.agent !== undefined) {
+      session = await this.open(principal, target.agent);
+    } else {
+      throw new BadRequestError('Name the agent, or the session to continue');
+    }
+    const sent = await this.send(principal, session.id, { text });
+    const reader = new ReplyReader(sent.message.msg_id!);
+    if (sent.failure) {
+      reader.take(chatEntryView(sent.failure));
+      return { session, message: sent.message, reader, timedOut: false };
+    }
+    options.progress?.(`Sent to ${session.agent}; waiting for its reply`);
+    const timedOut = await new Promise<boolean>((resolve) => {
+      let settled = false;
+      const finish = (late: boolean): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        options.signal?.removeEventListener('abort', aborted);
+        stop();
+        resolve(late);
+      };
+      const aborted = (): void => finish(false);
+      const timer = setTimeout(() => finish(true), options.timeoutMs);
+      options.signal?.addEventListener('abort', aborted, { once: true });
+      const stop = this.follow(session.id, Number(sent.message.id), (row) => {
+        const wasAcknowledged = reader.acknowledged;
+        const state = reader.take(chatEntryView(row));
+        if (!wasAcknowledged && reader.acknowledged) {
+          options.progress?.(`${session.agent} acknowledged the message`);
+        }
+        if (state === 'streaming') options.progress?.(`${session.agent} is replying`);
+        if (reader.done) finish(false);
+      });
+      if (options.signal?.aborted) finish(false);
+    });
+    return { session, message: sent.message, reader, timedOut };
+  }
+
+  /**
+   * Sends one message of any model to an agent from the owner's chat identity, signed and
+   * delivered as a chat message is, outside any chat session: the envelope's session is a new
+   * id, which the delivery trace knows it by. What the agent answers to it is not kept (the chat
+   * identity takes chat messages alone). Answers the envelope's session id and, when it could
+   * not be delivered, why.
+   */
+  async sendMessage(
+    principal: Principal,
+    agent: string,
+    message: { schemaDigest: string; protocolDigest?: string; payload: unknown },
+  ): Promise<{ to: string; messageId: string; failure: string | null }> {
+    const ownerId = ownerOf(principal);
+    const to = await this.addressOf(agent);
+    await this.charge(ownerId);
+    const identity = await this.identity(ownerId);
+    const parties = { id: randomUUID(), owner_id: ownerId, identity: identity.address, agent: to };
+    const envelope = this.envelope(
+      identity,
+      parties,
+      message.schemaDigest,
+      message.payload,
+      message.protocolDigest,
+    );
+    const failure = await this.deliver(to, envelope);
+    return { to, messageId: parties.id, failure: failure ?? null };
+  }
+
+  /** The address an address, name or handle names, as `open` finds it. */
+  private async addressOf(agent: string): Promise<string> {
+    const address = canonicalAgentAddress(agent.trim());
+    if (address !== undefined) return address;
+    return (await this.search.resolve(agent.trim())).address;
+  }
+
   /** Ends the session: the agent is told so, and nothing more can be sent in it. */
   async end(principal: Principal, id: string): Promise<ChatSessionInfo> {
     const session = await this.get(principal, id);
@@ -302,6 +408,7 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
     session: SessionParties,
     schemaDigest: string,
     payload: unknown,
+    protocolDigest: string | undefined = CHAT_PROTOCOL_DIGEST,
   ): EnvelopeFields {
     return this.identities.keyOf(identity).signEnvelope({
       version: 1,
@@ -309,7 +416,7 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
       target: session.agent,
       session: session.id,
       schema_digest: schemaDigest,
-      protocol_digest: CHAT_PROTOCOL_DIGEST,
+      ...(protocolDigest !== undefined && { protocol_digest: protocolDigest }),
       payload: Buffer.from(JSON.stringify(payload), 'utf8').toString('base64'),
       expires: Math.floor(this.clock.now() / 1000) + this.policy.envelopeLifetimeSeconds,
       nonce: randomInt(2 ** 47),

@@ -11,6 +11,7 @@ import { DeliveriesRepository } from './repositories/deliveries.js';
 import { SearchRepository } from './repositories/search.js';
 import { DomainsRepository } from './repositories/domains.js';
 import { EnrolmentsRepository } from './repositories/enrolments.js';
+import { McpSessionsRepository } from './repositories/mcp-sessions.js';
 import { ProbesRepository } from './repositories/probes.js';
 import { HostingRepository } from './repositories/hosting.js';
 import { ChallengesRepository, IdentitiesRepository } from './repositories/identity.js';
@@ -51,6 +52,7 @@ export interface Repositories {
   hosting: HostingRepository;
   chat: ChatRepository;
   probes: ProbesRepository;
+  mcpSessions: McpSessionsRepository;
 }
 
 function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories {
@@ -78,6 +80,7 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     hosting: new HostingRepository(db, dialect.name),
     chat: new ChatRepository(db),
     probes: new ProbesRepository(db),
+    mcpSessions: new McpSessionsRepository(db),
   };
 }
 

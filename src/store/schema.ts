@@ -52,6 +52,7 @@ export interface Database {
   forward_outages: ForwardOutagesTable;
   agent_probes: AgentProbesTable;
   agent_probe_results: AgentProbeResultsTable;
+  mcp_sessions: McpSessionsTable;
 }
 
 export interface UsersTable {
@@ -652,4 +653,17 @@ export interface AgentProbeResultsTable {
   /** 1: answered in time; 0: not. */
   answered: number;
   latency_ms: number | null;
+}
+
+export interface McpSessionsTable {
+  id: string;
+  /** The owner the session acts for: the key's user, or the team `x-team` named. */
+  owner_id: string;
+  /** The API key that initialized it: every request of the session must carry it. */
+  key_id: string;
+  client_name: string | null;
+  client_version: string | null;
+  protocol_version: string;
+  created_at: number;
+  last_seen_at: number;
 }

@@ -6,7 +6,13 @@ import type {
   RouteOptions,
 } from 'fastify';
 import type { AttestationAuthenticator } from '../../auth/attestations.js';
-import type { AuthRequirement, CallSubject, KeyScope, Principal } from '../../auth/principal.js';
+import {
+  scopeRefusal,
+  type AuthRequirement,
+  type CallSubject,
+  type KeyScope,
+  type Principal,
+} from '../../auth/principal.js';
 import { ForbiddenError, UnauthenticatedError } from '../../errors.js';
 import type { KeysService } from '../../services/keys.js';
 import type { MailroomService } from '../../services/mailroom.js';
@@ -111,7 +117,7 @@ function readCredential(request: FastifyRequest): Credential {
  */
 function subjectAgent(request: FastifyRequest): unknown {
   const about = request.routeOptions.config.about;
-  if (about === undefined || about === 'narrower-key') return undefined;
+  if (about === undefined || typeof about === 'string') return undefined;
   const part = (about.agent === 'params' ? request.params : request.body) as
     Record<string, unknown> | null | undefined;
   return part !== null && typeof part === 'object' ? part[about.field] : undefined;
@@ -125,28 +131,21 @@ function actedOn(request: FastifyRequest, requirement: AuthRequirement): unknown
   return subjectAgent(request);
 }
 
-const READ_ONLY =
-  'This API key is read-only: it may only read (GET). Use a key without read_only for this call';
-
-function limitedTo(scope: KeyScope): string {
-  const many = (scope.addresses?.length ?? 0) > 1;
-  return `This API key is limited to ${many ? `${scope.addresses!.length} agents` : 'one agent'}`;
-}
-
 /**
  * What a scoped key may do, checked before validation where the request itself does not
  * matter: a read-only key reads alone; a key limited to agents makes no call about the
- * caller's things as a whole (docs/keys.md).
+ * caller's things as a whole (docs/keys.md). A route of calls of its own checks each.
  */
 function checkScopeOfRoute(request: FastifyRequest, scope: KeyScope): void {
-  if (scope.readOnly && request.method !== 'GET' && request.method !== 'HEAD') {
-    throw new ForbiddenError(READ_ONLY);
-  }
-  if (scope.addresses !== null && request.routeOptions.config.about === undefined) {
-    throw new ForbiddenError(
-      `${limitedTo(scope)}, and this call is about no one agent: use a key without addresses for it`,
-    );
-  }
+  const { about } = request.routeOptions.config;
+  if (about === 'each-call') return;
+  const writes = request.method !== 'GET' && request.method !== 'HEAD';
+  // Which agent is known after validation: here, only whether the route names one.
+  const refusal = scopeRefusal(scope, {
+    writes,
+    about: about === undefined || scope.addresses === null ? undefined : scope.addresses[0],
+  });
+  if (refusal !== undefined) throw new ForbiddenError(refusal);
 }
 
 /**
@@ -154,14 +153,14 @@ function checkScopeOfRoute(request: FastifyRequest, scope: KeyScope): void {
  * has made the request's address canonical: the agent must be one of the key's.
  */
 function checkScopeOfRequest(request: FastifyRequest, scope: KeyScope): void {
-  const { addresses } = scope;
-  if (addresses === null || request.routeOptions.config.about === 'narrower-key') return;
-  const about = subjectAgent(request);
-  if (typeof about !== 'string' || !addresses.includes(about)) {
-    throw new ForbiddenError(
-      `${limitedTo(scope)}, and this call is not about ${addresses.length > 1 ? 'one of them' : 'it'}: use a key without addresses for it`,
-    );
-  }
+  const { about } = request.routeOptions.config;
+  if (scope.addresses === null || about === 'narrower-key' || about === 'each-call') return;
+  const agent = subjectAgent(request);
+  const refusal = scopeRefusal(
+    { readOnly: false, addresses: scope.addresses },
+    { writes: false, about: typeof agent === 'string' ? agent : '' },
+  );
+  if (refusal !== undefined) throw new ForbiddenError(refusal);
 }
 
 /**
@@ -173,10 +172,10 @@ function checkDeclaration(route: RouteOptions): void {
   const config = (route.config ?? {}) as FastifyContextConfig;
   const { about, auth } = config;
   const name = `${String(route.method)} ${route.url}`;
-  if (auth === 'user-or-agent' && (about === undefined || about === 'narrower-key')) {
+  if (auth === 'user-or-agent' && (about === undefined || typeof about === 'string')) {
     throw new Error(`${name}: a user-or-agent route declares the agent it is about (config.about)`);
   }
-  if (about === undefined || about === 'narrower-key') return;
+  if (about === undefined || typeof about === 'string') return;
   const schema = route.schema as { params?: unknown; body?: unknown } | undefined;
   const part = (about.agent === 'params' ? schema?.params : schema?.body) as
     { properties?: Record<string, unknown> } | undefined;

@@ -1,0 +1,235 @@
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { isInitializeRequest, JSONRPCMessageSchema } from '@modelcontextprotocol/sdk/types.js';
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { UserPrincipal } from '../../auth/principal.js';
+import type { AppContext } from '../../context.js';
+import { NotFoundError } from '../../errors.js';
+import { CODE_MAX_LENGTH } from '../../wire/hosting.js';
+import { errorResponses } from '../../wire/common.js';
+import { McpErrorAnswer } from '../../wire/mcp.js';
+import { version } from '../../version.js';
+import { mcpServer } from '../mcp/handlers.js';
+import { parseJsonBody } from '../plugins/errors.js';
+
+/** The header that carries an MCP session's id, both ways. */
+const SESSION_HEADER = 'mcp-session-id';
+
+/** A body that was not JSON, or not sent as JSON: answered as the protocol says. */
+const NOT_JSON = Symbol('not JSON');
+const NOT_JSON_TYPE = Symbol('not sent as JSON');
+
+/** A JSON-RPC error answer, as the transport of the specification gives them (no request id). */
+function rpcError(reply: FastifyReply, status: number, code: number, message: string) {
+  return reply
+    .code(status)
+    .type('application/json')
+    .send({ jsonrpc: '2.0', error: { code, message }, id: null });
+}
+
+const JsonRpcBody = Type.Unknown({
+  description:
+    'one JSON-RPC message of the Model Context Protocol (a request, notification or response), or a batch of them',
+});
+
+/**
+ * The MCP endpoint (docs/mcp.md): the Model Context Protocol's streamable HTTP transport, with
+ * a user's API key as its Bearer token. Sessions are Agentry's own rows (any replica answers
+ * any session); each request gets a server over the services for its caller, and the key's
+ * scope is checked for each tool call as the HTTP API checks each route.
+ */
+export const mcpRoutes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { ctx }) => {
+  const { mcpSessions } = ctx.services;
+
+  // JSON that is not JSON-RPC, or not JSON at all, is the protocol's to answer (a JSON-RPC
+  // parse error), not the HTTP API's `{detail}`.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+    try {
+      done(null, parseJsonBody(body as string));
+    } catch {
+      done(null, NOT_JSON);
+    }
+  });
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, _body, done) => {
+    done(null, NOT_JSON_TYPE);
+  });
+
+  const description =
+    'The Model Context Protocol (streamable HTTP transport): POST carries JSON-RPC messages (`initialize` opens a session, whose id the `Mcp-Session-Id` header then carries); DELETE ends the session; GET answers 405 (the server sends nothing unasked). Authenticated by a user API key as a Bearer token; docs/mcp.md lists the tools.';
+  const config = { auth: 'user', about: 'each-call' } as const;
+
+  app.post(
+    '/mcp',
+    {
+      config,
+      bodyLimit: Math.max(ctx.config.bodyLimitBytes, 2 * CODE_MAX_LENGTH),
+      schema: {
+        tags: ['mcp'],
+        summary: 'MCP Messages',
+        description,
+        body: JsonRpcBody,
+        response: {
+          200: Type.Unknown({ description: 'JSON-RPC answers, as JSON or as Server-Sent Events' }),
+          202: Type.Null({ description: 'notifications and responses accepted' }),
+          ...errorResponses(401, 403, 406, 413, 429),
+          400: McpErrorAnswer,
+          404: McpErrorAnswer,
+          415: McpErrorAnswer,
+        },
+      },
+    },
+    async (request, reply) => {
+      const body: unknown = request.body;
+      if (body === NOT_JSON_TYPE) {
+        return rpcError(reply, 415, -32000, 'Unsupported Media Type: send JSON (application/json)');
+      }
+      if (body === NOT_JSON) {
+        return rpcError(reply, 400, -32700, 'Parse error: the body is not JSON');
+      }
+      if (!isJsonRpc(body)) {
+        return rpcError(
+          reply,
+          400,
+          -32700,
+          'Parse error: the body is not a JSON-RPC message (jsonrpc "2.0" with a method, or a result or error with an id), nor a batch of them',
+        );
+      }
+      const principal = request.principal as UserPrincipal;
+      const sessionId = request.headers[SESSION_HEADER];
+      if (isInitializeRequest(body)) {
+        const id = await mcpSessions.open(principal, {
+          name: body.params.clientInfo.name,
+          version: body.params.clientInfo.version,
+          protocolVersion: body.params.protocolVersion,
+        });
+        void reply.header(SESSION_HEADER, id);
+      } else if (typeof sessionId !== 'string') {
+        return rpcError(
+          reply,
+          400,
+          -32000,
+          'Bad Request: the Mcp-Session-Id header is required (initialize opens a session)',
+        );
+      } else {
+        const refusal = await use(principal, sessionId);
+        if (refusal) return rpcError(reply, 404, -32001, refusal);
+      }
+      await answer(request, reply, principal, body);
+    },
+  );
+
+  app.delete(
+    '/mcp',
+    {
+      config,
+      schema: {
+        tags: ['mcp'],
+        summary: 'End MCP Session',
+        description,
+        response: {
+          200: Type.Null({ description: 'the session ended' }),
+          ...errorResponses(401, 403, 429),
+          400: McpErrorAnswer,
+          404: McpErrorAnswer,
+        },
+      },
+    },
+    async (request, reply) => {
+      const sessionId = request.headers[SESSION_HEADER];
+      if (typeof sessionId !== 'string') {
+        return rpcError(reply, 400, -32000, 'Bad Request: the Mcp-Session-Id header is required');
+      }
+      try {
+        await mcpSessions.end(request.principal as UserPrincipal, sessionId);
+      } catch (err) {
+        if (err instanceof NotFoundError) return rpcError(reply, 404, -32001, err.message);
+        throw err;
+      }
+      return reply.code(200).send();
+    },
+  );
+
+  app.get(
+    '/mcp',
+    {
+      config,
+      schema: {
+        tags: ['mcp'],
+        summary: 'MCP Server Stream',
+        description,
+        response: { ...errorResponses(401, 403, 405, 429) },
+      },
+    },
+    async (_request, reply) =>
+      reply
+        .code(405)
+        .header('allow', 'POST, DELETE')
+        .send({ detail: 'This MCP server sends nothing unasked: there is no stream to open' }),
+  );
+
+  /** Notes a session's use; its refusal in words when it is not one of the caller's. */
+  async function use(principal: UserPrincipal, sessionId: string): Promise<string | undefined> {
+    try {
+      await mcpSessions.use(principal, sessionId);
+      return undefined;
+    } catch (err) {
+      if (err instanceof NotFoundError) return err.message;
+      throw err;
+    }
+  }
+
+  /**
+   * Hands the messages to a server of the caller's, through the SDK's transport in its
+   * stateless form (the session was checked above). A request that asks for progress is
+   * answered as a stream of events, so that its notifications reach the client before the
+   * answer; any other as one JSON document.
+   */
+  async function answer(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    principal: UserPrincipal,
+    body: unknown,
+  ): Promise<void> {
+    const server = mcpServer({
+      principal,
+      services: ctx.services,
+      logger: request.log as unknown as AppContext['logger'],
+      version,
+    });
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: !asksForProgress(body),
+    });
+    await server.connect(transport);
+    // The transport writes the answer itself: the headers set so far (request id, CORS, the
+    // session's id) go with it.
+    void reply.hijack();
+    for (const [name, value] of Object.entries(reply.getHeaders())) {
+      if (value !== undefined) reply.raw.setHeader(name, value as string | string[]);
+    }
+    reply.raw.once('close', () => {
+      void server.close();
+    });
+    await transport.handleRequest(request.raw, reply.raw, body);
+  }
+};
+
+/** Whether the body is a JSON-RPC message, or a batch of them. */
+function isJsonRpc(body: unknown): boolean {
+  const messages = Array.isArray(body) ? body : [body];
+  return (
+    messages.length > 0 &&
+    messages.every((message) => JSONRPCMessageSchema.safeParse(message).success)
+  );
+}
+
+/** Whether a message (or one of a batch) asks to hear of its progress. */
+function asksForProgress(body: unknown): boolean {
+  const messages = Array.isArray(body) ? body : [body];
+  return messages.some((message) => {
+    const meta = (message as { params?: { _meta?: { progressToken?: unknown } } } | null)?.params
+      ?._meta;
+    return meta?.progressToken !== undefined;
+  });
+}
