@@ -9,6 +9,7 @@ import type { DeliveryEventView } from '../../src/wire/deliveries.js';
 import { hostOf, newRegisteredAgent, registerAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call, type CallOptions } from '../kit/http.js';
+import { callTool, mcpClient, textOf } from '../kit/mcp.js';
 import { openStream } from '../kit/sse.js';
 import { startEndpoint } from '../kit/loopback.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
@@ -210,6 +211,9 @@ const RULES: Record<string, Rule> = {
   'POST /v2/chat/sessions/{id}/messages': 'owner',
   'POST /v2/chat/sessions/{id}/end': 'owner',
   'GET /v2/chat/sessions/{id}/stream': 'owner',
+  'POST /mcp': 'user',
+  'DELETE /mcp': 'user',
+  'GET /mcp': 'user',
 };
 
 /**
@@ -222,9 +226,11 @@ const RULES: Record<string, Rule> = {
  *   whatever its body says;
  * - `narrower-key`: makes a key: a key limited to agents may, for a key limited to some of
  *   them;
- * - `anyone`: takes no credential: a scoped key is answered as anyone is.
+ * - `anyone`: takes no credential: a scoped key is answered as anyone is;
+ * - `each-call`: carries calls of its own (the MCP endpoint): each tool call is held to the
+ *   key's scope as an operation is (the MCP test below).
  */
-type Subject = 'path' | 'body' | 'none' | 'narrower-key' | 'anyone';
+type Subject = 'path' | 'body' | 'none' | 'narrower-key' | 'anyone' | 'each-call';
 
 const SUBJECTS: Record<string, Subject> = {
   'GET /health': 'anyone',
@@ -382,6 +388,9 @@ const SUBJECTS: Record<string, Subject> = {
   'POST /v2/chat/sessions/{id}/messages': 'none',
   'POST /v2/chat/sessions/{id}/end': 'none',
   'GET /v2/chat/sessions/{id}/stream': 'none',
+  'POST /mcp': 'each-call',
+  'DELETE /mcp': 'each-call',
+  'GET /mcp': 'each-call',
 };
 
 /** A hosted agent's code, storage key and secret name, as the paths and bodies name them. */
@@ -850,18 +859,24 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
 
   it('refuses a read-only key every operation but a read, and lets it read', async () => {
     const key = await scopedKey({ read_only: true });
-    const writes = forKeys().filter(({ method }) => method !== 'GET' && method !== 'HEAD');
+    const writes = forKeys().filter(
+      (operation) =>
+        operation.method !== 'GET' &&
+        operation.method !== 'HEAD' &&
+        subjectOf(operation) !== 'each-call',
+    );
     assert.ok(writes.length >= 15);
     for (const operation of writes) {
       const res = await send(operation, { key });
       assert.equal(res.status, 403, `${operation.method} ${operation.path}: ${res.text}`);
       assert.match(res.body.detail, /read-only/);
     }
-    // Every read passes (some then want a query these calls do not give: 422).
+    // Every read passes (some then want a query these calls do not give: 422; the MCP
+    // endpoint's GET opens no stream for anyone: 405).
     for (const operation of forKeys().filter(({ method }) => method === 'GET')) {
       const res = await send(operation, { key }, thingsFor(operation));
       assert.ok(
-        [200, 422].includes(res.status),
+        [200, 422].includes(res.status) || (operation.path === '/mcp' && res.status === 405),
         `${operation.method} ${operation.path}: ${res.text}`,
       );
     }
@@ -900,6 +915,7 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
       none: 'refused',
       'narrower-key': 'for a key limited to some of them',
       anyone: 'as anyone',
+      'each-call': 'per tool (docs/mcp.md)',
     };
     for (const { method, path, rule } of operations) {
       const key = `${method} ${path}`;
@@ -910,9 +926,11 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
       const readOnly =
         subject === 'anyone'
           ? 'as anyone'
-          : method === 'GET' || method === 'HEAD'
-            ? 'yes'
-            : 'refused';
+          : subject === 'each-call'
+            ? 'per tool (docs/mcp.md)'
+            : method === 'GET' || method === 'HEAD'
+              ? 'yes'
+              : 'refused';
       assert.deepEqual(row, [readOnly, limited[subject]], key);
     }
     assert.equal(rows.size, operations.length, 'no row for an operation gone');
@@ -926,7 +944,8 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
       (operation) =>
         operation.rule !== 'agent' &&
         operation.rule !== 'agent-token' &&
-        subjectOf(operation) !== 'anyone',
+        subjectOf(operation) !== 'anyone' &&
+        subjectOf(operation) !== 'each-call',
     );
   /** The operation's body with `address` added, as a key limited to `address` might try. */
   const withAddress = (operation: Operation, address: string): unknown => {
@@ -1034,6 +1053,82 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     for (const operation of forKeys()) {
       const res = await send(operation, { key }, thingsFor(operation));
       assert.equal(res.status, 401, `${operation.method} ${operation.path}: ${res.text}`);
+    }
+  });
+
+  it('holds each MCP tool call to the rules of every credential kind', async () => {
+    const readAlice = { address: alice.agent.address };
+    /** A tool call's outcome for a key: 'ok', or its tool error's text. */
+    const outcome = async (
+      client: Awaited<ReturnType<typeof mcpClient>>['client'],
+      name: string,
+      args: Record<string, unknown>,
+    ) => {
+      const result = await callTool(client, name, args);
+      return result.isError ? textOf(result) : 'ok';
+    };
+    const connect = (key: string, headers: Record<string, string> = {}) =>
+      mcpClient(t.url, key, headers);
+    const owner = await connect(t.userKey);
+    const bob = await connect(bobKey);
+    const acrossTeam = await connect(t.userKey, asTeam);
+    const reader = await connect(await scopedKey({ read_only: true }));
+    const elsewhere = await connect(
+      await scopedKey({ addresses: [TestIdentity.random().address] }),
+    );
+    const revocable = await madeKey({});
+    const revoked = await connect(revocable.key);
+    try {
+      // The owner reads and writes.
+      assert.equal(await outcome(owner.client, 'get_agent_activity', readAlice), 'ok');
+      assert.equal(
+        await outcome(owner.client, 'stop_hosted_agent', { address: alice.hosted }),
+        'ok',
+      );
+      // Another user, and the owner acting for a team, meet Alice's things as none at all.
+      for (const other of [bob, acrossTeam]) {
+        assert.match(await outcome(other.client, 'get_agent_activity', readAlice), /not found/i);
+        assert.match(
+          await outcome(other.client, 'read_hosted_agent_logs', { address: alice.hosted }),
+          /not found/i,
+        );
+        assert.match(
+          await outcome(other.client, 'start_hosted_agent', {
+            address: alice.hosted,
+            wait_seconds: 0,
+          }),
+          /not found/i,
+        );
+      }
+      // A read-only key reads, and every tool that writes answers a tool error saying why.
+      assert.equal(await outcome(reader.client, 'get_agent_activity', readAlice), 'ok');
+      const { tools } = await reader.client.listTools();
+      const writing = tools.filter((tool) => tool.annotations?.readOnlyHint === false);
+      assert.ok(writing.length >= 7);
+      for (const tool of writing) {
+        const text = await outcome(reader.client, tool.name, {});
+        // Arguments are checked first: a call with none is refused for them or for the key.
+        assert.match(text, /read-only|Invalid arguments/, tool.name);
+      }
+      assert.match(
+        await outcome(reader.client, 'start_hosted_agent', { address: alice.hosted }),
+        /read-only/,
+      );
+      // A key limited to another agent: no call about Alice's agent, nor about no one agent.
+      assert.match(await outcome(elsewhere.client, 'get_agent_activity', readAlice), /limited to/);
+      assert.match(await outcome(elsewhere.client, 'search_agents', { query: '' }), /limited to/);
+      // A revoked key is refused at the door, session or not.
+      await call(t.url, 'DELETE', `/v2/api-keys/${revocable.id}`, { key: t.userKey });
+      await assert.rejects(
+        callTool(revoked.client, 'search_agents', { query: '' }),
+        /API key has been revoked/,
+      );
+      const refused = await call(t.url, 'POST', '/mcp', { key: revocable.key, body: {} });
+      assert.equal(refused.status, 401);
+    } finally {
+      for (const open of [owner, bob, acrossTeam, reader, elsewhere, revoked]) {
+        await open.client.close().catch(() => {});
+      }
     }
   });
 

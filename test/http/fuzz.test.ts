@@ -433,7 +433,12 @@ describeOnEachDialect('fuzz: every operation of the OpenAPI document', (dialect)
           assert.ok(response.status < 500 || gateway, what);
           if (response.status >= 400 && request.method !== 'HEAD') {
             assert.match(response.headers.get('content-type') ?? '', /^application\/json/, what);
-            const detail = (JSON.parse(body) as { detail?: unknown }).detail;
+            const answer = JSON.parse(body) as { detail?: unknown; error?: { message?: unknown } };
+            // The MCP endpoint answers what its protocol names there: a JSON-RPC error.
+            const detail =
+              request.path === '/mcp' && answer.detail === undefined
+                ? answer.error?.message
+                : answer.detail;
             assert.ok(typeof detail === 'string' || Array.isArray(detail), what);
           }
         }),
@@ -444,6 +449,70 @@ describeOnEachDialect('fuzz: every operation of the OpenAPI document', (dialect)
     t.diagnostic(
       `${requests} requests over ${operations.length} operations (${dialect}); ${counts.join(', ')}; ${gatewayAnswers} of them the proxy's documented 502/504 for an unreachable target`,
     );
+  });
+
+  it('holds every MCP tool to its schema: generated arguments answer a result or a tool error in words, never a failure', async () => {
+    const headers = {
+      authorization: `Bearer ${known.userKey}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2025-06-18',
+    };
+    const rpc = async (extra: Record<string, string>, body: unknown) => {
+      const response = await fetch(`${service.url}/mcp`, {
+        method: 'POST',
+        headers: { ...headers, ...extra },
+        body: JSON.stringify(body),
+      });
+      return { response, answer: (await response.json()) as Record<string, any> };
+    };
+    const opened = await rpc(
+      {},
+      {
+        jsonrpc: '2.0',
+        id: 0,
+        method: 'initialize',
+        params: {
+          protocolVersion: '2025-06-18',
+          capabilities: {},
+          clientInfo: { name: 'fuzz', version: '0' },
+        },
+      },
+    );
+    const session = { 'mcp-session-id': opened.response.headers.get('mcp-session-id')! };
+    const listed = await rpc(session, { jsonrpc: '2.0', id: 1, method: 'tools/list' });
+    const tools = listed.answer.result.tools as { name: string; inputSchema: Schema }[];
+    assert.ok(tools.length >= 10);
+    let id = 1;
+    for (const tool of tools) {
+      await fc.assert(
+        fc.asyncProperty(mostlyShaped(tool.inputSchema, known), async (generated) => {
+          // No call may wait long: a chat for a reply, a start for the agent to run.
+          const args =
+            typeof generated === 'object' && generated !== null && !Array.isArray(generated)
+              ? { ...generated, timeout_seconds: 1, wait_seconds: 0 }
+              : generated;
+          const { response, answer } = await rpc(session, {
+            jsonrpc: '2.0',
+            id: ++id,
+            method: 'tools/call',
+            params: { name: tool.name, arguments: args },
+          });
+          const what = `${tool.name}(${JSON.stringify(args).slice(0, 200)}) → ${response.status} ${JSON.stringify(answer).slice(0, 300)}`;
+          requests++;
+          assert.ok(response.status < 500, what);
+          if (answer.error !== undefined) {
+            // Arguments that are not an object at all: the protocol's invalid params.
+            assert.equal(answer.error.code, -32602, what);
+            return;
+          }
+          const text = (answer.result.content as { text: string }[])[0]!.text;
+          assert.ok(text.length > 0, what);
+          assert.doesNotMatch(text, /failed on the server/, what);
+        }),
+        { numRuns: Math.ceil(RUNS_PER_OPERATION / 2) },
+      );
+    }
   });
 
   it('is still up and serving after it all', async () => {

@@ -1,14 +1,13 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { loadConfig } from '../../src/config/index.js';
 import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { startChatAgent } from '../kit/chat-agent.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
+import { mcpClient, textOf } from '../kit/mcp.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import type { TestIdentity } from '../kit/uagent.js';
 
@@ -33,23 +32,6 @@ const TOOL_NAMES = [
   'stop_hosted_agent',
   'read_hosted_agent_logs',
 ];
-
-/** An MCP client of the SDK, connected with `key` (and `headers`). */
-export async function mcpClient(
-  url: string,
-  key: string,
-  headers: Record<string, string> = {},
-): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
-  const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
-    requestInit: { headers: { authorization: `Bearer ${key}`, ...headers } },
-  });
-  const client = new Client({ name: 'agentry-test', version: '1.0.0' });
-  await client.connect(transport);
-  return { client, transport };
-}
-
-const textOf = (result: CallToolResult): string =>
-  result.content.map((part) => (part.type === 'text' ? part.text : '')).join('');
 
 /** A raw JSON-RPC POST to /mcp, as a client that speaks the transport by hand. */
 function post(t: TestServer, body: unknown, headers: Record<string, string> = {}) {

@@ -1,17 +1,18 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import {
-  CallToolRequestSchema,
   ErrorCode,
   ListResourcesRequestSchema,
   ListResourceTemplatesRequestSchema,
   ListToolsRequestSchema,
   McpError,
   ReadResourceRequestSchema,
+  type CallToolRequest,
   type CallToolResult,
   type ServerNotification,
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
+import * as z from 'zod/v4';
 import { scopeRefusal, type UserPrincipal } from '../../auth/principal.js';
 import type { AppContext } from '../../context.js';
 import { DomainError, NotFoundError, RequestValidationError } from '../../errors.js';
@@ -59,6 +60,9 @@ const RESOURCE_TEMPLATES = [
 ];
 const RESOURCE_URI = /^agentry:\/\/agents\/([^/]+)\/(readme|manifest)$/;
 
+/** A `tools/call` request, whatever its parameters (the SDK checks them; see below). */
+const ANY_TOOL_CALL = z.object({ method: z.literal('tools/call') }).passthrough();
+
 /** Shared by every request's server: compiling a validator per request would cost more than the call. */
 const validator = new AjvJsonSchemaValidator();
 
@@ -87,7 +91,11 @@ export function mcpServer(options: McpServerOptions): Server {
 
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: TOOL_LIST }));
 
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+  // Registered by its method alone: the SDK then checks the request itself and answers the
+  // protocol's invalid-params error for a malformed one (arguments that are not an object),
+  // where a parse here would answer an internal error.
+  server.setRequestHandler(ANY_TOOL_CALL, async (loose, extra) => {
+    const request = loose as unknown as CallToolRequest;
     const tool = BY_NAME.get(request.params.name);
     if (tool === undefined) {
       throw new McpError(
