@@ -26,8 +26,11 @@ interface Remembered {
   touchedAt: number;
 }
 
-/** How long a process trusts what it read of a session before reading it again. */
-const RECHECK_MS = 10_000;
+/**
+ * How long a process trusts what it read of a session before reading it again: the bound on
+ * how late it hears of an end where no notification reaches it (SQLite's other processes).
+ */
+const RECHECK_MS = 1000;
 /** How often a session's last use is written (a session used at once is still in use). */
 const TOUCH_MS = 60_000;
 /** How many sessions a process remembers at most (the least recently checked go first). */

@@ -34,7 +34,11 @@ const TOOL_NAMES = [
 ];
 
 /** A raw JSON-RPC POST to /mcp, as a client that speaks the transport by hand. */
-function post(t: TestServer, body: unknown, headers: Record<string, string> = {}) {
+function post(
+  t: Pick<TestServer, 'url' | 'userKey'>,
+  body: unknown,
+  headers: Record<string, string> = {},
+) {
   return fetch(`${t.url}/mcp`, {
     method: 'POST',
     headers: {
@@ -221,6 +225,39 @@ describeOnEachDialect('MCP endpoint', (dialect) => {
     assert.equal(ended.status, 200);
     const after = await post(t, list, { ...headers, 'mcp-session-id': id });
     assert.equal(after.status, 404);
+  });
+
+  it('answers a session on any replica, and forgets it everywhere once it ends', async () => {
+    const replica = await startTestServer({ replicaOf: t });
+    try {
+      const opened = await mcpClient(t.url, t.userKey);
+      const sessionId = opened.transport.sessionId!;
+      // The same session through the other replica, as a load balancer without affinity sends it.
+      const headers = {
+        'mcp-protocol-version': '2025-06-18',
+        'mcp-session-id': sessionId,
+      };
+      const list = { jsonrpc: '2.0', id: 2, method: 'tools/list', params: {} };
+      const there = await post(replica, list, { ...headers, authorization: `Bearer ${t.userKey}` });
+      assert.equal(there.status, 200, await there.clone().text());
+      // Ended on the first, it is gone on the second: at once where the database tells the
+      // other processes (PostgreSQL), within a second where it does not (SQLite).
+      await opened.transport.terminateSession();
+      const deadline = Date.now() + (dialect === 'postgres' ? 0 : 2000);
+      let status: number;
+      do {
+        const after = await post(replica, list, {
+          ...headers,
+          authorization: `Bearer ${t.userKey}`,
+        });
+        status = after.status;
+        if (status !== 404) await new Promise((resolve) => setTimeout(resolve, 50));
+      } while (status !== 404 && Date.now() < deadline);
+      assert.equal(status, 404);
+      await opened.client.close();
+    } finally {
+      await replica.close();
+    }
   });
 
   it('answers a body that is not JSON-RPC with a parse error, and no 5xx', async () => {
