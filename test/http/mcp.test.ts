@@ -300,3 +300,44 @@ describeOnEachDialect('MCP endpoint', (dialect) => {
     }
   });
 });
+
+describeOnEachDialect('MCP endpoint under rate limits', (dialect) => {
+  const MAX = 8;
+  let t: TestServer;
+
+  before(async () => {
+    t = await startTestServer({ dialect, config: { rateLimit: { max: MAX, windowMs: 60_000 } } });
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  it('counts each request once against the caller’s limit, as any API call, and answers 429 past it', async () => {
+    const opened = await post(t, INITIALIZE);
+    assert.equal(opened.status, 200);
+    const headers = {
+      'mcp-protocol-version': '2025-06-18',
+      'mcp-session-id': opened.headers.get('mcp-session-id')!,
+    };
+    const statuses: number[] = [];
+    for (let id = 2; id <= MAX + 2; id++) {
+      const called = await post(
+        t,
+        {
+          jsonrpc: '2.0',
+          id,
+          method: 'tools/call',
+          params: { name: 'search_agents', arguments: { query: '' } },
+        },
+        headers,
+      );
+      statuses.push(called.status);
+      if (called.status === 429) {
+        assert.ok(Number(called.headers.get('retry-after')) >= 1);
+        assert.match(((await called.json()) as { detail: string }).detail, /rate|many/i);
+      }
+    }
+    // The initialize was the first of MAX.
+    assert.deepEqual(statuses, [...Array<number>(MAX - 1).fill(200), 429, 429]);
+  });
+});
