@@ -119,9 +119,25 @@ export class McpSessionsService implements ChangeConsumer<'mcp.ended'> {
     void this.changes.publish([{ kind: 'mcp.ended', sessionId: id }]);
   }
 
-  /** The owner's sessions, the most recently used first (what assistants are connected). */
-  list(principal: UserPrincipal, limit = 50): Promise<McpSessionRow[]> {
-    return this.store.repos.mcpSessions.listByOwner(principal.userId, limit);
+  /**
+   * The owner's sessions (with any of its keys), the most recently used first: the assistants
+   * connected. Those idle past the limit are over, even before the sweep removes them.
+   */
+  async list(principal: UserPrincipal, limit = 100): Promise<McpSessionRow[]> {
+    const since = this.clock.now() - this.policy.idleMs;
+    const rows = await this.store.repos.mcpSessions.listByOwner(principal.userId, limit);
+    return rows.filter((row) => row.last_seen_at >= since);
+  }
+
+  /** Ends one of the owner's sessions, whichever key opened it (the owner's console); 404 else. */
+  async endOwned(principal: UserPrincipal, id: string): Promise<void> {
+    const row = await this.store.repos.mcpSessions.find(id);
+    if (row === undefined || row.owner_id !== principal.userId) {
+      throw new NotFoundError('MCP session not found');
+    }
+    await this.store.repos.mcpSessions.delete(id);
+    this.remembered.delete(id);
+    void this.changes.publish([{ kind: 'mcp.ended', sessionId: id }]);
   }
 
   /** Removes sessions idle past the limit (a housekeeping task). */

@@ -1,5 +1,12 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { AgentAddress, BoundedInteger, StringEnum, WireString } from './common.js';
+import {
+  AgentAddress,
+  BoundedInteger,
+  Nullable,
+  StringEnum,
+  Timestamp,
+  WireString,
+} from './common.js';
 import { CHAT_TEXT_MAX_LENGTH } from './chat.js';
 import { AGENT_NETWORKS, LOG_LEVELS } from './hosting.js';
 
@@ -193,3 +200,17 @@ export const McpErrorAnswer = Type.Union([
   }),
   Type.Object({ detail: Type.String() }),
 ]);
+
+/** An MCP client's session, as its owner sees it (`GET /v2/mcp/sessions`). */
+export const McpSession = Type.Object({
+  id: Type.String({ description: 'the Mcp-Session-Id' }),
+  client_name: Nullable(Type.String({ description: 'what the client called itself' })),
+  client_version: Nullable(Type.String()),
+  protocol_version: Type.String({ description: 'the MCP version the client asked for' }),
+  key_id: Type.String({ description: 'the API key it was opened with (every request carries it)' }),
+  created_at: Timestamp,
+  last_seen_at: Timestamp,
+});
+export type McpSession = Static<typeof McpSession>;
+
+export const McpSessionParams = Type.Object({ id: WireString('uuid') });

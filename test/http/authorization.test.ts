@@ -214,6 +214,8 @@ const RULES: Record<string, Rule> = {
   'POST /mcp': 'user',
   'DELETE /mcp': 'user',
   'GET /mcp': 'user',
+  'GET /v2/mcp/sessions': 'user',
+  'DELETE /v2/mcp/sessions/{id}': 'owner',
 };
 
 /**
@@ -391,6 +393,8 @@ const SUBJECTS: Record<string, Subject> = {
   'POST /mcp': 'each-call',
   'DELETE /mcp': 'each-call',
   'GET /mcp': 'each-call',
+  'GET /v2/mcp/sessions': 'none',
+  'DELETE /v2/mcp/sessions/{id}': 'none',
 };
 
 /** A hosted agent's code, storage key and secret name, as the paths and bodies name them. */
@@ -448,6 +452,8 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     hosted: string;
     /** A chat session with the owner's agent. */
     chatSession: string;
+    /** An MCP session opened with the owner's key. */
+    mcpSession: string;
   }
   /** Alice's things. */
   const alice = {} as Things;
@@ -524,6 +530,27 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     });
     assert.equal(session.status, 201, session.text);
     things.chatSession = session.body.id;
+    const mcp = await fetch(`${t.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${key}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        ...headers,
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: {
+          protocolVersion: '2025-06-18',
+          capabilities: {},
+          clientInfo: { name: `${tag}-only-path`, version: '1' },
+        },
+      }),
+    });
+    assert.equal(mcp.status, 200, await mcp.clone().text());
+    things.mcpSession = mcp.headers.get('mcp-session-id')!;
   }
 
   before(async () => {
@@ -575,6 +602,7 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     if (path.startsWith('/v2/api-keys')) return things.keyId;
     if (path.startsWith('/v2/webhooks')) return things.webhookId;
     if (path.startsWith('/v2/chat/sessions')) return things.chatSession;
+    if (path.startsWith('/v2/mcp/sessions')) return things.mcpSession;
     return 'alice';
   }
 

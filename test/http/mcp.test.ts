@@ -2,6 +2,7 @@ import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { parseApiKey } from '../../src/auth/api-keys.js';
 import { loadConfig } from '../../src/config/index.js';
 import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { startChatAgent } from '../kit/chat-agent.js';
@@ -225,6 +226,27 @@ describeOnEachDialect('MCP endpoint', (dialect) => {
     assert.equal(ended.status, 200);
     const after = await post(t, list, { ...headers, 'mcp-session-id': id });
     assert.equal(after.status, 404);
+  });
+
+  it('lists the owner’s sessions with their clients, and the owner ends one from there', async () => {
+    const opened = await mcpClient(t.url, t.userKey);
+    const id = opened.transport.sessionId!;
+    const listed = await call(t.url, 'GET', '/v2/mcp/sessions', { key: t.userKey });
+    assert.equal(listed.status, 200, listed.text);
+    const mine = (listed.body as { id: string; client_name: string; key_id: string }[]).find(
+      (row) => row.id === id,
+    );
+    assert.equal(mine?.client_name, 'agentry-test');
+    assert.equal(mine?.key_id, parseApiKey(t.userKey)!.id);
+    // Another user sees none of them, and cannot end one.
+    const bob = await t.addUser('bob-lists');
+    const theirs = await call(t.url, 'GET', '/v2/mcp/sessions', { key: bob });
+    assert.deepEqual(theirs.body, []);
+    assert.equal((await call(t.url, 'DELETE', `/v2/mcp/sessions/${id}`, { key: bob })).status, 404);
+    const ended = await call(t.url, 'DELETE', `/v2/mcp/sessions/${id}`, { key: t.userKey });
+    assert.equal(ended.status, 200, ended.text);
+    await assert.rejects(opened.client.listTools(), /404|not found/i);
+    await opened.client.close();
   });
 
   it('answers a session on any replica, and forgets it everywhere once it ends', async () => {

@@ -6,6 +6,7 @@ import type { Browser, Page } from 'playwright-core';
 import { browserSkipReason, ensureWebBuild, launchBrowser, watchPage } from '../kit/browser.js';
 import { registerAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
+import { mcpClient } from '../kit/mcp.js';
 import { call } from '../kit/http.js';
 import { LocalAgent } from '../kit/local-agent.js';
 import { freePort } from '../kit/ports.js';
@@ -392,6 +393,21 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
     await page.getByTestId('keys').waitFor();
     assert.equal(await page.getByTestId('new-key').count(), 0);
     assert.ok(!(await page.content()).includes(key));
+    assert.deepEqual(problems, []);
+  });
+
+  it('shows the assistants connected through MCP, and ends one', opts, async () => {
+    const assistant = await mcpClient(t.url, t.userKey);
+    const { page, problems } = await openPage(`${t.url}/#/keys`, t.userKey);
+    assert.equal(await page.getByTestId('mcp-url').textContent(), `${t.url}/mcp`);
+    const row = page
+      .getByTestId('mcp-sessions')
+      .locator(`[data-session="${assistant.transport.sessionId}"]`);
+    await row.getByText('agentry-test 1.0.0').waitFor();
+    await row.getByRole('button', { name: 'End' }).click();
+    await row.waitFor({ state: 'detached' });
+    await assert.rejects(assistant.client.listTools(), /404|not found/i);
+    await assistant.client.close();
     assert.deepEqual(problems, []);
   });
 

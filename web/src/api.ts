@@ -114,6 +114,7 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
 import type { AgentRecord } from '../../src/wire/agents';
 export type { AgentRecord };
 export type { ApiKey, NewApiKey } from '../../src/wire/keys';
+export type { McpSession } from '../../src/wire/mcp';
 export type { Enrolment, ProvisionedAgent } from '../../src/wire/enrolments';
 export type { SessionInfo } from '../../src/wire/sessions';
 export type { Team, TeamDetail, TeamMember } from '../../src/wire/teams';

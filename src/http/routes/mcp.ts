@@ -6,8 +6,9 @@ import type { UserPrincipal } from '../../auth/principal.js';
 import type { AppContext } from '../../context.js';
 import { NotFoundError } from '../../errors.js';
 import { CODE_MAX_LENGTH } from '../../wire/hosting.js';
-import { errorResponses } from '../../wire/common.js';
-import { McpErrorAnswer } from '../../wire/mcp.js';
+import { errorResponses, Success } from '../../wire/common.js';
+import { McpErrorAnswer, McpSession, McpSessionParams } from '../../wire/mcp.js';
+import { mcpSessionView } from '../../views/mcp-sessions.js';
 import { version } from '../../version.js';
 import { mcpServer } from '../mcp/handlers.js';
 import { parseJsonBody } from '../plugins/errors.js';
@@ -166,6 +167,42 @@ export const mcpRoutes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { 
         .code(405)
         .header('allow', 'POST, DELETE')
         .send({ detail: 'This MCP server sends nothing unasked: there is no stream to open' }),
+  );
+
+  // The owner's view of the assistants connected: every session of the owner's keys.
+  app.get(
+    '/v2/mcp/sessions',
+    {
+      config: { auth: 'user' },
+      schema: {
+        tags: ['mcp'],
+        summary: 'List MCP Sessions',
+        description:
+          'The MCP sessions open with the caller’s keys (or the team’s, with x-team): which assistants are connected, with which key, and when each was last used; the most recently used first.',
+        response: { 200: Type.Array(McpSession), ...errorResponses(401, 403) },
+      },
+    },
+    async (request) =>
+      (await mcpSessions.list(request.principal as UserPrincipal)).map(mcpSessionView),
+  );
+
+  app.delete<{ Params: { id: string } }>(
+    '/v2/mcp/sessions/:id',
+    {
+      config: { auth: 'user' },
+      schema: {
+        tags: ['mcp'],
+        summary: 'End MCP Session',
+        description:
+          'Ends one of the caller’s MCP sessions, whichever of the caller’s keys opened it: its client’s next request answers 404 and it initializes again (revoke the key to keep it out).',
+        params: McpSessionParams,
+        response: { 200: Success, ...errorResponses(401, 403, 404, 422) },
+      },
+    },
+    async (request) => {
+      await mcpSessions.endOwned(request.principal as UserPrincipal, request.params.id);
+      return { success: true };
+    },
   );
 
   /** Notes a session's use; its refusal in words when it is not one of the caller's. */

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { api, encode, when, type ApiKey, type NewApiKey } from '../api';
+import { api, encode, when, type ApiKey, type McpSession, type NewApiKey } from '../api';
 import { useAction, useLoad } from '../hooks';
 import { Copy, Moment } from '../widgets';
 
@@ -26,6 +26,78 @@ function keyScope(k: ApiKey): string {
 
 /** The user's API keys: create one (shown once, optionally scoped), revoke one. */
 export function KeysPage() {
+  return (
+    <>
+      <ApiKeys />
+      <Assistants />
+    </>
+  );
+}
+
+/**
+ * The assistants connected through the MCP endpoint (docs/mcp.md): where to point one, and
+ * the sessions open with the user's keys, each of which can be ended.
+ */
+function Assistants() {
+  const sessions = useLoad(() => api<McpSession[]>('GET', '/v2/mcp/sessions'), []);
+  const act = useAction();
+  const end = (id: string) =>
+    act.run(async () => {
+      await api('DELETE', `/v2/mcp/sessions/${encode(id)}`);
+      sessions.reload();
+    });
+  const url = `${location.origin}/mcp`;
+  return (
+    <section class="card">
+      <h2>Assistants (MCP)</h2>
+      <p>
+        Point an MCP client at <code data-testid="mcp-url">{url}</code>{' '}
+        <Copy text={url} what="URL" /> with an API key as its bearer token (
+        <code>Authorization: Bearer agy_…</code>); a read-only key lets it search and read but not
+        chat or change hosted agents.
+      </p>
+      {act.error && <p class="error">{act.error}</p>}
+      {sessions.value && sessions.value.length === 0 && <p>No assistant is connected.</p>}
+      {sessions.value && sessions.value.length > 0 && (
+        <table data-testid="mcp-sessions">
+          <thead>
+            <tr>
+              <th>Client</th>
+              <th>Key</th>
+              <th>Opened</th>
+              <th>Last used</th>
+              <th />
+            </tr>
+          </thead>
+          <tbody>
+            {sessions.value.map((s) => (
+              <tr key={s.id} data-session={s.id}>
+                <td>
+                  {s.client_name ?? 'unnamed client'}
+                  {s.client_version ? ` ${s.client_version}` : ''}
+                </td>
+                <td class="mono">{s.key_id}</td>
+                <td>
+                  <Moment iso={s.created_at} never="" />
+                </td>
+                <td>
+                  <Moment iso={s.last_seen_at} never="" />
+                </td>
+                <td>
+                  <button type="button" class="secondary" onClick={() => end(s.id)}>
+                    End
+                  </button>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+function ApiKeys() {
   const keys = useLoad(() => api<ApiKey[]>('GET', '/v2/api-keys'), []);
   const [label, setLabel] = useState('');
   const [lifetime, setLifetime] = useState('');
