@@ -84,9 +84,7 @@ export type AuthRequirement =
  *   key limited to agents is refused.
  */
 export type CallSubject =
-  | { agent: 'params' | 'body'; field: string }
-  | 'narrower-key'
-  | 'each-call';
+  { agent: 'params' | 'body'; field: string } | 'narrower-key' | 'each-call';
 
 /** What a key's scope is checked against: whether the call writes, and which agent it is about. */
 export interface ScopedCall {
