@@ -150,7 +150,7 @@ export function mcpServer(options: McpServerOptions): Server {
   server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
     const { uri } = request.params;
     const match = RESOURCE_URI.exec(uri);
-    const address = match ? canonicalAgentAddress(decodeURIComponent(match[1]!)) : undefined;
+    const address = match ? canonicalAgentAddress(decoded(match[1]!)) : undefined;
     if (!match || address === undefined) {
       throw new McpError(
         ErrorCode.InvalidParams,
@@ -182,6 +182,15 @@ export function mcpServer(options: McpServerOptions): Server {
   });
 
   return server;
+}
+
+/** A URI's part decoded; as it was when it is not valid percent-encoding. */
+function decoded(part: string): string {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return part;
+  }
 }
 
 /** What a tool call is, for the key's scope. */

@@ -231,7 +231,7 @@ export const mcpRoutes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { 
     const server = mcpServer({
       principal,
       services: ctx.services,
-      logger: request.log as unknown as AppContext['logger'],
+      logger: ctx.logger,
       version,
     });
     const transport = new StreamableHTTPServerTransport({
