@@ -203,6 +203,8 @@ export function createContext(
       activeMs: config.agentActiveSeconds * 1000,
       idleMs: config.agentIdleSeconds * 1000,
       pollGraceMs: config.agentPollGraceSeconds * 1000,
+      // A serving process's start (an admin command reads statuses as they stand).
+      ...(options.serving ? { processStartedAt: clock.now() } : {}),
       errorWindowMs: config.agentErrorSeconds * 1000,
       eventsPerMinute: config.eventsPerMinute,
     },

@@ -157,6 +157,9 @@ export class ProbesService {
       },
       this.policy.unhealthyAfter,
     );
+    // An answer is the agent seen running, as a call with its attestation is (it does not undo
+    // a stop it told the Almanac of).
+    if (settled && outcome.answered) this.activity.seen(address, 'call', outcome.at);
     if (!settled || settled.before === settled.after) return;
     // Known healthy from the first answer on is no change worth telling.
     if (settled.before === null && settled.after === 1) return;

@@ -15,7 +15,7 @@ import { registerInAlmanac, unixSeconds } from '../kit/almanac.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { closeNow, listenOnLoopback } from '../kit/loopback.js';
-import { startTestServer, type TestServer } from '../kit/server.js';
+import { flushPresence, startTestServer, type TestServer } from '../kit/server.js';
 import { TestIdentity } from '../kit/uagent.js';
 
 /**
@@ -161,6 +161,15 @@ describeOnEachDialect('health probes', (dialect) => {
       });
       const answered = await health(probed.identity.address);
       assert.equal(answered.unanswered, 0);
+      // An answer is the agent seen, by whichever process settled it.
+      await Promise.all([t, replica].map((on) => on && flushPresence(on)));
+      const agentNow = await call(t.url, 'GET', `/v2/agents/${probed.identity.address}`, {
+        key: t.userKey,
+      });
+      assert.ok(
+        Date.parse(agentNow.body.status.last_seen) >= Date.parse(answered.last_answered_at),
+        `${agentNow.body.status.last_seen} is not after ${answered.last_answered_at}`,
+      );
       assert.ok(answered.last_latency_ms >= 0 && answered.last_latency_ms < 5000);
       assert.equal(answered.success_rate, 1);
       const probe = probed.agent.received[0]!;
