@@ -462,6 +462,29 @@ describeOnEachDialect('agents provisioned with an Agent URI (agentverse-sdk)', (
     assert.equal(registered.status, 200, registered.text);
   });
 
+  it('lets one of two provisions of one handle at the same instant enrol it, and refuses the other with 409', async () => {
+    for (let round = 0; round < 5; round++) {
+      const handle = `race-${round}-${randomBytes(3).toString('hex')}`;
+      const answers = await Promise.all(
+        [0, 1, 2].map(() => provision({ name: 'Racing Bridge', handle })),
+      );
+      assert.deepEqual(
+        answers.map((res) => res.status).sort(),
+        [200, 409, 409],
+        answers.map((res) => res.text).join('\n'),
+      );
+      for (const refused of answers.filter((res) => res.status === 409)) {
+        assert.match(refused.body.detail, /is already taken by another agent/);
+      }
+      const enrolled = await call(t.url, 'GET', '/v2/enrolments?limit=1000', { key: t.userKey });
+      assert.equal(
+        enrolled.body.filter((e: { handle: string }) => e.handle === handle).length,
+        1,
+        enrolled.text,
+      );
+    }
+  });
+
   it('refuses an agent nobody enrolled with 403 saying how to enrol it', async () => {
     const stranger = TestIdentity.random();
     const uri = {

@@ -26,6 +26,7 @@ import * as chat from './0024_chat.js';
 import * as forwardOutages from './0025_forward_outages.js';
 import * as presencePolls from './0026_presence_polls.js';
 import * as agentProbes from './0027_agent_probes.js';
+import * as uniqueEnrolmentHandles from './0028_unique_enrolment_handles.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -59,4 +60,5 @@ export const migrations: Record<string, Migration> = {
   '0025_forward_outages': forwardOutages,
   '0026_presence_polls': presencePolls,
   '0027_agent_probes': agentProbes,
+  '0028_unique_enrolment_handles': uniqueEnrolmentHandles,
 };
