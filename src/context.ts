@@ -10,6 +10,7 @@ import { AgentsService } from './services/agents.js';
 import { ChatService } from './services/chat.js';
 import { ChatIdentities } from './services/chat-identities.js';
 import { ProbesService } from './services/probes.js';
+import { HEALTH_RATE_WINDOW_MS } from './wire/probes.js';
 import { AlmanacService } from './services/almanac.js';
 import { systemClock, type Clock } from './infra/clock.js';
 import { SearchService } from './services/search.js';
@@ -336,6 +337,8 @@ export function createContext(
       unhealthyAfter: 2,
       batch: 100,
       retentionMs: config.mailboxRetentionSeconds * 1000,
+      // The probe session keeps the window success rates are measured over, within retention.
+      sessionWindowMs: Math.min(config.mailboxRetentionSeconds * 1000, HEALTH_RATE_WINDOW_MS),
     },
     logger,
   );
