@@ -302,8 +302,10 @@ export function createContext(
       logLines: config.hosting.logLines,
       storageKeys: config.hosting.storageKeys,
       storageBytes: config.hosting.storageBytes,
+      errorWindowMs: config.agentErrorSeconds * 1000,
     },
     feed,
+    logger,
   );
 
   // People chat from identities Agentry holds; what agents send them arrives at the mailbox.
@@ -423,6 +425,11 @@ export function createContext(
       name: 'agent status',
       intervalMs: 15_000,
       run: () => activity.sweep(),
+    },
+    {
+      name: 'hosted agents recovered',
+      intervalMs: 15_000,
+      run: () => hosting.endQuietFailures(),
     },
     {
       name: 'expired activity',

@@ -119,6 +119,11 @@ export function webhookKindOf(row: TimelineRow): WebhookKind | undefined {
       if (running(to) && gone(from)) return 'agent.back';
       return undefined;
     }
+    case 'event.info': {
+      // A hosted agent's failure ended (services/hosting/failures.ts).
+      const { hosted } = JSON.parse(row.data ?? '{}') as { hosted?: { recovered?: boolean } };
+      return hosted?.recovered === true ? 'agent.recovered' : undefined;
+    }
     case 'health.changed': {
       const { healthy } = JSON.parse(row.data ?? '{}') as { healthy?: boolean };
       return healthy === false ? 'agent.unhealthy' : undefined;

@@ -6,6 +6,8 @@ import type { AgentStatusName } from '../../wire/activity.js';
 
 /** How a status says that forwards to the agent fail (an outage's own lines tell of it). */
 const FORWARD_FAILED = 'forward failed';
+/** How a status says that the agent met an error (reported, or raised by a hosted agent's code). */
+const REPORTED_ERROR = 'reported an error';
 /** How an agent was seen: it polled its mailbox, or called with its attestation, or signed an Almanac write. */
 export type SeenBy = 'poll' | 'call' | 'almanac';
 
@@ -74,7 +76,7 @@ export function statusOf(
     };
   }
   if (p.error_at != null && now - p.error_at < policy.errorWindowMs) {
-    return { status: 'failing', reason: `reported an error: ${p.error ?? 'unknown error'}` };
+    return { status: 'failing', reason: `${REPORTED_ERROR}: ${p.error ?? 'unknown error'}` };
   }
   if (p.inactive_at != null && (seen === null || p.inactive_at >= seen)) {
     return { status: 'offline', reason: 'the agent told the Almanac it stopped' };
@@ -429,9 +431,12 @@ export class Presence {
       },
     ]);
     // Nobody takes its messages, or it fails: an operator watching warnings hears of it, once
-    // (failed forwards are an outage, which warns of itself when it begins and ends).
-    const warns =
-      status === 'unreachable' || (status === 'failing' && !reason?.startsWith(FORWARD_FAILED));
+    // (failed forwards are an outage, and a hosted agent's errors a failure, each of which warns
+    // of itself when it begins and ends).
+    const toldByItsFailure =
+      reason?.startsWith(FORWARD_FAILED) === true ||
+      (Number(row?.hosted_failing ?? 0) === 1 && reason?.startsWith(REPORTED_ERROR) === true);
+    const warns = status === 'unreachable' || (status === 'failing' && !toldByItsFailure);
     const level = warns ? 'warn' : 'info';
     this.logger[level](
       { agent: address, from: previous, to: status, reason },

@@ -27,6 +27,7 @@ import * as forwardOutages from './0025_forward_outages.js';
 import * as presencePolls from './0026_presence_polls.js';
 import * as agentProbes from './0027_agent_probes.js';
 import * as uniqueEnrolmentHandles from './0028_unique_enrolment_handles.js';
+import * as hostedFailures from './0029_hosted_failures.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -61,4 +62,5 @@ export const migrations: Record<string, Migration> = {
   '0026_presence_polls': presencePolls,
   '0027_agent_probes': agentProbes,
   '0028_unique_enrolment_handles': uniqueEnrolmentHandles,
+  '0029_hosted_failures': hostedFailures,
 };

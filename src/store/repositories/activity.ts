@@ -19,7 +19,13 @@ export type PresenceView = PresenceRow & {
   listed: number | null;
   /** When its own Almanac registration expires (null: it has none). */
   registered_until: number | null;
+  /** 1 while it is a hosted agent whose failure is open (its code raises). */
+  hosted_failing: number | null;
 };
+
+/** Whether the agent `address` (a column) is a hosted agent whose failure is open (1 or 0). */
+const hostedFailing = (address: RawBuilder<unknown>) =>
+  sql<number>`case when exists (select 1 from hosted_failures hf where hf.address = ${address}) then 1 else 0 end`;
 
 /** Whether the agent is enrolled with a listing that has endpoints (1 or 0). */
 const LISTED = sql<number>`case when exists (select 1 from agent_enrolments ae join agents aa on aa.address = ae.address
@@ -525,7 +531,11 @@ export class ActivityRepository {
         .leftJoin('mailboxes as m', 'm.address', 'p.address')
         .selectAll('p')
         .select(['a.redirect_url', 'm.pending_messages'])
-        .select([LISTED.as('listed'), REGISTERED_UNTIL.as('registered_until')])
+        .select([
+          LISTED.as('listed'),
+          REGISTERED_UNTIL.as('registered_until'),
+          hostedFailing(sql.ref('p.address')).as('hosted_failing'),
+        ])
         .where('p.address', 'in', slice)
         .execute();
       for (const row of rows) found.set(row.address, row as PresenceView);
@@ -663,6 +673,7 @@ export class ActivityRepository {
       ])
       .select([
         LISTED_A.as('listed'),
+        hostedFailing(sql.ref('a.address')).as('hosted_failing'),
         sql<
           number | null
         >`(select max(ar.expires_at) from almanac_registrations ar where ar.address = a.address)`.as(
