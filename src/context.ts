@@ -10,6 +10,7 @@ import { AgentsService } from './services/agents.js';
 import { ChatService } from './services/chat.js';
 import { ChatIdentities } from './services/chat-identities.js';
 import { ProbesService } from './services/probes.js';
+import { HEALTH_RATE_WINDOW_MS } from './wire/probes.js';
 import { AlmanacService } from './services/almanac.js';
 import { systemClock, type Clock } from './infra/clock.js';
 import { SearchService } from './services/search.js';
@@ -205,6 +206,8 @@ export function createContext(
       activeMs: config.agentActiveSeconds * 1000,
       idleMs: config.agentIdleSeconds * 1000,
       pollGraceMs: config.agentPollGraceSeconds * 1000,
+      // A serving process's start (an admin command reads statuses as they stand).
+      ...(options.serving ? { processStartedAt: clock.now() } : {}),
       errorWindowMs: config.agentErrorSeconds * 1000,
       eventsPerMinute: config.eventsPerMinute,
     },
@@ -301,8 +304,10 @@ export function createContext(
       logLines: config.hosting.logLines,
       storageKeys: config.hosting.storageKeys,
       storageBytes: config.hosting.storageBytes,
+      errorWindowMs: config.agentErrorSeconds * 1000,
     },
     feed,
+    logger,
   );
 
   // People chat from identities Agentry holds; what agents send them arrives at the mailbox.
@@ -336,6 +341,8 @@ export function createContext(
       unhealthyAfter: 2,
       batch: 100,
       retentionMs: config.mailboxRetentionSeconds * 1000,
+      // The probe session keeps the window success rates are measured over, within retention.
+      sessionWindowMs: Math.min(config.mailboxRetentionSeconds * 1000, HEALTH_RATE_WINDOW_MS),
     },
     logger,
   );
@@ -424,6 +431,11 @@ export function createContext(
       name: 'agent status',
       intervalMs: 15_000,
       run: () => activity.sweep(),
+    },
+    {
+      name: 'hosted agents recovered',
+      intervalMs: 15_000,
+      run: () => hosting.endQuietFailures(),
     },
     {
       name: 'expired activity',

@@ -13,6 +13,7 @@ import { addDeliveriesCommand } from './commands/deliveries.js';
 import { addDomainsCommand } from './commands/domains.js';
 import { addKeysCommand } from './commands/keys.js';
 import { addMigrateCommand } from './commands/migrate.js';
+import { addProbesCommand } from './commands/probes.js';
 import { addRunnerCommand } from './commands/runner.js';
 import { addServeCommand } from './commands/serve.js';
 import { addTeamsCommand } from './commands/teams.js';
@@ -42,6 +43,7 @@ const commands: AddCommand[] = [
   addConnectCommand,
   addDeliveriesCommand,
   addActivityCommand,
+  addProbesCommand,
   addDisconnectCommand,
   addChatCommand,
 ];

@@ -94,11 +94,13 @@ export class EnrolmentsService {
         (holder !== undefined && holder !== address) ||
         (await tx.enrolments.handleHeldByAnother(handle, address))
       ) {
-        throw new ConflictError(
-          `Handle "${handle}" is already taken by another agent: choose another, or leave it out to have one made from the name`,
-        );
+        throw handleTaken(handle);
       }
-      if ((await tx.enrolments.claim(row)) !== userId) {
+      // Two provisions of one handle at the same instant both pass the check above: the
+      // enrolments' unique index lets one of them in.
+      const owner = await tx.enrolments.claim(row);
+      if (owner === 'handle-taken') throw handleTaken(handle);
+      if (owner !== userId) {
         throw new ConflictError('Agent address is already enrolled by another account');
       }
       return tx.enrolments.find(address);
@@ -133,17 +135,27 @@ export class EnrolmentsService {
       const user = await this.users.findUser(this.openRegistrationUser).catch(() => undefined);
       if (user && !enrolAs) return user.id;
       if (user && enrolAs) {
-        return this.store.repos.enrolments.claim({
+        const handle = enrolAs.handle ?? handleFromName(enrolAs.name);
+        const owner = await this.store.repos.enrolments.claim({
           address,
           user_id: user.id,
           name: enrolAs.name,
-          handle: enrolAs.handle ?? handleFromName(enrolAs.name),
+          handle,
           created_at: this.clock.now(),
         });
+        if (owner === 'handle-taken') throw handleTaken(handle);
+        return owner;
       }
     }
     throw new ForbiddenError(
       `Agent ${address} is not enrolled here, so it cannot register itself with its attestation. Its owner enrols it by provisioning it (POST /v2/enrolments with the agent's seed, "agentry agents provision", or the console's Agents page), then starts it from the Agent URI given; or registers it with an API key (GET /v2/identity/${address}/challenge, POST /v2/identity, POST /v2/agents)`,
     );
   }
+}
+
+/** 409: another agent holds the handle, or was enrolled with it. */
+function handleTaken(handle: string): ConflictError {
+  return new ConflictError(
+    `Handle "${handle}" is already taken by another agent: choose another, or leave it out to have one made from the name`,
+  );
 }

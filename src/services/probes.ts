@@ -1,13 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import type { Principal } from '../auth/principal.js';
-import { NotFoundError } from '../errors.js';
+import { BadRequestError, NotFoundError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
 import type { ProbeRow } from '../store/repositories/probes.js';
 import type { ActivityService } from './activity/index.js';
 import type { ChatService } from './chat.js';
-import { HEALTH_RATE_WINDOW_MS } from '../wire/probes.js';
+import {
+  HEALTH_RATE_WINDOW_MS,
+  MAX_PROBE_INTERVAL_SECONDS,
+  MIN_PROBE_INTERVAL_SECONDS,
+} from '../wire/probes.js';
 
 export interface ProbesPolicy {
   /** How long a probe waits for its answer at most (less when the interval is shorter). */
@@ -18,6 +22,8 @@ export interface ProbesPolicy {
   batch: number;
   /** How long probe outcomes are kept. */
   retentionMs: number;
+  /** How long the entries of the chat session kept for an agent's probes are kept. */
+  sessionWindowMs: number;
 }
 
 /** An agent's health as its owner sees it. */
@@ -68,6 +74,26 @@ export class ProbesService {
     await this.store.repos.probes.disable(address);
   }
 
+  /** The agent's health, for the operator (any user's agent); 404 for none registered. */
+  async getAsOperator(address: string): Promise<ProbesInfo> {
+    await this.registered(address);
+    return this.info(address);
+  }
+
+  /** Turns probes on (or changes their interval) for any user's agent, as the operator. */
+  async enableAsOperator(address: string, intervalSeconds: number): Promise<ProbesInfo> {
+    await this.registered(address);
+    checkInterval(intervalSeconds);
+    await this.store.repos.probes.enable(address, intervalSeconds, this.clock.now());
+    return this.info(address);
+  }
+
+  /** Turns probes off for any user's agent, as the operator, and forgets what they found. */
+  async disableAsOperator(address: string): Promise<void> {
+    await this.registered(address);
+    await this.store.repos.probes.disable(address);
+  }
+
   /**
    * Sends the probes that are due and settles those waiting (answered, or out of time); answers
    * whether more may be waiting.
@@ -85,9 +111,25 @@ export class ProbesService {
     return rows.length === this.policy.batch;
   }
 
-  /** Deletes probe outcomes older than their retention; how many went. */
-  prune(): Promise<number> {
-    return this.store.repos.probes.prune(this.clock.now() - this.policy.retentionMs, 5000);
+  /**
+   * Deletes probe outcomes older than their retention, and the entries of probe sessions older
+   * than their window, in batches; how many went.
+   */
+  async prune(batchSize = 5000, maxBatches = 100): Promise<number> {
+    const { probes } = this.store.repos;
+    const now = this.clock.now();
+    let removed = 0;
+    for (const [run, before] of [
+      [(b: number) => probes.prune(b, batchSize), now - this.policy.retentionMs],
+      [(b: number) => probes.pruneSessionEntries(b, batchSize), now - this.policy.sessionWindowMs],
+    ] as const) {
+      for (let batch = 0; batch < maxBatches; batch++) {
+        const gone = await run(before);
+        removed += gone;
+        if (gone < batchSize) break;
+      }
+    }
+    return removed;
   }
 
   private async send(row: ProbeRow, now: number): Promise<void> {
@@ -157,6 +199,9 @@ export class ProbesService {
       },
       this.policy.unhealthyAfter,
     );
+    // An answer is the agent seen running, as a call with its attestation is (it does not undo
+    // a stop it told the Almanac of).
+    if (settled && outcome.answered) this.activity.seen(address, 'call', outcome.at);
     if (!settled || settled.before === settled.after) return;
     // Known healthy from the first answer on is no change worth telling.
     if (settled.before === null && settled.after === 1) return;
@@ -193,6 +238,13 @@ export class ProbesService {
     return { address, row, successRate: rates.get(address) ?? null };
   }
 
+  /** 404 unless the agent is registered here. */
+  private async registered(address: string): Promise<void> {
+    if (!(await this.store.repos.agents.find(address))) {
+      throw new NotFoundError(`Agent ${address} is not registered here`);
+    }
+  }
+
   /** The owner of the caller's agent; 404 for another's, as for none. */
   private async ownerOf(principal: Principal, address: string): Promise<string> {
     const agent = await this.store.repos.agents.find(address);
@@ -200,5 +252,18 @@ export class ProbesService {
       throw new NotFoundError('Agent not found');
     }
     return agent.user_id;
+  }
+}
+
+/** 400 unless the interval is within the bounds the API's schema holds it to. */
+function checkInterval(seconds: number): void {
+  if (
+    !Number.isInteger(seconds) ||
+    seconds < MIN_PROBE_INTERVAL_SECONDS ||
+    seconds > MAX_PROBE_INTERVAL_SECONDS
+  ) {
+    throw new BadRequestError(
+      `The interval must be a whole number of seconds from ${MIN_PROBE_INTERVAL_SECONDS} to ${MAX_PROBE_INTERVAL_SECONDS}`,
+    );
   }
 }

@@ -15,6 +15,7 @@ import type {
   WebhookRow,
 } from '../store/repositories/webhooks.js';
 import { isoTimestamp } from '../wire/common.js';
+import { GONE_STATUSES } from '../wire/activity.js';
 import type {
   WebhookDeliveryKind,
   WebhookDeliveryStatus,
@@ -112,10 +113,16 @@ export function webhookKindOf(row: TimelineRow): WebhookKind | undefined {
       if (to === 'failing') return 'agent.failing';
       if (to === 'unreachable') return 'agent.unreachable';
       const running = (status: string | undefined) => status === 'active' || status === 'idle';
-      const gone = (status: string | undefined) => status === 'offline' || status === 'unreachable';
+      const gone = (status: string | undefined) =>
+        (GONE_STATUSES as readonly (string | undefined)[]).includes(status);
       if (running(from) && to === 'offline') return 'agent.silent';
       if (running(to) && gone(from)) return 'agent.back';
       return undefined;
+    }
+    case 'event.info': {
+      // A hosted agent's failure ended (services/hosting/failures.ts).
+      const { hosted } = JSON.parse(row.data ?? '{}') as { hosted?: { recovered?: boolean } };
+      return hosted?.recovered === true ? 'agent.recovered' : undefined;
     }
     case 'health.changed': {
       const { healthy } = JSON.parse(row.data ?? '{}') as { healthy?: boolean };

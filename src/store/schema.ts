@@ -50,6 +50,7 @@ export interface Database {
   chat_sessions: ChatSessionsTable;
   chat_entries: ChatEntriesTable;
   forward_outages: ForwardOutagesTable;
+  hosted_failures: HostedFailuresTable;
   agent_probes: AgentProbesTable;
   agent_probe_results: AgentProbeResultsTable;
   mcp_sessions: McpSessionsTable;
@@ -601,6 +602,21 @@ export interface ChatEntriesTable {
   content: string | null;
   /** What became of it, in words (a failure's reason, an acknowledgement's metadata). */
   detail: string | null;
+}
+
+/** A hosted agent whose code raises, until it runs without an error (docs/hosting.md, "Errors"). */
+export interface HostedFailuresTable {
+  address: string;
+  /** The first error. */
+  began_at: number;
+  /** The latest error. */
+  last_at: number;
+  /** Errors since the first. */
+  errors: number;
+  /** The latest error's text. */
+  error: string | null;
+  /** The timeline row that stands for the failure. */
+  entry_id: number | null;
 }
 
 /** A proxy agent whose forwards are failing, while they are (docs/mailbox.md, "Kept forwards"). */

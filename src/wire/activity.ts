@@ -119,6 +119,12 @@ export const TIMELINE_GROUPS = [
 
 export const AGENT_STATUSES = ['active', 'idle', 'unreachable', 'failing', 'offline'] as const;
 export type AgentStatusName = (typeof AGENT_STATUSES)[number];
+/**
+ * The statuses that say nobody is there to take the agent's messages (it stopped, fell silent,
+ * or its mailbox polls stopped): one rule for the Almanac's `active`, search's `unresponsive`
+ * and the webhooks' returns (docs/activity.md, "Status").
+ */
+export const GONE_STATUSES: readonly AgentStatusName[] = ['offline', 'unreachable'];
 
 export const ActivityQuery = Type.Object({
   kind: Type.Optional(

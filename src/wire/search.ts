@@ -81,7 +81,7 @@ const SearchFilters = Type.Object(
       Type.Array(StringEnum(SEARCH_STATES), {
         maxItems: 10,
         description:
-          'any of: active/inactive (the Almanac registration), responsive/unresponsive (whether the last forward to the agent failed)',
+          'any of: active/inactive (the Almanac registration), responsive/unresponsive (whether forwards to the agent fail, it stopped answering health probes, or its status is offline or unreachable)',
       }),
     ),
     category: Type.Optional(
@@ -282,7 +282,8 @@ export const SearchAgent = Type.Object({
   rating: Nullable(Type.Number()),
   status: SearchStatus,
   unresponsive: Type.Boolean({
-    description: 'the last forward to the agent failed, or it stopped answering health probes',
+    description:
+      'the last forward to the agent failed, it stopped answering health probes, or its status is offline or unreachable',
   }),
   type: SearchType,
   category: StringEnum(['fetch-ai', 'verified', 'community']),

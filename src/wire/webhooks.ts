@@ -20,6 +20,7 @@ export const WEBHOOK_KINDS = [
   'agent.unreachable',
   'agent.failing',
   'agent.unhealthy',
+  'agent.recovered',
   'event.error',
 ] as const;
 export type WebhookKind = (typeof WEBHOOK_KINDS)[number];

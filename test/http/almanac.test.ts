@@ -17,7 +17,7 @@ import {
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { flushPresence, ManualClock, startTestServer, type TestServer } from '../kit/server.js';
-import { TestIdentity } from '../kit/uagent.js';
+import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
 const HOUR = 3600 * 1000;
 const PROTOCOL = 'proto:a03398ea81d7aaaf67e72940937676eae0d019f8e1d8b5efbadfef9fd2e98bb2';
@@ -719,6 +719,41 @@ describeOnEachDialect('one truth per agent (status, search and the Almanac)', (d
       endpoints: [{ url: 'http://127.0.0.1:9/submit', weight: 1 }],
     });
     assert.deepEqual(await said(local.address), ['idle', 'active local', 'active', 'active']);
+  });
+
+  it('agrees that a mailbox agent nobody polls for is unreachable, inactive and unresponsive, until it polls', async () => {
+    const base = t.config.publicUrl;
+    const mailbox = await uagent(`${base}/v2/agents/mailbox/submit`);
+    const sender = TestIdentity.random();
+    const envelope = sender.signEnvelope(
+      makeEnvelope({ sender: sender.address, target: mailbox.address, payloadJson: '{}' }),
+    );
+    const submitted = await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: envelope });
+    assert.equal(submitted.status, 200, submitted.text);
+    await t.server.ctx.services.activity.sweep();
+    assert.deepEqual(await said(mailbox.address), [
+      'unreachable',
+      'inactive mailbox',
+      'inactive',
+      'inactive',
+    ]);
+    const unresponsive = async () => {
+      const res = await call(t.url, 'POST', '/v1/search/agents', {
+        body: { search_text: `address:${mailbox.address}`, filters: { state: ['unresponsive'] } },
+      });
+      assert.equal(res.status, 200, res.text);
+      return res.body.agents.length === 1;
+    };
+    assert.equal(await unresponsive(), true);
+
+    // It polls: its status, the Almanac and search say at once that it is back.
+    const now = Math.floor(Date.now() / 1000);
+    const polled = await call(t.url, 'GET', `/v2/agents/${mailbox.address}/mailbox`, {
+      authorization: `Agent ${mailbox.attestation({ validFrom: now, validTo: now + 60 })}`,
+    });
+    assert.equal(polled.status, 200, polled.text);
+    assert.deepEqual(await said(mailbox.address), ['active', 'active mailbox', 'active', 'active']);
+    assert.equal(await unresponsive(), false);
   });
 
   it('shows a hosted agent as hosted, and inactive while it does not run', async () => {

@@ -9,7 +9,7 @@ import { registerInAlmanac, signedStatusUpdate, unixSeconds } from '../kit/alman
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { closeNow, listenOnLoopback } from '../kit/loopback.js';
-import { flushPresence, startTestServer, type TestServer } from '../kit/server.js';
+import { flushPresence, ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
 /**
@@ -462,6 +462,29 @@ describeOnEachDialect('agents provisioned with an Agent URI (agentverse-sdk)', (
     assert.equal(registered.status, 200, registered.text);
   });
 
+  it('lets one of two provisions of one handle at the same instant enrol it, and refuses the other with 409', async () => {
+    for (let round = 0; round < 5; round++) {
+      const handle = `race-${round}-${randomBytes(3).toString('hex')}`;
+      const answers = await Promise.all(
+        [0, 1, 2].map(() => provision({ name: 'Racing Bridge', handle })),
+      );
+      assert.deepEqual(
+        answers.map((res) => res.status).sort(),
+        [200, 409, 409],
+        answers.map((res) => res.text).join('\n'),
+      );
+      for (const refused of answers.filter((res) => res.status === 409)) {
+        assert.match(refused.body.detail, /is already taken by another agent/);
+      }
+      const enrolled = await call(t.url, 'GET', '/v2/enrolments?limit=1000', { key: t.userKey });
+      assert.equal(
+        enrolled.body.filter((e: { handle: string }) => e.handle === handle).length,
+        1,
+        enrolled.text,
+      );
+    }
+  });
+
   it('refuses an agent nobody enrolled with 403 saying how to enrol it', async () => {
     const stranger = TestIdentity.random();
     const uri = {
@@ -648,6 +671,71 @@ describeOnEachDialect('agents provisioned with an Agent URI (agentverse-sdk)', (
     } finally {
       await limited.close();
     }
+  });
+});
+
+describeOnEachDialect('a bridge seen only through its events', (dialect) => {
+  const clock = new ManualClock();
+  let t: TestServer;
+  let bridge: Awaited<ReturnType<typeof startBridge>>;
+
+  before(async () => {
+    bridge = await startBridge();
+    t = await startTestServer({ dialect, clock, config: { allowPrivateTargets: true } });
+  });
+  after(async () => {
+    await t.close();
+    await bridge.close();
+  });
+
+  it('stays active everywhere through a long silence, its listing being its current Almanac record', async () => {
+    const issued = await call(t.url, 'POST', '/v2/enrolments', {
+      key: t.userKey,
+      body: { name: 'Quiet Bridge' },
+    });
+    assert.equal(issued.status, 200, issued.text);
+    const uri = parseAgentUri(issued.body.agent_uri);
+    const { address } = uri.identity;
+    const registered = await call(t.url, 'POST', '/v2/agents', {
+      authorization: sdkAuthorization(uri.identity),
+      body: sdkRegistration(uri, `${bridge.url}/av/chat`),
+    });
+    assert.equal(registered.status, 200, registered.text);
+    assert.equal((await sdkStatus(t.url, uri.identity, true)).status, 200);
+    assert.equal((await lifespanEvent(t.url, uri.identity, 'Agent Started')).status, 200);
+    await flushPresence(t);
+    const running = {
+      search: 'active a2a',
+      activeFilter: 1,
+      almanac: 'active',
+      broadcast: 'active',
+    };
+    assert.deepEqual(await whatIsSaid(t, t.userKey, address, CHAT_PROTOCOL), {
+      status: 'active',
+      ...running,
+    });
+
+    // Nothing for longer than AGENTRY_AGENT_IDLE_SECONDS (65 min): it never polls, never
+    // registers in the Almanac, and its listing is still its current record. Its status says it
+    // was not seen lately, and, as the Almanac and search, that it is there.
+    clock.advance(66 * 60_000);
+    await t.server.ctx.services.activity.sweep();
+    const quiet = await call(t.url, 'GET', `/v2/agents/${address}`, { key: t.userKey });
+    assert.deepEqual(
+      { status: quiet.body.status.status, reason: quiet.body.status.reason },
+      { status: 'idle', reason: 'not seen lately' },
+    );
+    assert.deepEqual(await whatIsSaid(t, t.userKey, address, CHAT_PROTOCOL), {
+      status: 'idle',
+      ...running,
+    });
+    const changes = await call(t.url, 'GET', `/v2/agents/${address}/activity?kind=status`, {
+      key: t.userKey,
+    });
+    assert.ok(
+      !changes.body.entries.some((e: { data: { to: string } }) => e.data.to === 'offline'),
+      changes.text,
+    );
   });
 });
 

@@ -108,3 +108,78 @@ describeOnEachDialect('presence from held polls, on two replicas', (dialect) => 
     assert.equal(changes.filter((c) => c.includes('→ unreachable')).length, 1, changes.join('\n'));
   });
 });
+
+/**
+ * A restart cuts every agent's poll (docs/activity.md, "Status"): the restarted process gives
+ * polls that ended before it started the allowance of an agent's first polls, so that no agent
+ * reads unreachable, nor is recorded or told so, while its polls come back.
+ */
+describeOnEachDialect('presence across a restart', (dialect) => {
+  it('records no agent unreachable while its polls come back, and one that never comes back after the allowance', async () => {
+    const clock = new ManualClock();
+    const config = { agentActiveSeconds: 30 };
+    const before = await startTestServer({ dialect, clock, config });
+    let after: TestServer | undefined;
+    try {
+      const returning = await newRegisteredAgent(hostOf(before), before.userKey);
+      const gone = await newRegisteredAgent(hostOf(before), before.userKey);
+      const poll = (on: TestServer, agent: typeof returning) =>
+        call(on.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
+          authorization: agent.authorization(clock.now()),
+        });
+      // Both poll at their cadence (a second apart) until the server stops.
+      for (const agent of [returning, gone]) {
+        assert.equal((await poll(before, agent)).status, 200);
+        clock.advance(1000);
+        assert.equal((await poll(before, agent)).status, 200);
+      }
+      await before.server.close();
+
+      // The server is down for ten seconds, past every cadence and the grace (5 s).
+      clock.advance(10_000);
+      after = await startTestServer({ replicaOf: before, clock, config });
+      await after.server.ctx.services.activity.sweep();
+      const status = async (agent: typeof returning) => {
+        const res = await call(after!.url, 'GET', `/v2/agents/${agent.address}`, {
+          key: before.userKey,
+        });
+        return res.body.status.status as string;
+      };
+      assert.deepEqual([await status(returning), await status(gone)], ['idle', 'idle']);
+
+      // One agent's polls return a second later; the other's never do.
+      clock.advance(1000);
+      assert.equal((await poll(after, returning)).status, 200);
+      await flushPresence(after);
+      clock.advance(1000);
+      assert.equal((await poll(after, returning)).status, 200);
+      await flushPresence(after);
+      await after.server.ctx.services.activity.sweep();
+      assert.deepEqual([await status(returning), await status(gone)], ['idle', 'idle']);
+
+      // Past the allowance (30 s here, and the grace) from the restart, nobody polls for it.
+      clock.advance(34_000);
+      assert.equal((await poll(after, returning)).status, 200);
+      await flushPresence(after);
+      await after.server.ctx.services.activity.sweep();
+      assert.deepEqual([await status(returning), await status(gone)], ['idle', 'unreachable']);
+      const unreachable = async (agent: typeof returning) => {
+        const res = await call(
+          after!.url,
+          'GET',
+          `/v2/agents/${agent.address}/activity?kind=status`,
+          {
+            key: before.userKey,
+          },
+        );
+        return (res.body.entries as TimelineEntry[]).filter((e) =>
+          e.summary.includes('→ unreachable'),
+        ).length;
+      };
+      assert.deepEqual([await unreachable(returning), await unreachable(gone)], [0, 1]);
+    } finally {
+      await after?.close();
+      await before.close();
+    }
+  });
+});

@@ -1,6 +1,6 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes, randomInt } from 'node:crypto';
+import { randomBytes, randomInt, randomUUID } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig, type Config } from '../../src/config/index.js';
@@ -15,7 +15,7 @@ import { registerInAlmanac, unixSeconds } from '../kit/almanac.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { closeNow, listenOnLoopback } from '../kit/loopback.js';
-import { startTestServer, type TestServer } from '../kit/server.js';
+import { flushPresence, ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { TestIdentity } from '../kit/uagent.js';
 
 /**
@@ -161,6 +161,15 @@ describeOnEachDialect('health probes', (dialect) => {
       });
       const answered = await health(probed.identity.address);
       assert.equal(answered.unanswered, 0);
+      // An answer is the agent seen, by whichever process settled it.
+      await Promise.all([t, replica].map((on) => on && flushPresence(on)));
+      const agentNow = await call(t.url, 'GET', `/v2/agents/${probed.identity.address}`, {
+        key: t.userKey,
+      });
+      assert.ok(
+        Date.parse(agentNow.body.status.last_seen) >= Date.parse(answered.last_answered_at),
+        `${agentNow.body.status.last_seen} is not after ${answered.last_answered_at}`,
+      );
       assert.ok(answered.last_latency_ms >= 0 && answered.last_latency_ms < 5000);
       assert.equal(answered.success_rate, 1);
       const probe = probed.agent.received[0]!;
@@ -276,6 +285,101 @@ describeOnEachDialect('health probes', (dialect) => {
         assert.equal(res.status, 422, res.text);
       }
       assert.equal(agent.received.length, 0);
+    } finally {
+      await agent.close();
+    }
+  });
+});
+
+describeOnEachDialect('health probes: what is kept', (dialect) => {
+  const clock = new ManualClock();
+  let t: TestServer;
+
+  before(async () => {
+    t = await startTestServer({
+      dialect,
+      clock,
+      config: {
+        allowPrivateTargets: true,
+        hosting: { ...loadConfig({}, {}).hosting, key: randomBytes(32).toString('hex') },
+      },
+    });
+  });
+  after(() => t.close());
+
+  it("keeps a day of the probe session's chat entries, the probe results for their retention, and other sessions whole", async () => {
+    const identity = TestIdentity.random();
+    const agent = await startChatAgent(identity, `${t.url}/v2/agents/mailbox/submit`);
+    try {
+      await registerAgent(hostOf(t), t.userKey, identity);
+      await registerInAlmanac(t.url, identity, {
+        timestamp: unixSeconds(clock.now()),
+        protocols: [CHAT_PROTOCOL_DIGEST],
+        endpoints: [{ url: agent.url, weight: 1 }],
+      });
+      const asked = await call(t.url, 'PUT', `/v2/agents/${identity.address}/probes`, {
+        key: t.userKey,
+        body: { interval_seconds: 3600 },
+      });
+      assert.equal(asked.status, 200, asked.text);
+      await until('the first probe is answered', async () => {
+        const res = await call(t.url, 'GET', `/v2/agents/${identity.address}/probes`, {
+          key: t.userKey,
+        });
+        return res.body.healthy === true;
+      });
+      const { db } = t.server.ctx.store;
+      const probe = await db
+        .selectFrom('agent_probes')
+        .select('session_id')
+        .where('address', '=', identity.address)
+        .executeTakeFirstOrThrow();
+      const entriesOf = async (session: string) =>
+        (
+          await db
+            .selectFrom('chat_entries')
+            .select(['at'])
+            .where('session_id', '=', session)
+            .execute()
+        ).map((row) => Number(row.at));
+      const probed = await entriesOf(probe.session_id!);
+      assert.ok(probed.length >= 2, 'the probe and its acknowledgement');
+      // A session of the owner's own with the agent, as old as the probe's.
+      const session = await db
+        .selectFrom('chat_sessions')
+        .selectAll()
+        .where('id', '=', probe.session_id!)
+        .executeTakeFirstOrThrow();
+      const own = { ...session, id: randomUUID() };
+      await t.server.ctx.store.repos.chat.addSession(own);
+      await t.server.ctx.store.repos.chat.addEntries([
+        {
+          session_id: own.id,
+          at: clock.now(),
+          direction: 'out',
+          kind: 'message',
+          msg_id: randomUUID(),
+          content: '[]',
+          detail: null,
+        },
+      ]);
+
+      // A day and an hour later: the probe session keeps its last day, the rest stays.
+      clock.advance(25 * 3600_000);
+      const removed = await t.server.ctx.services.probes.prune();
+      assert.ok(removed >= probed.length, `${removed} removed`);
+      const kept = await entriesOf(probe.session_id!);
+      assert.ok(
+        kept.every((at) => at >= clock.now() - 24 * 3600_000),
+        `entries older than a day remain: ${kept.join(', ')}`,
+      );
+      assert.equal((await entriesOf(own.id)).length, 1);
+      const results = await db
+        .selectFrom('agent_probe_results')
+        .select('address')
+        .where('address', '=', identity.address)
+        .execute();
+      assert.ok(results.length >= 1, 'the probe results are kept for the retention period');
     } finally {
       await agent.close();
     }

@@ -230,7 +230,7 @@ describeOnEachDialect('hosting store', (dialect) => {
     assert.equal((await ctx.store.repos.hosting.find(address))?.runner_id, null);
   });
 
-  it('keeps the newest log lines, cut to size, and puts error lines on the timeline', async () => {
+  it('keeps the newest log lines, cut to size, and puts error lines on the timeline as a failure', async () => {
     const owner = await insertUser(ctx.store);
     const agent = await newAgent(owner, 'logs');
     const at = (s: number) => new Date(1_790_000_000_000 + s * 1000);
@@ -272,7 +272,8 @@ describeOnEachDialect('hosting store', (dialect) => {
       .execute();
     assert.deepEqual(
       errors.map((e) => [e.message, Number(e.at)]),
-      [['Traceback\uFFFD boom', at(4).getTime()]],
+      // The row of the failure its first error opened (services/hosting/failures.ts).
+      [['Traceback\uFFFD boom (failing: 1 error so far)', at(4).getTime()]],
     );
     await hosting.clearLogs(owner, agent.address);
     assert.deepEqual(await hosting.latestLogs(owner, agent.address), []);

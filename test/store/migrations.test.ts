@@ -243,4 +243,60 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
       await scratch.drop();
     }
   });
+  it('0028 leaves each enrolled handle to one agent, the same one on every database, and makes it unique', async () => {
+    const scratch = await createTestDatabase(dialect);
+    const old = Store.open(scratch.url);
+    try {
+      const schema =
+        dialect === 'postgres'
+          ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(old.db))
+              .rows[0]!.schema
+          : undefined;
+      const migrator = new Migrator({
+        db: old.db,
+        provider: { getMigrations: async () => migrations },
+        ...(schema ? { migrationTableSchema: schema } : {}),
+      });
+      assert.equal((await migrator.migrateTo('0027_agent_probes')).error, undefined);
+      await old.db.insertInto('users').values({ id: 'u', name: 'u', created_at: 0 }).execute();
+      const enrol = (address: string, handle: string, createdAt: number) =>
+        old.db
+          .insertInto('agent_enrolments')
+          .values({ address, user_id: 'u', name: address, handle, created_at: createdAt })
+          .execute();
+      // Three enrolled `weather`: the one whose listing carries it keeps it, though enrolled last.
+      await enrol('agent1qearlyxxxxxxxxaaaaaaaa', 'weather', 1);
+      await enrol('agent1qsametimebbbbbbbbbbbb', 'weather', 1);
+      await enrol('agent1qlistedcccccccccccccc', 'weather', 5);
+      await old.repos.agents.save(
+        agentListing({ address: 'agent1qlistedcccccccccccccc', user_id: 'u', handle: 'weather' }),
+      );
+      // Two enrolled `news`, neither listed: the earliest keeps it (then the lowest address).
+      await enrol('agent1qnewsbbbbbbbbbbbbbbbb', 'news', 2);
+      await enrol('agent1qnewsaaaaaaaaaaaaaaaa', 'news', 2);
+      await enrol('agent1qalonedddddddddddddddd', 'alone', 3);
+
+      await old.migrate();
+      const rows = await old.db
+        .selectFrom('agent_enrolments')
+        .select(['address', 'handle'])
+        .orderBy('address')
+        .execute();
+      assert.deepEqual(
+        rows.map((row) => [row.address, row.handle]),
+        [
+          ['agent1qalonedddddddddddddddd', 'alone'],
+          ['agent1qearlyxxxxxxxxaaaaaaaa', 'weather-aaaaaaaa'],
+          ['agent1qlistedcccccccccccccc', 'weather'],
+          ['agent1qnewsaaaaaaaaaaaaaaaa', 'news'],
+          ['agent1qnewsbbbbbbbbbbbbbbbb', 'news-bbbbbbbb'],
+          ['agent1qsametimebbbbbbbbbbbb', 'weather-bbbbbbbb'],
+        ],
+      );
+      await assert.rejects(() => enrol('agent1qlatecomerxxxxxxxxxxx', 'alone', 9));
+    } finally {
+      await old.close();
+      await scratch.drop();
+    }
+  });
 });

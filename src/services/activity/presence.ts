@@ -6,6 +6,8 @@ import type { AgentStatusName } from '../../wire/activity.js';
 
 /** How a status says that forwards to the agent fail (an outage's own lines tell of it). */
 const FORWARD_FAILED = 'forward failed';
+/** How a status says that the agent met an error (reported, or raised by a hosted agent's code). */
+const REPORTED_ERROR = 'reported an error';
 /** How an agent was seen: it polled its mailbox, or called with its attestation, or signed an Almanac write. */
 export type SeenBy = 'poll' | 'call' | 'almanac';
 
@@ -30,19 +32,32 @@ export interface PresencePolicy {
    * before nobody is polling.
    */
   pollGraceMs: number;
+  /**
+   * When this process started: a poll that ended before it (the server restarted under its
+   * agents, whose polls were cut) is given, from then, the allowance of an agent that has not
+   * yet polled twice, so that a restart never makes an agent unreachable.
+   */
+  processStartedAt?: number;
 }
 
 /**
  * When a mailbox agent's polling lapses (null: it was never seen polling): its last poll's
  * end (or, while held, its deadline; or, when later, the last time it worked, such as
  * acknowledging the messages that poll handed it), then its cadence (the wait it last left
- * between polls; `activeMs` until it has polled twice), then the grace.
+ * between polls; `activeMs` until it has polled twice), then the grace; never before this
+ * process's start, `activeMs` and the grace, for a poll that ended before the process started.
  */
 export function pollLapse(presence: Partial<PresenceView>, policy: PresencePolicy): number | null {
   if (presence.poll_until == null) return null;
   const cadence = presence.poll_gap_ms ?? policy.activeMs;
   const last = Math.max(Number(presence.poll_until), Number(presence.last_worked_at ?? 0));
-  return last + Number(cadence) + policy.pollGraceMs;
+  const lapse = last + Number(cadence) + policy.pollGraceMs;
+  const started = policy.processStartedAt;
+  // Its polls were cut by a restart: they are due again as an agent's first ones are.
+  if (started !== undefined && last < started) {
+    return Math.max(lapse, started + policy.activeMs + policy.pollGraceMs);
+  }
+  return lapse;
 }
 
 /** What an agent's presence says of it now. */
@@ -61,12 +76,16 @@ export function statusOf(
     };
   }
   if (p.error_at != null && now - p.error_at < policy.errorWindowMs) {
-    return { status: 'failing', reason: `reported an error: ${p.error ?? 'unknown error'}` };
+    return { status: 'failing', reason: `${REPORTED_ERROR}: ${p.error ?? 'unknown error'}` };
   }
   if (p.inactive_at != null && (seen === null || p.inactive_at >= seen)) {
     return { status: 'offline', reason: 'the agent told the Almanac it stopped' };
   }
   if (seen === null) return { status: 'offline', reason: 'never seen' };
+  // An agent whose Almanac record is its listing (an enrolled agent that registered itself and
+  // never registers in the Almanac: the agentverse-sdk) renews nothing while it runs: its
+  // record stays current, so silence alone never makes it offline (docs/almanac.md, "Active").
+  const silenceApplies = !recordIsListing(p, now);
   const worked = Math.max(p.last_worked_at ?? 0, p.forward_ok_at ?? 0);
   const connected: { status: AgentStatusName; reason: string | null } = {
     status: now - worked <= policy.activeMs ? 'active' : 'idle',
@@ -79,7 +98,9 @@ export function statusOf(
     const pending = Number(p.pending_messages ?? 0);
     if (lapse !== null && now <= lapse) return connected;
     if (lapse !== null || pending > 0) {
-      if (now - seen > policy.idleMs) return { status: 'offline', reason: 'not seen for long' };
+      if (silenceApplies && now - seen > policy.idleMs) {
+        return { status: 'offline', reason: 'not seen for long' };
+      }
       const waiting = pending > 0 ? `; ${pending} message${pending === 1 ? '' : 's'} waiting` : '';
       return {
         status: 'unreachable',
@@ -88,8 +109,19 @@ export function statusOf(
     }
   }
   if (now - seen <= policy.activeMs) return connected;
-  if (now - seen <= policy.idleMs) return { status: 'idle', reason: 'not seen lately' };
+  if (!silenceApplies || now - seen <= policy.idleMs) {
+    return { status: 'idle', reason: 'not seen lately' };
+  }
   return { status: 'offline', reason: 'not seen for long' };
+}
+
+/**
+ * Whether the agent's current Almanac record is its listing: it is enrolled with a listing that
+ * has endpoints, and has no unexpired Almanac registration of its own.
+ */
+function recordIsListing(p: Partial<PresenceView>, now: number): boolean {
+  if (Number(p.listed ?? 0) !== 1) return false;
+  return p.registered_until == null || Number(p.registered_until) <= now;
 }
 
 /** What a process saw of an agent since its last flush. */
@@ -356,8 +388,9 @@ export class Presence {
     const presence = await this.store.repos.activity.presence(addresses);
     const now = this.clock.now();
     for (const address of addresses) {
-      const row = presence.get(address);
-      await this.recordStatus(address, row, now);
+      // With what this process saw and has not written yet: a status it records never says
+      // less than it knows (an agent registered a moment ago is not "never seen").
+      await this.recordStatus(address, this.known(presence.get(address), address), now);
     }
   }
 
@@ -378,7 +411,7 @@ export class Presence {
 
   private async recordStatus(
     address: string,
-    row: PresenceView | undefined,
+    row: Partial<PresenceView> | undefined,
     now: number,
   ): Promise<boolean> {
     const { status, reason } = statusOf(row, now, this.policy);
@@ -398,15 +431,26 @@ export class Presence {
       },
     ]);
     // Nobody takes its messages, or it fails: an operator watching warnings hears of it, once
-    // (failed forwards are an outage, which warns of itself when it begins and ends).
-    const warns =
-      status === 'unreachable' || (status === 'failing' && !reason?.startsWith(FORWARD_FAILED));
+    // (failed forwards are an outage, and a hosted agent's errors a failure, each of which warns
+    // of itself when it begins and ends).
+    const toldByItsFailure =
+      reason?.startsWith(FORWARD_FAILED) === true ||
+      (Number(row?.hosted_failing ?? 0) === 1 && reason?.startsWith(REPORTED_ERROR) === true);
+    const warns = status === 'unreachable' || (status === 'failing' && !toldByItsFailure);
     const level = warns ? 'warn' : 'info';
     this.logger[level](
       { agent: address, from: previous, to: status, reason },
       'agent status changed',
     );
     return true;
+  }
+
+  /** A stored presence with what this process saw of the agent since its last flush. */
+  private known(row: PresenceView | undefined, address: string): Partial<PresenceView> | undefined {
+    const sighting = this.seenSince.get(address);
+    const merged = withSighting(row, sighting);
+    if (merged && sighting && stillStopped(row, sighting)) merged.inactive_at = sighting.seen;
+    return merged;
   }
 
   /** The status of each of `addresses` now, with when it was last seen. */
@@ -419,10 +463,7 @@ export class Presence {
     const now = this.clock.now();
     return new Map(
       addresses.map((address) => {
-        const row = presence.get(address);
-        const sighting = this.seenSince.get(address);
-        const merged = withSighting(row, sighting);
-        if (merged && sighting && stillStopped(row, sighting)) merged.inactive_at = sighting.seen;
+        const merged = this.known(presence.get(address), address);
         const { status, reason } = statusOf(merged, now, this.policy);
         return [address, { status, reason, lastSeen: merged?.last_seen_at ?? null }];
       }),

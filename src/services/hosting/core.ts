@@ -1,6 +1,7 @@
 import type { ChangeFeed } from '../../infra/change-feed.js';
 import type { Clock } from '../../infra/clock.js';
 import type { HostingKey } from '../../infra/hosting-key.js';
+import type { Logger } from '../../logger.js';
 import type { Store } from '../../store/index.js';
 import type { HostedAgentListed, HostedAgentRow } from '../../store/repositories/hosting.js';
 import { NotFoundError } from '../../errors.js';
@@ -19,7 +20,7 @@ import {
 
 /**
  * What every part of the hosting service shares: the store, the clock, the sealing key, the
- * policy, the timeline, the change feed its owners' changes go to, and the rules more than one part
+ * policy, the timeline, the change feed its owners' changes go to, the logger, and the rules more than one part
  * applies (whose an agent is, whether a live runner holds it, how its state changes).
  */
 export class HostingCore {
@@ -31,6 +32,7 @@ export class HostingCore {
     readonly key: HostingKey,
     readonly policy: HostingPolicy,
     private readonly changes: ChangeFeed,
+    readonly logger: Logger,
   ) {}
 
   /**

@@ -1,6 +1,7 @@
 import type { ChangeFeed } from '../../infra/change-feed.js';
 import type { Clock } from '../../infra/clock.js';
 import type { HostingKey } from '../../infra/hosting-key.js';
+import type { Logger } from '../../logger.js';
 import type { Store } from '../../store/index.js';
 import type { AgentsService } from '../agents.js';
 import { HostingCore } from './core.js';
@@ -58,8 +59,9 @@ export class HostingService {
     key: HostingKey,
     policy: HostingPolicy,
     changes: ChangeFeed,
+    logger: Logger,
   ) {
-    this.core = new HostingCore(store, clock, agents, timeline, key, policy, changes);
+    this.core = new HostingCore(store, clock, agents, timeline, key, policy, changes, logger);
     this.owner = new OwnerSide(this.core);
     this.secretKeeper = new HostedSecrets(this.core);
     this.storage = new HostedStorage(this.core);
@@ -226,5 +228,13 @@ export class HostingService {
 
   appendLogs(address: string, lines: HostedLogLine[]): Promise<void> {
     return this.runners.appendLogs(address, lines);
+  }
+
+  /**
+   * Ends the failures of agents that have run without an error for the error window (a
+   * housekeeping task); how many ended.
+   */
+  endQuietFailures(): Promise<number> {
+    return this.runners.endQuietFailures();
   }
 }

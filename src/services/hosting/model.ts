@@ -1,4 +1,4 @@
-import type { NewActivity } from '../../store/repositories/activity.js';
+import type { ActivityRow, NewActivity } from '../../store/repositories/activity.js';
 import type { HostedAgentOrder } from '../../store/repositories/hosting.js';
 import type { AgentProfile } from '../../wire/agents.js';
 import { HOSTED_STATE_NAMES, LOG_LEVELS, LOG_TYPES } from '../../wire/hosting.js';
@@ -131,11 +131,18 @@ export interface HostingPolicy {
   logLines: number;
   storageKeys: number;
   storageBytes: number;
+  /**
+   * How long an agent whose code raised runs without an error before its failure ends (the
+   * window an error makes its status failing for).
+   */
+  errorWindowMs: number;
 }
 
 /** What records entries on an agent's timeline, and its errors (the activity service). */
 export interface HostingTimeline {
   record(rows: NewActivity[]): Promise<void>;
+  /** Records rows and answers them as stored (with their ids). */
+  recordRows(rows: NewActivity[]): Promise<ActivityRow[]>;
   /** Makes the agent's status failing, for this reason. */
   errored(address: string, message: string | null): Promise<void>;
 }

@@ -2,6 +2,7 @@ import { unseal } from '../../crypto/index.js';
 import { NotFoundError } from '../../errors.js';
 import { parseCode, storableEntry } from './checks.js';
 import { notFound, sealContext, type HostingCore } from './core.js';
+import { HostedFailures } from './failures.js';
 import type {
   AgentNetwork,
   DesiredState,
@@ -19,7 +20,16 @@ const RUNNER_FORGET_MS = 24 * 3600_000;
  * lease, learn what their owners want, and report what each agent is and what it wrote.
  */
 export class RunnerSide {
-  constructor(private readonly core: HostingCore) {}
+  private readonly failures: HostedFailures;
+
+  constructor(private readonly core: HostingCore) {
+    this.failures = new HostedFailures(core);
+  }
+
+  /** Ends the failures of agents that ran without an error for the error window. */
+  endQuietFailures(): Promise<number> {
+    return this.failures.endQuiet();
+  }
 
   /** Records that the runner is alive, with how many agents it runs at most. */
   async heartbeat(runnerId: string, host: string, capacity: number): Promise<void> {
@@ -112,9 +122,10 @@ export class RunnerSide {
 
   /**
    * Adds lines to the agent's log (each cut to {@link MAX_LOG_ENTRY} characters), keeping its
-   * newest `logLines`. Error lines go on its timeline too (a traceback as its exception, with
-   * the traceback), and make the agent failing, with the last one's exception as the reason.
-   * Nothing happens for an agent that is gone.
+   * newest `logLines`. Error lines open or add to the agent's failure (its timeline row, updated
+   * in place: a traceback as its exception, with the traceback; see failures.ts), and make the
+   * agent failing, with the last one's exception as the reason. Nothing happens for an agent
+   * that is gone.
    */
   async appendLogs(address: string, lines: HostedLogLine[]): Promise<void> {
     if (lines.length === 0) return;
@@ -133,31 +144,24 @@ export class RunnerSide {
       if (!(await this.core.store.repos.hosting.find(address))) return;
       throw err;
     }
-    const errors = rows
-      .map((row, i) => ({ row, exception: kept[i]!.exception }))
-      .filter(({ row }) => row.level === 'erro');
-    if (errors.length > 0) {
-      await this.core.timeline.record(
-        errors.map(({ row, exception }) => ({
-          address,
-          kind: 'event.error',
-          at: row.time,
-          category: 'system',
-          message: exception === undefined ? row.entry : storableEntry(exception),
-          data: JSON.stringify({
-            hosted: { log_type: row.type },
+    // Errors are grouped into the agent's failure: one timeline row however often it raises.
+    await this.failures.failed(
+      address,
+      rows.flatMap((row, i) => {
+        if (row.level !== 'erro') return [];
+        const exception = kept[i]!.exception;
+        return [
+          {
+            at: row.time,
+            logType: row.type,
+            message: exception === undefined ? row.entry : storableEntry(exception),
             ...(exception === undefined
               ? {}
               : { exception: exceptionClass(exception), traceback: row.entry }),
-          }),
-        })),
-      );
-      const last = errors[errors.length - 1]!;
-      await this.core.timeline.errored(
-        address,
-        last.exception === undefined ? last.row.entry : storableEntry(last.exception),
-      );
-    }
+          },
+        ];
+      }),
+    );
   }
 }
 

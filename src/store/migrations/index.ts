@@ -26,7 +26,9 @@ import * as chat from './0024_chat.js';
 import * as forwardOutages from './0025_forward_outages.js';
 import * as presencePolls from './0026_presence_polls.js';
 import * as agentProbes from './0027_agent_probes.js';
-import * as mcpSessions from './0028_mcp_sessions.js';
+import * as uniqueEnrolmentHandles from './0028_unique_enrolment_handles.js';
+import * as hostedFailures from './0029_hosted_failures.js';
+import * as mcpSessions from './0030_mcp_sessions.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -60,5 +62,7 @@ export const migrations: Record<string, Migration> = {
   '0025_forward_outages': forwardOutages,
   '0026_presence_polls': presencePolls,
   '0027_agent_probes': agentProbes,
-  '0028_mcp_sessions': mcpSessions,
+  '0028_unique_enrolment_handles': uniqueEnrolmentHandles,
+  '0029_hosted_failures': hostedFailures,
+  '0030_mcp_sessions': mcpSessions,
 };

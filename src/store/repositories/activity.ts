@@ -15,7 +15,27 @@ export type PresenceRow = Selectable<AgentPresenceTable>;
 export type PresenceView = PresenceRow & {
   redirect_url: string | null;
   pending_messages: number | null;
+  /** 1 when it is enrolled and its listing has endpoints: its Almanac record, unless it registers. */
+  listed: number | null;
+  /** When its own Almanac registration expires (null: it has none). */
+  registered_until: number | null;
+  /** 1 while it is a hosted agent whose failure is open (its code raises). */
+  hosted_failing: number | null;
 };
+
+/** Whether the agent `address` (a column) is a hosted agent whose failure is open (1 or 0). */
+const hostedFailing = (address: RawBuilder<unknown>) =>
+  sql<number>`case when exists (select 1 from hosted_failures hf where hf.address = ${address}) then 1 else 0 end`;
+
+/** Whether the agent is enrolled with a listing that has endpoints (1 or 0). */
+const LISTED = sql<number>`case when exists (select 1 from agent_enrolments ae join agents aa on aa.address = ae.address
+  where ae.address = p.address and aa.endpoints <> '[]') then 1 else 0 end`;
+const LISTED_A = sql<number>`case when exists (select 1 from agent_enrolments ae
+  where ae.address = a.address) and a.endpoints <> '[]' then 1 else 0 end`;
+/** When the agent's own Almanac registration expires. */
+const REGISTERED_UNTIL = sql<
+  number | null
+>`(select max(ar.expires_at) from almanac_registrations ar where ar.address = p.address)`;
 
 /** A mailbox poll as presence writes it: when it began, and when it ends (held) or ended. */
 export interface PollMoments {
@@ -511,6 +531,11 @@ export class ActivityRepository {
         .leftJoin('mailboxes as m', 'm.address', 'p.address')
         .selectAll('p')
         .select(['a.redirect_url', 'm.pending_messages'])
+        .select([
+          LISTED.as('listed'),
+          REGISTERED_UNTIL.as('registered_until'),
+          hostedFailing(sql.ref('p.address')).as('hosted_failing'),
+        ])
         .where('p.address', 'in', slice)
         .execute();
       for (const row of rows) found.set(row.address, row as PresenceView);
@@ -645,6 +670,15 @@ export class ActivityRepository {
         'p.inactive_at',
         'p.status',
         'p.status_at',
+      ])
+      .select([
+        LISTED_A.as('listed'),
+        hostedFailing(sql.ref('a.address')).as('hosted_failing'),
+        sql<
+          number | null
+        >`(select max(ar.expires_at) from almanac_registrations ar where ar.address = a.address)`.as(
+          'registered_until',
+        ),
       ])
       .where('a.address', '>', afterAddress)
       .orderBy('a.address')

@@ -1,5 +1,6 @@
 import { sql, type Kysely, type RawBuilder, type Selectable } from 'kysely';
 import { slices } from '../statements.js';
+import { GONE_STATUSES } from '../../wire/activity.js';
 import type {
   AlmanacManifestsTable,
   AlmanacRegistrationsTable,
@@ -30,13 +31,25 @@ function newerOrSameSecond(table: 'almanac_registrations' | 'almanac_statuses') 
 }
 
 /**
+ * Whether the agent's status says nobody is there ({@link GONE_STATUSES}: offline or
+ * unreachable; an agent never seen is no evidence) since its record was last made current: since its unexpired Almanac registration
+ * was stored (a status recorded in the same millisecond as the registration was decided without
+ * it), or at all for an agent whose record is its listing. `address` is a column reference.
+ */
+export function presenceGoneSince(address: RawBuilder<unknown>, now: number): RawBuilder<boolean> {
+  return sql<boolean>`exists (select 1 from agent_presence ap where ap.address = ${address}
+    and ap.last_seen_at is not null and ap.status in (${sql.join(GONE_STATUSES.map((status) => sql.lit(status)))})
+    and ap.status_at > coalesce((select max(ar.updated_at) from almanac_registrations ar
+      where ar.address = ${address} and ar.expires_at > ${now}), -1))`;
+}
+
+/**
  * Whether the agent at `address` (a column reference) is active at `now`, as the Almanac
- * resolves it, its search answers it and the registry's search shows it: one definition for
- * all of them (docs/almanac.md, "Active"). It has a current record (an unexpired registration,
- * or, for an enrolled agent that registered itself, its listing's endpoints); it has not told
- * the Almanac it stopped; a hosted agent is running; and an agent that registers itself in the
- * Almanac (every hour) has not been found offline since it last did (after it: a status
- * recorded in the same millisecond as the registration was decided without it).
+ * resolves it, its search answers it, the registry's search shows it and its own status says
+ * it: one definition for all of them (docs/almanac.md, "Active"). It has a current record (an
+ * unexpired registration, or, for an enrolled agent that registered itself, its listing's
+ * endpoints); it has not told the Almanac it stopped; a hosted agent is running; and its status
+ * has not said since that nobody is there ({@link presenceGoneSince}).
  */
 export function almanacActiveAt(address: RawBuilder<unknown>, now: number): RawBuilder<boolean> {
   return sql<boolean>`(
@@ -45,9 +58,7 @@ export function almanacActiveAt(address: RawBuilder<unknown>, now: number): RawB
         where ae.address = ${address} and aa.endpoints <> '[]'))
     and not exists (select 1 from almanac_statuses st where st.address = ${address} and st.is_active = 0)
     and not exists (select 1 from hosted_agents ha where ha.address = ${address} and ha.state <> 'running')
-    and not exists (select 1 from almanac_registrations ar join agent_presence ap on ap.address = ar.address
-      where ar.address = ${address} and ar.expires_at > ${now} and ap.status = 'offline'
-        and ap.status_at > ar.updated_at))`;
+    and not ${presenceGoneSince(address, now)})`;
 }
 
 /** Signed registrations and status updates, and protocol manifests. */

@@ -1,4 +1,5 @@
 import type { Kysely, Selectable } from 'kysely';
+import { isUniqueViolation } from '../database.js';
 import type { AgentEnrolmentsTable, Database } from '../schema.js';
 
 export type EnrolmentRow = Selectable<AgentEnrolmentsTable>;
@@ -17,23 +18,29 @@ export class EnrolmentsRepository {
 
   /**
    * Enrols the address to the user unless someone else holds it, or renames the user's own
-   * enrolment; returns the owner after the attempt (the first of two racing claims wins).
+   * enrolment; returns the owner after the attempt (the first of two racing claims wins), or
+   * `handle-taken` when another enrolment holds the handle (its unique index decides a race).
    */
-  async claim(row: EnrolmentRow): Promise<string> {
-    await this.db
-      .insertInto('agent_enrolments')
-      .values(row)
-      .onConflict((oc) => oc.column('address').doNothing())
-      .execute();
-    const owner = await this.find(row.address);
-    if (owner?.user_id === row.user_id) {
+  async claim(row: EnrolmentRow): Promise<string | 'handle-taken'> {
+    try {
       await this.db
-        .updateTable('agent_enrolments')
-        .set({ name: row.name, handle: row.handle })
-        .where('address', '=', row.address)
+        .insertInto('agent_enrolments')
+        .values(row)
+        .onConflict((oc) => oc.column('address').doNothing())
         .execute();
+      const owner = await this.find(row.address);
+      if (owner?.user_id === row.user_id) {
+        await this.db
+          .updateTable('agent_enrolments')
+          .set({ name: row.name, handle: row.handle })
+          .where('address', '=', row.address)
+          .execute();
+      }
+      return owner!.user_id;
+    } catch (err) {
+      if (isUniqueViolation(err)) return 'handle-taken';
+      throw err;
     }
-    return owner!.user_id;
   }
 
   /** Whether an enrolment of another address than `address` holds the handle. */

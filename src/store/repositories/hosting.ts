@@ -3,6 +3,7 @@ import type { DialectName } from '../dialect.js';
 import type {
   Database,
   HostedAgentsTable,
+  HostedFailuresTable,
   HostedLogsTable,
   HostedStorageTable,
   HostingSecretsTable,
@@ -15,6 +16,15 @@ export type HostingSecretRow = Selectable<HostingSecretsTable>;
 export type HostedStorageRow = Selectable<HostedStorageTable>;
 export type HostedLogRow = Selectable<HostedLogsTable>;
 export type NewHostedLog = Omit<Insertable<HostedLogsTable>, 'id'>;
+export type HostedFailureRow = Selectable<HostedFailuresTable>;
+
+/** Errors a hosted agent's log told of together: how many, when, the last one's text. */
+export interface HostedErrors {
+  first: number;
+  last: number;
+  count: number;
+  error: string;
+}
 
 /** A hosted agent with what its listing says of it. */
 export type HostedAgentListed = HostedAgentRow & {
@@ -108,6 +118,71 @@ export class HostingRepository {
       .innerJoin('agents as a', 'a.address', 'h.address')
       .selectAll('h')
       .select(['a.name', 'a.profile', 'a.updated_at']);
+  }
+
+  /**
+   * Opens the agent's failure with these errors; the row when this call opened it, undefined
+   * when one was open already.
+   */
+  openFailure(address: string, errors: HostedErrors): Promise<HostedFailureRow | undefined> {
+    return this.db
+      .insertInto('hosted_failures')
+      .values({
+        address,
+        began_at: errors.first,
+        last_at: errors.last,
+        errors: errors.count,
+        error: errors.error,
+      })
+      .onConflict((oc) => oc.column('address').doNothing())
+      .returningAll()
+      .executeTakeFirst();
+  }
+
+  /** Adds errors to the agent's open failure; the row as it now stands, undefined when none is. */
+  extendFailure(address: string, errors: HostedErrors): Promise<HostedFailureRow | undefined> {
+    return this.db
+      .updateTable('hosted_failures')
+      .set((eb) => ({
+        last_at: sql<number>`case when last_at < ${errors.last} then ${errors.last} else last_at end`,
+        errors: eb('errors', '+', errors.count),
+        error: sql<string>`case when last_at <= ${errors.last} then ${errors.error} else error end`,
+      }))
+      .where('address', '=', address)
+      .returningAll()
+      .executeTakeFirst();
+  }
+
+  /** Notes the timeline row that stands for the failure that began at `beganAt`. */
+  async setFailureEntry(address: string, beganAt: number, entryId: number): Promise<void> {
+    await this.db
+      .updateTable('hosted_failures')
+      .set({ entry_id: entryId })
+      .where('address', '=', address)
+      .where('began_at', '=', beganAt)
+      .execute();
+  }
+
+  /**
+   * Ends the failures of agents that have run without an error since `quietSince`: no error
+   * since, and running (not restarted) since; the rows this call ended.
+   */
+  endQuietFailures(quietSince: number, limit: number): Promise<HostedFailureRow[]> {
+    return this.db
+      .deleteFrom('hosted_failures')
+      .where('address', 'in', (eb) =>
+        eb
+          .selectFrom('hosted_failures as f')
+          .innerJoin('hosted_agents as h', 'h.address', 'f.address')
+          .select('f.address')
+          .where('f.last_at', '<=', quietSince)
+          .where('h.state', '=', 'running')
+          .where('h.state_changed_at', '<=', quietSince)
+          .limit(limit),
+      )
+      .where('last_at', '<=', quietSince)
+      .returningAll()
+      .execute();
   }
 
   async update(address: string, changes: HostedAgentChanges): Promise<boolean> {

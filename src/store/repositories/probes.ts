@@ -179,6 +179,27 @@ export class ProbesRepository {
     return rates;
   }
 
+  /**
+   * Deletes up to `limit` chat entries older than `before` from the sessions kept for agents'
+   * probes (a probe every 5 seconds would otherwise add 35,000 entries a day); how many went.
+   */
+  async pruneSessionEntries(before: number, limit: number): Promise<number> {
+    const result = await this.db
+      .deleteFrom('chat_entries')
+      .where(
+        'id',
+        'in',
+        this.db
+          .selectFrom('chat_entries as e')
+          .innerJoin('agent_probes as p', 'p.session_id', 'e.session_id')
+          .select('e.id')
+          .where('e.at', '<', before)
+          .limit(limit),
+      )
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+
   /** Deletes up to `limit` probe outcomes older than `before`; how many went. */
   async prune(before: number, limit: number): Promise<number> {
     const result = await this.db

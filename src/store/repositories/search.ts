@@ -1,6 +1,6 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { DialectName } from '../dialect.js';
-import { almanacActiveAt } from './almanac.js';
+import { almanacActiveAt, presenceGoneSince } from './almanac.js';
 import type { Database } from '../schema.js';
 import {
   fullTextSearch,
@@ -369,8 +369,11 @@ export class SearchRepository {
         when ${endpoints} like ${MAILBOX_PATH} then 'mailbox'
         when ${endpoints} like ${PROXY_PATH} then 'proxy'
         else 'local' end`,
+      // Its forwards fail, it stopped answering its health probes, or its status says nobody
+      // is there (offline or unreachable: the rule that makes it inactive in the Almanac too).
       unresponsive: sql<number>`case when (p.forward_failed_at is not null and coalesce(p.forward_ok_at, 0) < p.forward_failed_at)
-        or exists (select 1 from agent_probes hp where hp.address = a.address and hp.healthy = 0) then 1 else 0 end`,
+        or exists (select 1 from agent_probes hp where hp.address = a.address and hp.healthy = 0)
+        or ${presenceGoneSince(sql.ref('a.address'), search.now)} then 1 else 0 end`,
       successRate: sql<number | null>`(select avg(pr.answered) from agent_probe_results pr
         where pr.address = a.address and pr.sent_at >= ${search.probesSince})`,
       total: sql<number>`(select count(*) from interactions i where i.target = a.address)`,

@@ -1,0 +1,162 @@
+import type { NewActivity } from '../../store/repositories/activity.js';
+import type { HostedErrors, HostedFailureRow } from '../../store/repositories/hosting.js';
+import { isoTimestamp } from '../../wire/common.js';
+import type { HostingCore } from './core.js';
+
+/** What one error line of a hosted agent's log says. */
+export interface HostedError {
+  at: number;
+  /** Its exception (`KeyError: 'x'`), or the line itself. */
+  message: string;
+  /** The exception's class, when the line is a traceback. */
+  exception?: string;
+  /** The traceback, when the line is one. */
+  traceback?: string;
+  logType: string;
+}
+
+/** The most failures one housekeeping run ends. */
+const END_BATCH = 500;
+
+/**
+ * Failures of hosted agents (docs/hosting.md, "Errors"): a hosted agent whose code raises again
+ * and again is one failure, not one timeline row per exception. The first error opens it: one
+ * `event.error` row (updated in place as errors follow: how many, the last error and when),
+ * one warning, and so one webhook. It ends when the agent has run for the error window
+ * (`AGENTRY_AGENT_ERROR_SECONDS`, when its status also stops being failing) without an error,
+ * and without being restarted meanwhile (a restart, clean or not, starts the wait again): one
+ * `event.info` row saying it recovered (the webhook `agent.recovered`) and one warning. Each row
+ * is written by the process whose statement opened or ended the failure.
+ */
+export class HostedFailures {
+  constructor(private readonly core: HostingCore) {}
+
+  /** Error lines of the agent's log: they open its failure, or add to the open one. */
+  async failed(address: string, lines: HostedError[]): Promise<void> {
+    if (lines.length === 0) return;
+    const last = lines[lines.length - 1]!;
+    const errors: HostedErrors = {
+      first: Math.min(...lines.map((line) => line.at)),
+      last: Math.max(...lines.map((line) => line.at)),
+      count: lines.length,
+      error: last.message,
+    };
+    const { hosting } = this.core.store.repos;
+    const opened = await hosting.openFailure(address, errors);
+    if (opened) await this.began(opened, last);
+    else {
+      const extended = await hosting.extendFailure(address, errors);
+      if (extended) await this.update(extended, last);
+      else {
+        // Ended between the two statements: these errors begin the next one.
+        const reopened = await hosting.openFailure(address, errors);
+        if (reopened) await this.began(reopened, last);
+      }
+    }
+    // Its status is failing for the error window after the last error.
+    await this.core.timeline.errored(address, last.message);
+  }
+
+  /** Ends the failures of agents that ran without an error for the error window. */
+  async endQuiet(): Promise<number> {
+    const now = this.core.clock.now();
+    const ended = await this.core.store.repos.hosting.endQuietFailures(
+      now - this.core.policy.errorWindowMs,
+      END_BATCH,
+    );
+    for (const failure of ended) await this.recovered(failure, now);
+    return ended.length;
+  }
+
+  private async began(failure: HostedFailureRow, last: HostedError): Promise<void> {
+    const [entry] = await this.core.timeline.recordRows([
+      {
+        address: failure.address,
+        kind: 'event.error',
+        at: Number(failure.began_at),
+        category: 'system',
+        ...said(failure, last, null),
+      },
+    ]);
+    if (entry) {
+      await this.core.store.repos.hosting.setFailureEntry(
+        failure.address,
+        Number(failure.began_at),
+        Number(entry.id),
+      );
+    }
+    this.core.logger.warn(
+      { agent: failure.address, error: failure.error },
+      'hosted agent failing: its code raises',
+    );
+  }
+
+  private async update(failure: HostedFailureRow, last: HostedError | null): Promise<void> {
+    if (failure.entry_id === null) return;
+    await this.core.store.repos.activity.update(
+      Number(failure.entry_id),
+      said(failure, last, null),
+    );
+  }
+
+  private async recovered(failure: HostedFailureRow, now: number): Promise<void> {
+    if (failure.entry_id !== null) {
+      await this.core.store.repos.activity.update(
+        Number(failure.entry_id),
+        said(failure, null, now),
+      );
+    }
+    const errors = Number(failure.errors);
+    const seconds = Math.round((Number(failure.last_at) - Number(failure.began_at)) / 1000);
+    const quiet = Math.round((now - Number(failure.last_at)) / 1000);
+    const text = `recovered: no error for ${quiet} s after ${errors} ${errors === 1 ? 'error' : 'errors'} over ${seconds} s`;
+    await this.core.timeline.recordRows([
+      {
+        address: failure.address,
+        kind: 'event.info',
+        at: now,
+        category: 'system',
+        message: text,
+        data: JSON.stringify({ hosted: { recovered: true }, ...failureData(failure) }),
+      },
+    ]);
+    this.core.logger.warn({ agent: failure.address, errors, seconds }, `hosted agent ${text}`);
+  }
+}
+
+/**
+ * What a failure's row says of it: the latest error (with its traceback when `last`, the line
+ * that brought it, is given), how many so far, and when it ended, if it has.
+ */
+function said(
+  failure: HostedFailureRow,
+  last: HostedError | null,
+  endedAt: number | null,
+): Pick<NewActivity, 'message' | 'data'> {
+  const errors = Number(failure.errors);
+  const count = `${errors} ${errors === 1 ? 'error' : 'errors'}`;
+  const error = failure.error ?? 'unknown error';
+  return {
+    message:
+      endedAt === null
+        ? `${error} (failing: ${count} so far)`
+        : `${error} (failed for ${Math.round((Number(failure.last_at) - Number(failure.began_at)) / 1000)} s: ${count}; recovered)`,
+    data: JSON.stringify({
+      hosted: { log_type: last?.logType ?? null, failing: endedAt === null },
+      ...(last?.exception !== undefined
+        ? { exception: last.exception, traceback: last.traceback }
+        : {}),
+      ...failureData(failure),
+      ended_at: endedAt === null ? null : isoTimestamp(endedAt),
+    }),
+  };
+}
+
+function failureData(failure: HostedFailureRow): Record<string, unknown> {
+  return {
+    first_error_at: isoTimestamp(Number(failure.began_at)),
+    last_error_at: isoTimestamp(Number(failure.last_at)),
+    errors: Number(failure.errors),
+    error: failure.error,
+  };
+}
