@@ -4,7 +4,7 @@ import { join } from 'node:path';
 /**
  * Reading the CPU profiles that `npm run bench -- --cpu-prof` has each server write: where
  * the main thread's time went, by stage of a request (HTTP, routing and validation, auth,
- * the service's own code, query building, SQL statements, serialisation, garbage
+ * the service's own code, query building, SQL statements, serialisation, the MCP SDK, garbage
  * collection), so that a change can be told where it costs.
  */
 
@@ -44,6 +44,8 @@ const STAGES: [stage: string, pattern: RegExp][] = [
   ['auth and signatures', /\/auth\/|\/crypto\/|plugins\/auth|verifier|secp256k1/],
   ['rate limits', /rate-limit/],
   ['logging', /node_modules\/(pino|thread-stream|sonic-boom)/],
+  // The MCP endpoint's SDK: its server and transport, the Web Request adapter, its schemas.
+  ['mcp sdk', /node_modules\/(@modelcontextprotocol|@hono|zod)\//],
   [
     'fastify',
     /node_modules\/(fastify|@fastify|find-my-way|avvio|light-my-request|fast-json-stringify|secure-json-parse|fast-querystring)/,

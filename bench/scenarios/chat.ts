@@ -32,7 +32,7 @@ const HOSTING_KEY = randomBytes(32).toString('hex');
  * Follows a session's stream (`GET /v2/chat/sessions/{id}/stream`) as a browser's EventSource
  * does; `onEntry` hears each entry's event name and data as it arrives.
  */
-function followSession(
+export function followSession(
   service: RunningService,
   sessionId: string,
   onEntry?: (event: string, data: string) => void,
@@ -41,7 +41,7 @@ function followSession(
 }
 
 /** Opens a session of the service's first user with `agent`; answers its id. */
-async function openSession(service: RunningService, agent: string): Promise<string> {
+export async function openSession(service: RunningService, agent: string): Promise<string> {
   const opened = await call(service.url, 'POST', '/v2/chat/sessions', {
     key: service.apiKey,
     body: { agent },
@@ -56,7 +56,7 @@ async function openSession(service: RunningService, agent: string): Promise<stri
  * Sends `text` in the session as a person's client does (`POST /v2/chat/sessions/{id}/messages`
  * over a kept-alive connection of `connections`); fails unless the message was delivered.
  */
-function sendMessage(
+export function sendMessage(
   service: RunningService,
   connections: HttpAgent,
   sessionId: string,

@@ -11,6 +11,7 @@ import { mailboxDeliveryScenario } from './mailbox-delivery.js';
 import { mailboxHeldScenario } from './mailbox-held.js';
 import { mailboxListScenario } from './mailbox-list.js';
 import { mailboxSubmitScenario, mailboxSubmitUntracedScenario } from './mailbox-submit.js';
+import { mcpScenario } from './mcp.js';
 import type { Scenario } from './scenario.js';
 import { searchScenario } from './search.js';
 
@@ -33,4 +34,5 @@ export const scenarios: Scenario[] = [
   chatRoundTripScenario,
   chatSessionsFollowingScenario,
   hostingScenario,
+  mcpScenario,
 ];

@@ -24,7 +24,7 @@ function digestOf(group: number): string {
 }
 
 /** Fixed length, so that no word begins another and a prefix search finds 10 listings. */
-function wordOf(group: number): string {
+export function wordOf(group: number): string {
   return `kestrel${group.toString(36).padStart(4, '0')}`;
 }
 
