@@ -88,33 +88,33 @@ export const mcpRoutes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { 
       if (body === NOT_JSON) {
         return rpcError(reply, 400, -32700, 'Parse error: the body is not JSON');
       }
-      if (!isJsonRpc(body)) {
-        return rpcError(
-          reply,
-          400,
-          -32700,
-          'Parse error: the body is not a JSON-RPC message (jsonrpc "2.0" with a method, or a result or error with an id), nor a batch of them',
-        );
-      }
       const principal = request.principal as UserPrincipal;
       const sessionId = request.headers[SESSION_HEADER];
-      if (isInitializeRequest(body)) {
+      if (typeof sessionId === 'string' && !namesMethod(body, 'initialize')) {
+        // A session's messages: the transport checks them as JSON-RPC itself.
+        const refusal = await use(principal, sessionId);
+        if (refusal) return rpcError(reply, 404, -32001, refusal);
+      } else if (isInitializeRequest(body)) {
         const id = await mcpSessions.open(principal, {
           name: body.params.clientInfo.name,
           version: body.params.clientInfo.version,
           protocolVersion: body.params.protocolVersion,
         });
         void reply.header(SESSION_HEADER, id);
-      } else if (typeof sessionId !== 'string') {
+      } else if (!isJsonRpc(body)) {
+        return rpcError(
+          reply,
+          400,
+          -32700,
+          'Parse error: the body is not a JSON-RPC message (jsonrpc "2.0" with a method, or a result or error with an id), nor a batch of them',
+        );
+      } else {
         return rpcError(
           reply,
           400,
           -32000,
           'Bad Request: the Mcp-Session-Id header is required (initialize opens a session)',
         );
-      } else {
-        const refusal = await use(principal, sessionId);
-        if (refusal) return rpcError(reply, 404, -32001, refusal);
       }
       await answer(request, reply, principal, body);
     },
@@ -245,12 +245,19 @@ export const mcpRoutes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { 
     for (const [name, value] of Object.entries(reply.getHeaders())) {
       if (value !== undefined) reply.raw.setHeader(name, value as string | string[]);
     }
+    // A client gone before its answer cancels what the call waits for (a chat's reply, a
+    // start); an answer written leaves nothing pending, and the server is simply let go.
     reply.raw.once('close', () => {
-      void server.close();
+      if (!reply.raw.writableFinished) void server.close();
     });
     await transport.handleRequest(request.raw, reply.raw, body);
   }
 };
+
+/** Whether the body is one message calling `method` (a cheap look, before any parse). */
+function namesMethod(body: unknown, method: string): boolean {
+  return (body as { method?: unknown } | null)?.method === method;
+}
 
 /** Whether the body is a JSON-RPC message, or a batch of them. */
 function isJsonRpc(body: unknown): boolean {
