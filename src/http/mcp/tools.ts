@@ -140,21 +140,20 @@ export const TOOLS: readonly McpTool[] = [
     about: byAddress,
     async run({ args, principal, services }) {
       const { search, agents, activity, almanac } = services;
-      const [listing, own] = await Promise.all([
-        search.searchAgent(args.address).catch((err: unknown) => {
-          if (err instanceof NotFoundError) return undefined;
-          throw err;
-        }),
-        agents.get(principal.userId, args.address).catch((err: unknown) => {
-          if (err instanceof NotFoundError) return undefined;
-          throw err;
-        }),
+      const notFound = (err: unknown) => {
+        if (err instanceof NotFoundError) return undefined;
+        throw err;
+      };
+      // One round of reads: the listing, the record and what Agentry sees of it, together.
+      const [listing, own, statuses] = await Promise.all([
+        search.searchAgent(args.address).catch(notFound),
+        agents.get(principal.userId, args.address).catch(notFound),
+        activity.statuses([args.address]),
       ]);
       if (listing === undefined && own === undefined) {
         throw new NotFoundError(`Agent ${args.address} is not listed here`);
       }
-      const record =
-        own && agentRecord(own, (await activity.statuses([own.address])).get(own.address)!);
+      const record = own && agentRecord(own, statuses.get(own.address)!);
       const manifests = await Promise.all(
         (listing?.protocols ?? []).map((protocol) =>
           almanac.findManifest(protocol.digest).catch(() => null),
