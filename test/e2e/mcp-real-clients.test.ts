@@ -10,9 +10,9 @@ import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { freePort } from '../kit/ports.js';
 import {
+  readyMailboxAgent,
   realClient,
   runScript,
-  waitFor,
   type RunningScript,
   type ScriptLine,
 } from '../kit/real-client.js';
@@ -222,26 +222,8 @@ describe(
         const port = await freePort();
         const agentUrl = `http://127.0.0.1:${port}`;
         agent = runScript(python!, 'agent.py', [t.url, String(port), `${name} seed`, name], dir);
-        address = (await waitFor(() => agent!.lines[0], 'the agent to start')).address as string;
-        await waitFor(async () => {
-          try {
-            return (await fetch(`${agentUrl}/agent_info`)).ok || undefined;
-          } catch {
-            return undefined;
-          }
-        }, 'the agent’s server');
-        // Its owner connects it with their API key, as the inspector does.
-        const res = await fetch(`${agentUrl}/connect`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ user_token: t.userKey, agent_type: 'mailbox' }),
-        });
-        const connected = (await res.json()) as { success: boolean; detail?: string | null };
-        assert.equal(connected.success, true, connected.detail ?? agent.output());
-        await waitFor(async () => {
-          const listing = await call(t.url, 'GET', `/v2/agents/${address}`, { key: t.userKey });
-          return listing.body?.status?.last_seen ?? undefined;
-        }, 'the agent’s first poll');
+        // Its owner connects it with their API key, as the inspector does; it then polls.
+        address = await readyMailboxAgent(agent, agentUrl, t);
 
         // A hosted agent of the owner's, never started, and a read-only key of theirs.
         const created = await call(t.url, 'POST', '/v1/hosting/agents', {

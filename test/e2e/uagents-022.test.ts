@@ -9,7 +9,7 @@ import { hostOf, registerAgent } from '../kit/agents.js';
 import { registerInAlmanac } from '../kit/almanac.js';
 import { call } from '../kit/http.js';
 import { freePort } from '../kit/ports.js';
-import { realClient } from '../kit/real-client.js';
+import { agentServerUp, realClient } from '../kit/real-client.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
@@ -96,13 +96,7 @@ async function startLegacyAgent(
   const url = `http://127.0.0.1:${port}`;
   const first = await waitFor(() => lines[0], 'the agent to start');
   // Its server answers once it runs.
-  await waitFor(async () => {
-    try {
-      return (await fetch(`${url}/agent_info`)).ok || undefined;
-    } catch {
-      return undefined;
-    }
-  }, 'the agent’s server');
+  await agentServerUp(url);
   return {
     child,
     url,

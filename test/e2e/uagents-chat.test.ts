@@ -6,9 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../../src/config/index.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
-import { call } from '../kit/http.js';
 import { freePort } from '../kit/ports.js';
 import {
+  readyMailboxAgent,
   realClient,
   runScript,
   waitFor,
@@ -240,27 +240,8 @@ describe(
           [t.url, String(port), `storyteller ${Math.random()}`, JSON.stringify(STORY)],
           dir,
         );
-        address = (await waitFor(() => agent!.lines[0], 'the agent to start')).address as string;
-        await waitFor(async () => {
-          try {
-            return (await fetch(`${agentUrl}/agent_info`)).ok || undefined;
-          } catch {
-            return undefined;
-          }
-        }, 'the agent’s server');
-        // Its owner connects it with their API key, as the inspector does.
-        const res = await fetch(`${agentUrl}/connect`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ user_token: t.userKey, agent_type: 'mailbox' }),
-        });
-        const connected = (await res.json()) as { success: boolean; detail?: string | null };
-        assert.equal(connected.success, true, connected.detail ?? agent.output());
-        // Polling its mailbox: a held poll waits for the first message.
-        await waitFor(async () => {
-          const listing = await call(t.url, 'GET', `/v2/agents/${address}`, { key: t.userKey });
-          return listing.body?.status?.last_seen ?? undefined;
-        }, 'the agent’s first poll');
+        // Its owner connects it with their API key, as the inspector does; it then polls.
+        address = await readyMailboxAgent(agent, agentUrl, t);
 
         const person = runScript(
           python!,

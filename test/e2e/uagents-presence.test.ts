@@ -14,7 +14,7 @@ import { call } from '../kit/http.js';
 import { closeNow, listenOnLoopback } from '../kit/loopback.js';
 import { freePort } from '../kit/ports.js';
 import { runAgentryInBackground } from '../kit/process.js';
-import { realClient, waitFor } from '../kit/real-client.js';
+import { agentServerUp, realClient, waitFor } from '../kit/real-client.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
@@ -126,13 +126,7 @@ describeOnEachDialect('a real uAgents 0.25 mailbox agent, running and killed', (
       child.stderr!.resume();
       const first = await waitFor(() => lines[0], 'the agent to start');
       const address = first.address as string;
-      await waitFor(async () => {
-        try {
-          return (await fetch(`${agentUrl}/agent_info`)).ok || undefined;
-        } catch {
-          return undefined;
-        }
-      }, 'the agent’s server');
+      await agentServerUp(agentUrl);
       // Connected as the inspector does it, through the agent's own /connect.
       const connected = await fetch(`${agentUrl}/connect`, {
         method: 'POST',

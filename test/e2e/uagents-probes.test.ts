@@ -10,7 +10,13 @@ import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { closeNow, listenOnLoopback } from '../kit/loopback.js';
 import { freePort } from '../kit/ports.js';
-import { realClient, runScript, waitFor, type RunningScript } from '../kit/real-client.js';
+import {
+  readyMailboxAgent,
+  realClient,
+  runScript,
+  waitFor,
+  type RunningScript,
+} from '../kit/real-client.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 
 /**
@@ -86,25 +92,7 @@ describe('health probes of a real uAgents chat agent, answering, then killed', {
         [t.url, String(port), `prober ${Math.random()}`],
         dir,
       );
-      address = (await waitFor(() => agent!.lines[0], 'the agent to start')).address as string;
-      await waitFor(async () => {
-        try {
-          return (await fetch(`${agentUrl}/agent_info`)).ok || undefined;
-        } catch {
-          return undefined;
-        }
-      }, 'the agent’s server');
-      const res = await fetch(`${agentUrl}/connect`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ user_token: t.userKey, agent_type: 'mailbox' }),
-      });
-      const connected = (await res.json()) as { success: boolean; detail?: string | null };
-      assert.equal(connected.success, true, connected.detail ?? agent.output());
-      await waitFor(async () => {
-        const listing = await call(t.url, 'GET', `/v2/agents/${address}`, { key: t.userKey });
-        return listing.body?.status?.last_seen ?? undefined;
-      }, 'the agent’s first poll');
+      address = await readyMailboxAgent(agent, agentUrl, t);
       const hook = await call(t.url, 'POST', '/v2/webhooks', {
         key: t.userKey,
         body: { url: `${receiverUrl}/hook`, kinds: ['agent.unhealthy'] },

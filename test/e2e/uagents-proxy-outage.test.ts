@@ -10,7 +10,13 @@ import { capturingLogger, WARN } from '../kit/captured-log.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { freePort } from '../kit/ports.js';
-import { realClient, runScript, waitFor, type RunningScript } from '../kit/real-client.js';
+import {
+  agentServerUp,
+  realClient,
+  type RunningScript,
+  runScript,
+  waitFor,
+} from '../kit/real-client.js';
 import { startTestServer } from '../kit/server.js';
 import { startWebhookSink } from '../kit/webhook-sink.js';
 
@@ -101,13 +107,7 @@ describe('a real uAgents proxy agent killed while a real agent sends to it', { s
         const address = (await waitFor(() => target.lines[0], 'the target to start'))
           .address as string;
         const agentUrl = `http://127.0.0.1:${targetPort}`;
-        await waitFor(async () => {
-          try {
-            return (await fetch(`${agentUrl}/agent_info`)).ok || undefined;
-          } catch {
-            return undefined;
-          }
-        }, 'the target’s server');
+        await agentServerUp(agentUrl);
         // Its owner connects it as a proxy agent with their API key, as the inspector does.
         const res = await fetch(`${agentUrl}/connect`, {
           method: 'POST',

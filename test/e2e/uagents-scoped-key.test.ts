@@ -9,7 +9,7 @@ import { hostOf, registerAgent } from '../kit/agents.js';
 import { registerInAlmanac } from '../kit/almanac.js';
 import { call } from '../kit/http.js';
 import { freePort } from '../kit/ports.js';
-import { realClient } from '../kit/real-client.js';
+import { agentServerUp, realClient } from '../kit/real-client.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
@@ -94,13 +94,7 @@ describe('an unmodified uAgents 0.25 agent connected with a key limited to it', 
     });
     child.stderr!.resume();
     first = await waitFor(() => lines[0], 'the agent to start');
-    await waitFor(async () => {
-      try {
-        return (await fetch(`${agentUrl}/agent_info`)).ok || undefined;
-      } catch {
-        return undefined;
-      }
-    }, 'the agent’s server');
+    await agentServerUp(agentUrl);
   });
   after(async () => {
     child?.kill('SIGTERM');

@@ -125,3 +125,59 @@ export async function waitFor<T>(
     await sleep(100);
   }
 }
+
+/** Waits until a uAgents agent's own HTTP server answers (its `/agent_info`). */
+export function agentServerUp(agentUrl: string): Promise<true> {
+  return waitFor(async () => {
+    try {
+      return (await fetch(`${agentUrl}/agent_info`)).ok || undefined;
+    } catch {
+      return undefined;
+    }
+  }, 'the agent’s server');
+}
+
+/**
+ * Connects a running uAgents agent with its owner's API key through the agent's own
+ * `/connect`, as the inspector and `agentry connect` do; answers what the agent said.
+ */
+export async function connectAgent(
+  agentUrl: string,
+  ownerKey: string,
+  how: { agent_type: 'mailbox' } | { agent_type: 'proxy'; endpoint: string } = {
+    agent_type: 'mailbox',
+  },
+): Promise<{ success: boolean; detail?: string | null }> {
+  const res = await fetch(`${agentUrl}/connect`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ user_token: ownerKey, ...how }),
+  });
+  return (await res.json()) as { success: boolean; detail?: string | null };
+}
+
+/**
+ * A mailbox agent just started (its first JSON line names its `address`), made ready as its
+ * owner makes it: its server up, connected with the owner's key, and polling its mailbox (a
+ * held poll waits for the first message). Answers its address.
+ */
+export async function readyMailboxAgent(
+  agent: RunningScript,
+  agentUrl: string,
+  server: { url: string; userKey: string },
+): Promise<string> {
+  const address = (await waitFor(() => agent.lines[0], 'the agent to start')).address as string;
+  await agentServerUp(agentUrl);
+  const connected = await connectAgent(agentUrl, server.userKey);
+  if (!connected.success) {
+    throw new Error(`the agent could not connect: ${connected.detail ?? agent.output()}`);
+  }
+  await waitFor(async () => {
+    const listing = await fetch(`${server.url}/v2/agents/${address}`, {
+      headers: { authorization: `Bearer ${server.userKey}` },
+    });
+    const body = (await listing.json()) as { status?: { last_seen?: string | null } };
+    return body.status?.last_seen ?? undefined;
+  }, 'the agent’s first poll');
+  return address;
+}
