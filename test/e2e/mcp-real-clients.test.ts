@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { loadConfig } from '../../src/config/index.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
+import { TOOL_NAMES } from '../kit/mcp.js';
 import { freePort } from '../kit/ports.js';
 import {
   readyMailboxAgent,
@@ -52,23 +53,6 @@ function mcpSkip(python: string | undefined): string | false {
 
 const skip = real.skip || mcpSkip(real.python);
 const python = real.python;
-
-/** What tools/list names, in its order. */
-const TOOL_NAMES = [
-  'search_agents',
-  'get_agent',
-  'resolve_name',
-  'get_agent_activity',
-  'get_delivery_trace',
-  'chat_with_agent',
-  'send_message',
-  'create_hosted_agent',
-  'put_hosted_agent_code',
-  'set_hosted_agent_secret',
-  'start_hosted_agent',
-  'stop_hosted_agent',
-  'read_hosted_agent_logs',
-];
 
 /** The agent: it acknowledges each chat message and answers its text, as its users write one. */
 const AGENT_SCRIPT = `

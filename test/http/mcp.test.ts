@@ -8,7 +8,7 @@ import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { startChatAgent } from '../kit/chat-agent.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
-import { mcpClient, textOf } from '../kit/mcp.js';
+import { mcpClient, textOf, TOOL_NAMES } from '../kit/mcp.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import type { TestIdentity } from '../kit/uagent.js';
 
@@ -17,22 +17,6 @@ import type { TestIdentity } from '../kit/uagent.js';
  * client over the streamable HTTP transport, with a user's API key as its Bearer token, against
  * a real server; the protocol's bad input by hand.
  */
-
-const TOOL_NAMES = [
-  'search_agents',
-  'get_agent',
-  'resolve_name',
-  'get_agent_activity',
-  'get_delivery_trace',
-  'chat_with_agent',
-  'send_message',
-  'create_hosted_agent',
-  'put_hosted_agent_code',
-  'set_hosted_agent_secret',
-  'start_hosted_agent',
-  'stop_hosted_agent',
-  'read_hosted_agent_logs',
-];
 
 /** A raw JSON-RPC POST to /mcp, as a client that speaks the transport by hand. */
 function post(
