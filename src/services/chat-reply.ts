@@ -13,19 +13,32 @@ export type ReplyState =
   /** The agent ended the session without a word. */
   | 'ended';
 
+/** One thing an agent's message says, in order, for a face to show. */
+export type ReplyPiece =
+  /** Text: a whole message's, or (`streamed`) a chunk of a streamed reply. */
+  | { kind: 'text'; text: string; streamed: boolean }
+  /** A file, as the protocol's resource names it. */
+  | { kind: 'file'; uri: string }
+  /** A streamed reply ended. */
+  | { kind: 'stream-end' }
+  /** The agent ended the session. */
+  | { kind: 'session-end' };
+
 /**
  * Reads a session's entries after a message was sent, and says when the agent's reply is
- * complete (docs/chat.md, "A reply"): an acknowledgement of the message is not a reply; a
- * message with text or a file is; a streamed reply (start-stream … end-stream) is once it ends;
- * a failure of the message ends the wait. Used by every face that waits for an agent's answer
- * (the MCP chat tool, A2A calls, the command line).
+ * complete (docs/chat.md, "Waiting for a reply"): an acknowledgement of the message is not a
+ * reply; a message with text or a file is; a streamed reply (start-stream … end-stream) is once
+ * it ends; a failure of the message ends the wait. Every face that waits for an agent's answer
+ * reads through it (the MCP chat tool, the command line); what an entry says comes out as
+ * pieces, read on after the reply for a face that keeps following.
  */
 export class ReplyReader {
   private state: ReplyState = 'waiting';
+  /** Inside a streamed reply (between its start-stream and end-stream). */
   private streaming = false;
-  /** The text the agent said, in order (a streamed reply's chunks joined). */
+  /** The text the reply said, in order (a streamed reply's chunks joined). */
   private readonly texts: string[] = [];
-  /** The agent's entries read, in order. */
+  /** The agent's messages that made the reply, in order. */
   readonly entries: ChatEntry[] = [];
   acknowledged = false;
   failure: string | null = null;
@@ -46,24 +59,26 @@ export class ReplyReader {
     return this.texts.length === 0 ? null : this.texts.join('');
   }
 
-  /** Takes the next entry of the session; answers the state it leaves the reply in. */
-  take(entry: ChatEntry): ReplyState {
-    if (this.done) return this.state;
+  /**
+   * Takes the next entry of the session; answers what the agent's message says (nothing for
+   * other entries). The reply's state moves until the wait is over.
+   */
+  take(entry: ChatEntry): ReplyPiece[] {
+    const open = !this.done;
     if (entry.kind === 'failure') {
-      if (entry.msg_id === this.msgId) {
+      if (open && entry.msg_id === this.msgId) {
         this.failure = entry.detail ?? 'no reason given';
         this.state = 'failed';
       }
-      return this.state;
+      return [];
     }
-    if (entry.direction !== 'in') return this.state;
+    if (entry.direction !== 'in') return [];
     if (entry.kind === 'acknowledgement') {
       if (entry.msg_id === this.msgId) this.acknowledged = true;
-      return this.state;
+      return [];
     }
-    this.entries.push(entry);
+    const pieces: ReplyPiece[] = [];
     let said = false;
-    let ended = false;
     const content: ChatContent[] =
       entry.content ?? (entry.text === null ? [] : [{ type: 'text', text: entry.text }]);
     for (const part of content) {
@@ -73,25 +88,32 @@ export class ReplyReader {
           break;
         case 'end-stream':
           this.streaming = false;
+          pieces.push({ kind: 'stream-end' });
           said = true;
           break;
         case 'text':
-          this.texts.push(part.text);
+          pieces.push({ kind: 'text', text: part.text, streamed: this.streaming });
           said = true;
           break;
         case 'resource':
+          for (const resource of [part.resource].flat()) {
+            pieces.push({ kind: 'file', uri: resource.uri });
+          }
           said = true;
           break;
         case 'end-session':
-          ended = true;
+          pieces.push({ kind: 'session-end' });
           break;
         default:
           break;
       }
     }
+    if (!open) return pieces;
+    this.entries.push(entry);
+    for (const piece of pieces) if (piece.kind === 'text') this.texts.push(piece.text);
     if (said && !this.streaming) this.state = 'replied';
     else if (this.streaming) this.state = 'streaming';
-    else if (ended) this.state = 'ended';
-    return this.state;
+    else if (pieces.some((piece) => piece.kind === 'session-end')) this.state = 'ended';
+    return pieces;
   }
 }

@@ -260,11 +260,11 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
       options.signal?.addEventListener('abort', aborted, { once: true });
       const stop = this.follow(session.id, Number(sent.message.id), (row) => {
         const wasAcknowledged = reader.acknowledged;
-        const state = reader.take(chatEntryView(row));
+        reader.take(chatEntryView(row));
         if (!wasAcknowledged && reader.acknowledged) {
           options.progress?.(`${session.agent} acknowledged the message`);
         }
-        if (state === 'streaming') options.progress?.(`${session.agent} is replying`);
+        if (reader.outcome === 'streaming') options.progress?.(`${session.agent} is replying`);
         if (reader.done) finish(false);
       });
       if (options.signal?.aborted) finish(false);

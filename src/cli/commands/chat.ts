@@ -2,9 +2,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
 import { InvalidArgumentError, Option } from 'commander';
 import { loadConfig } from '../../config/index.js';
+import { ReplyReader } from '../../services/chat-reply.js';
 import {
   CHAT_ENTRY_KINDS,
-  type ChatContent,
   type ChatEntry,
   type ChatSession,
   type SendChatAnswer,
@@ -100,12 +100,9 @@ not answer, 4 the message did not reach the agent or it did not answer within --
 
 /** What one run of `agentry chat` says and hears. */
 class Conversation {
-  /** Inside a streamed reply (between its start-stream and end-stream). */
-  private streaming = false;
   /** A line of a streamed reply was started and not ended. */
   private lineOpen = false;
   private replied = false;
-  private acknowledged = false;
 
   constructor(
     private readonly api: ServerApi,
@@ -205,6 +202,7 @@ class Conversation {
       process.once('SIGTERM', stop);
     }
     wait();
+    const reader = new ReplyReader(message.msg_id ?? '');
     let last = message.id;
     const path = `/v2/chat/sessions/${session.id}/stream`;
     const doing = `cannot follow session ${session.id}`;
@@ -223,7 +221,7 @@ class Conversation {
             if (!(CHAT_ENTRY_KINDS as readonly string[]).includes(event.event)) continue;
             const entry = JSON.parse(event.data) as ChatEntry;
             last = event.id ?? entry.id;
-            done = this.take(session, message, entry);
+            done = this.take(session, reader, entry);
             // Each word from the agent starts the wait again (none once it replied, following).
             if (entry.direction === 'in') wait();
             if (done) break;
@@ -248,66 +246,49 @@ class Conversation {
     if (lostServer !== undefined) throw lostServer;
     const seconds = `${this.flags.timeout} second${this.flags.timeout === 1 ? '' : 's'}`;
     throw new CommandError(
-      this.streaming
+      reader.outcome === 'streaming'
         ? `the streamed reply of ${session.agent} stopped: nothing more came for ${seconds}`
-        : `no reply from ${session.agent} within ${seconds}${this.acknowledged ? ' (it acknowledged the message)' : ''}`,
+        : `no reply from ${session.agent} within ${seconds}${reader.acknowledged ? ' (it acknowledged the message)' : ''}`,
       EXIT_NO_AGENT,
     );
   }
 
   /** Prints an entry of the session; answers whether the wait is over. */
-  private take(session: ChatSession, message: ChatEntry, entry: ChatEntry): boolean {
+  private take(session: ChatSession, reader: ReplyReader, entry: ChatEntry): boolean {
     const json = this.flags.json === true;
     if (json) this.write(`${JSON.stringify(entry)}\n`);
+    const pieces = reader.take(entry);
+    if (reader.outcome === 'failed') {
+      throw new CommandError(
+        `the message did not reach ${session.agent}: ${reader.failure}`,
+        EXIT_NO_AGENT,
+      );
+    }
     if (entry.kind === 'failure') {
-      if (entry.msg_id === message.msg_id) {
-        throw new CommandError(
-          `the message did not reach ${session.agent}: ${entry.detail ?? 'no reason given'}`,
-          EXIT_NO_AGENT,
-        );
-      }
       // A message sent in the session from elsewhere (the console) that did not arrive.
       if (!json)
         console.error(`agentry: a message did not reach ${session.agent}: ${entry.detail}`);
       return false;
     }
-    if (entry.direction !== 'in') return false;
-    if (entry.kind === 'acknowledgement') {
-      if (entry.msg_id === message.msg_id) this.acknowledged = true;
-      return false;
-    }
-    let said = false;
     let line = '';
     let ended = false;
-    const content: ChatContent[] =
-      entry.content ?? (entry.text === null ? [] : [{ type: 'text', text: entry.text }]);
-    for (const part of content) {
-      switch (part.type) {
-        case 'start-stream':
-          this.streaming = true;
-          break;
-        case 'end-stream':
-          this.streaming = false;
-          if (!json) this.endLine();
-          said = true;
-          break;
+    for (const piece of pieces) {
+      switch (piece.kind) {
         case 'text':
-          if (this.streaming) {
-            if (!json) this.write(part.text);
-            this.lineOpen = this.lineOpen || part.text !== '';
-          } else line += part.text;
-          said = true;
-          break;
-        case 'resource':
-          for (const resource of [part.resource].flat()) {
-            line += `${line === '' || line.endsWith('\n') ? '' : '\n'}[file: ${resource.uri}]\n`;
+          if (!piece.streamed) line += piece.text;
+          else if (!json) {
+            this.write(piece.text);
+            this.lineOpen = this.lineOpen || piece.text !== '';
           }
-          said = true;
           break;
-        case 'end-session':
+        case 'file':
+          line += `${line === '' || line.endsWith('\n') ? '' : '\n'}[file: ${piece.uri}]\n`;
+          break;
+        case 'stream-end':
+          if (!json) this.endLine();
+          break;
+        case 'session-end':
           ended = true;
-          break;
-        default:
           break;
       }
     }
@@ -315,7 +296,7 @@ class Conversation {
       this.endLine();
       this.write(line.endsWith('\n') ? line : `${line}\n`);
     }
-    if (said && !this.streaming) this.replied = true;
+    if (reader.outcome === 'replied') this.replied = true;
     if (ended) {
       if (!json) this.endLine();
       if (!json) console.error(`${session.agent} ended the session`);
