@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { hostOf, newRegisteredAgent, registerAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
-import { agentryArgs, ChildRun } from '../kit/process.js';
+import { agentryArgs, ChildRun, runAgentryInBackground } from '../kit/process.js';
 import { flushPresence, startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
@@ -22,20 +22,6 @@ function batch(events: { kind: string; message: string; at?: Date }[]): Record<s
       metadata: null,
     })),
   };
-}
-
-/**
- * Runs an `agentry` command to its end without blocking this process, whose server the
- * command reads (a blocked event loop would let the server's idle connections time out under
- * the client that holds them).
- */
-async function runAgentry(
-  args: string[],
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = ChildRun.node(`agentry ${args[0]}`, agentryArgs(...args));
-  const code = await child.waitForExit();
-  const stdout = child.stdout();
-  return { code, stdout, stderr: child.output().slice(stdout.trim().length) };
 }
 
 describeOnEachDialect('command line: activity and agents', (dialect) => {
@@ -64,7 +50,7 @@ describeOnEachDialect('command line: activity and agents', (dialect) => {
       { kind: 'info', message: 'third', at: new Date(start + 3) },
     ]);
 
-    const all = await runAgentry(['activity', agent.address, ...db]);
+    const all = await runAgentryInBackground(['activity', agent.address, ...db]);
     assert.equal(all.code, 0, all.stderr);
     const lines = all.stdout.trim().split('\n');
     // The registration, then the three events, the newest last, and the error's status change.
@@ -81,7 +67,14 @@ describeOnEachDialect('command line: activity and agents', (dialect) => {
     );
     assert.equal(new Date(events.at(-1)!.split(' ')[0]!).getTime(), start + 3);
 
-    const json = await runAgentry(['activity', agent.address, '--json', '--kind', 'event', ...db]);
+    const json = await runAgentryInBackground([
+      'activity',
+      agent.address,
+      '--json',
+      '--kind',
+      'event',
+      ...db,
+    ]);
     assert.equal(json.code, 0, json.stderr);
     const entries = json.stdout
       .trim()
@@ -96,7 +89,7 @@ describeOnEachDialect('command line: activity and agents', (dialect) => {
       ],
     );
 
-    const newest = await runAgentry([
+    const newest = await runAgentryInBackground([
       'activity',
       agent.address,
       '--kind',
@@ -112,7 +105,7 @@ describeOnEachDialect('command line: activity and agents', (dialect) => {
         .map((line) => line.split(/ {2,}/)[2]),
       ['division by zero', 'third'],
     );
-    const later = await runAgentry([
+    const later = await runAgentryInBackground([
       'activity',
       agent.address,
       '--kind',
@@ -123,10 +116,16 @@ describeOnEachDialect('command line: activity and agents', (dialect) => {
     ]);
     assert.equal(later.stdout.trim().split('\n').length, 1);
 
-    const badKind = await runAgentry(['activity', agent.address, '--kind', 'nonsense', ...db]);
+    const badKind = await runAgentryInBackground([
+      'activity',
+      agent.address,
+      '--kind',
+      'nonsense',
+      ...db,
+    ]);
     assert.equal(badKind.code, 2);
     assert.match(badKind.stderr, /Unknown kind "nonsense"/);
-    const bad = await runAgentry(['activity', 'not-an-address', ...db]);
+    const bad = await runAgentryInBackground(['activity', 'not-an-address', ...db]);
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /not an agent address/);
   });
@@ -147,7 +146,13 @@ describeOnEachDialect('command line: activity and agents', (dialect) => {
     await new Promise((resolve) => setTimeout(resolve, 3100));
     assert.ok((await t.server.ctx.services.mailbox.sweepExpired()) >= 1);
 
-    const failures = await runAgentry(['activity', agent.address, '--kind', 'failure', ...db]);
+    const failures = await runAgentryInBackground([
+      'activity',
+      agent.address,
+      '--kind',
+      'failure',
+      ...db,
+    ]);
     assert.equal(failures.code, 0, failures.stderr);
     assert.deepEqual(
       failures.stdout
@@ -161,7 +166,7 @@ describeOnEachDialect('command line: activity and agents', (dialect) => {
         ],
       ],
     );
-    const status = await runAgentry(['status', '--url', t.url, '--json', ...db]);
+    const status = await runAgentryInBackground(['status', '--url', t.url, '--json', ...db]);
     assert.equal(status.code, 0, status.stderr);
     const summary = JSON.parse(status.stdout) as {
       failures_last_hour: Record<string, number>;
@@ -214,7 +219,7 @@ describeOnEachDialect('command line: activity and agents', (dialect) => {
     // What the server saw in memory is written once a second.
     await flushPresence(t);
 
-    const all = await runAgentry(['agents', 'list', ...db]);
+    const all = await runAgentryInBackground(['agents', 'list', ...db]);
     assert.equal(all.code, 0, all.stderr);
     const [header, ...lines] = all.stdout.trim().split('\n');
     assert.equal(header, 'address\tname\towner\tstatus\tlast_seen');
@@ -231,7 +236,7 @@ describeOnEachDialect('command line: activity and agents', (dialect) => {
       '-',
     ]);
 
-    const mine = await runAgentry([
+    const mine = await runAgentryInBackground([
       'agents',
       'list',
       '--user',
@@ -256,7 +261,13 @@ describeOnEachDialect('command line: activity and agents', (dialect) => {
         },
       ],
     );
-    const nobody = await runAgentry(['agents', 'list', '--user', 'nobody-of-that-name', ...db]);
+    const nobody = await runAgentryInBackground([
+      'agents',
+      'list',
+      '--user',
+      'nobody-of-that-name',
+      ...db,
+    ]);
     assert.equal(nobody.code, 2);
     assert.match(nobody.stderr, /No user named/);
   });

@@ -3,19 +3,9 @@ import assert from 'node:assert/strict';
 import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
-import { agentryArgs, ChildRun } from '../kit/process.js';
+import { runAgentryInBackground } from '../kit/process.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import { TestIdentity } from '../kit/uagent.js';
-
-/** Runs an `agentry` command to its end without blocking this process, whose server it reads. */
-async function runAgentry(
-  args: string[],
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = ChildRun.node(`agentry ${args[0]}`, agentryArgs(...args));
-  const code = await child.waitForExit();
-  const stdout = child.stdout();
-  return { code, stdout, stderr: child.output().slice(stdout.trim().length) };
-}
 
 describeOnEachDialect('command line: probes', (dialect) => {
   let t: TestServer;
@@ -34,7 +24,7 @@ describeOnEachDialect('command line: probes', (dialect) => {
 
   it("shows, sets and turns off any user's agent's probes, as the API sees them", async () => {
     const agent = await newRegisteredAgent(hostOf(t), t.userKey);
-    const shown = await runAgentry(['probes', 'show', agent.address, '--json', ...db]);
+    const shown = await runAgentryInBackground(['probes', 'show', agent.address, '--json', ...db]);
     assert.equal(shown.code, 0, shown.stderr);
     assert.deepEqual(
       (({ address, enabled, healthy }) => ({ address, enabled, healthy }))(
@@ -43,7 +33,14 @@ describeOnEachDialect('command line: probes', (dialect) => {
       { address: agent.address, enabled: false, healthy: null },
     );
 
-    const set = await runAgentry(['probes', 'set', agent.address, '--interval', '3600', ...db]);
+    const set = await runAgentryInBackground([
+      'probes',
+      'set',
+      agent.address,
+      '--interval',
+      '3600',
+      ...db,
+    ]);
     assert.equal(set.code, 0, set.stderr);
     assert.match(set.stdout, /^enabled +true$/m);
     assert.match(set.stdout, /^interval_seconds +3600$/m);
@@ -54,24 +51,31 @@ describeOnEachDialect('command line: probes', (dialect) => {
       { enabled: true, interval_seconds: 3600 },
     );
 
-    const off = await runAgentry(['probes', 'off', agent.address, ...db]);
+    const off = await runAgentryInBackground(['probes', 'off', agent.address, ...db]);
     assert.equal(off.code, 0, off.stderr);
     assert.equal((await health(agent.address)).enabled, false);
   });
 
   it('refuses an interval out of bounds, an unknown agent and a malformed address with exit code 2', async () => {
     const agent = await newRegisteredAgent(hostOf(t), t.userKey);
-    const short = await runAgentry(['probes', 'set', agent.address, '--interval', '4', ...db]);
+    const short = await runAgentryInBackground([
+      'probes',
+      'set',
+      agent.address,
+      '--interval',
+      '4',
+      ...db,
+    ]);
     assert.equal(short.code, 2, short.stderr);
     assert.match(short.stderr, /from 5 to 86400/);
     assert.equal((await health(agent.address)).enabled, false);
 
     const stranger = TestIdentity.random().address;
-    const unknown = await runAgentry(['probes', 'show', stranger, ...db]);
+    const unknown = await runAgentryInBackground(['probes', 'show', stranger, ...db]);
     assert.equal(unknown.code, 2, unknown.stderr);
     assert.match(unknown.stderr, /is not registered here/);
 
-    const malformed = await runAgentry(['probes', 'off', 'agent1qnot', ...db]);
+    const malformed = await runAgentryInBackground(['probes', 'off', 'agent1qnot', ...db]);
     assert.equal(malformed.code, 2, malformed.stderr);
     assert.match(malformed.stderr, /not an agent address/);
   });

@@ -218,13 +218,15 @@ export interface CommandResult {
 export async function runAgentryInBackground(
   args: string[],
   env: Record<string, string> = {},
-): Promise<{ code: number | null; output: string }> {
+): Promise<CommandResult & { output: string }> {
   const child = ChildRun.node(`agentry ${args[0]}`, agentryArgs(...args), {
     ...process.env,
     ...env,
   });
   const code = await child.waitForExit();
-  return { code, output: child.output() };
+  const output = child.output();
+  const stdout = child.stdout();
+  return { code, output, stdout, stderr: output.slice(stdout.trim().length) };
 }
 
 /** Runs an `agentry` command to its end. */

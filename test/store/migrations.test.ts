@@ -20,14 +20,15 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
     await database.drop();
   });
 
-  async function migrateTo(name: string): Promise<void> {
+  /** Migrates `on` (the shared store unless told) to the migration `name`, and no further. */
+  async function migrateTo(name: string, on: Store = store): Promise<void> {
     const schema =
       dialect === 'postgres'
-        ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(store.db))
-            .rows[0]!.schema
+        ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(on.db)).rows[0]!
+            .schema
         : undefined;
     const migrator = new Migrator({
-      db: store.db,
+      db: on.db,
       provider: { getMigrations: async () => migrations },
       ...(schema ? { migrationTableSchema: schema } : {}),
     });
@@ -185,17 +186,7 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
     const scratch = await createTestDatabase(dialect);
     const old = Store.open(scratch.url);
     try {
-      const schema =
-        dialect === 'postgres'
-          ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(old.db))
-              .rows[0]!.schema
-          : undefined;
-      const migrator = new Migrator({
-        db: old.db,
-        provider: { getMigrations: async () => migrations },
-        ...(schema ? { migrationTableSchema: schema } : {}),
-      });
-      assert.equal((await migrator.migrateTo('0005_user_storage')).error, undefined);
+      await migrateTo('0005_user_storage', old);
       await old.db.insertInto('users').values({ id: 'u', name: 'u', created_at: 0 }).execute();
       await old.repos.agents.save(
         agentListing({ address: 'agent1listed', user_id: 'u', name: 'Weather oracle' }),
@@ -247,17 +238,7 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
     const scratch = await createTestDatabase(dialect);
     const old = Store.open(scratch.url);
     try {
-      const schema =
-        dialect === 'postgres'
-          ? (await sql<{ schema: string }>`select current_schema() as schema`.execute(old.db))
-              .rows[0]!.schema
-          : undefined;
-      const migrator = new Migrator({
-        db: old.db,
-        provider: { getMigrations: async () => migrations },
-        ...(schema ? { migrationTableSchema: schema } : {}),
-      });
-      assert.equal((await migrator.migrateTo('0027_agent_probes')).error, undefined);
+      await migrateTo('0027_agent_probes', old);
       await old.db.insertInto('users').values({ id: 'u', name: 'u', created_at: 0 }).execute();
       const enrol = (address: string, handle: string, createdAt: number) =>
         old.db
