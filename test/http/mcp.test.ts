@@ -8,7 +8,7 @@ import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { startChatAgent } from '../kit/chat-agent.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
-import { mcpClient, textOf, TOOL_NAMES } from '../kit/mcp.js';
+import { callTool, mcpClient, textOf, TOOL_NAMES } from '../kit/mcp.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import type { TestIdentity } from '../kit/uagent.js';
 
@@ -151,6 +151,34 @@ describeOnEachDialect('MCP endpoint', (dialect) => {
       (second.structuredContent as { session_id: string }).session_id,
       answer.session_id,
     );
+  });
+
+  it('sends a message of any model, signed by the caller’s chat identity, which the trace knows by its id', async () => {
+    const schema = `model:${'ab'.repeat(32)}`;
+    const sent = await callTool(session.client, 'send_message', {
+      to: agent.address,
+      schema_digest: schema,
+      payload: { city: 'Lisbon' },
+    });
+    assert.equal(sent.isError, undefined, textOf(sent));
+    const { message_id: messageId, to } = sent.structuredContent as {
+      message_id: string;
+      to: string;
+    };
+    assert.equal(to, agent.address);
+    const mailbox = await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
+      key: t.userKey,
+    });
+    const stored = (mailbox.body as { envelope: Record<string, string> }[]).find(
+      (item) => item.envelope.session === messageId,
+    );
+    assert.ok(stored, mailbox.text);
+    assert.equal(stored.envelope.schema_digest, schema);
+    assert.deepEqual(JSON.parse(Buffer.from(stored.envelope.payload!, 'base64').toString()), {
+      city: 'Lisbon',
+    });
+    const identity = await call(t.url, 'GET', '/v2/chat/identity', { key: t.userKey });
+    assert.equal(stored.envelope.sender, identity.body.address);
   });
 
   it('answers a tool error, in words, for arguments that fail the schema and for what cannot be done', async () => {
