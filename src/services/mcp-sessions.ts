@@ -140,6 +140,16 @@ export class McpSessionsService implements ChangeConsumer<'mcp.ended'> {
     void this.changes.publish([{ kind: 'mcp.ended', sessionId: id }]);
   }
 
+  /** How many sessions are open across all owners, and how many were used in the last hour. */
+  async counts(): Promise<{ open: number; lastHour: number }> {
+    const now = this.clock.now();
+    const [open, lastHour] = await Promise.all([
+      this.store.repos.mcpSessions.countUsedSince(now - this.policy.idleMs),
+      this.store.repos.mcpSessions.countUsedSince(now - 3_600_000),
+    ]);
+    return { open, lastHour };
+  }
+
   /** Removes sessions idle past the limit (a housekeeping task). */
   purgeIdle(): Promise<number> {
     return this.store.repos.mcpSessions.deleteIdle(this.clock.now() - this.policy.idleMs);

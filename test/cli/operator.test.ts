@@ -7,6 +7,7 @@ import { messageUuid } from '../../src/services/mailbox.js';
 import { registerAgent } from '../kit/agents.js';
 import { testPgUrl } from '../kit/databases.js';
 import { call } from '../kit/http.js';
+import { mcpClient } from '../kit/mcp.js';
 import { agentryArgs, ChildRun, runAgentry, runAgentryInBackground } from '../kit/process.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
@@ -277,6 +278,12 @@ describe('command line: the first hour', () => {
     assert.ok(status.agents.total >= 1);
     assert.ok(status.pending_messages >= 1);
     assert.equal(typeof status.failures_last_hour.total, 'number');
+    // An assistant connected through MCP is counted.
+    const opened = await mcpClient(url, key);
+    const withMcp = await runAgentryInBackground(['status', '--url', url, '--json', ...db]);
+    await opened.client.close();
+    const counted = JSON.parse(withMcp.output) as { mcp_sessions: { open: number } };
+    assert.ok(counted.mcp_sessions.open >= 1, withMcp.output);
     const text = await runAgentryInBackground(['status', '--url', url, ...db]);
     assert.match(text.output, /^server +http:\/\/127\.0\.0\.1:\d+: ready$/m);
     assert.match(
@@ -284,6 +291,7 @@ describe('command line: the first hour', () => {
       /^agents +\d+ \(\d+ active, \d+ idle, \d+ unreachable, \d+ failing, \d+ offline\)$/m,
     );
     assert.match(text.output, /^pending messages +\d+/m);
+    assert.match(text.output, /^MCP sessions +\d+ open \(\d+ used in the last hour\)$/m);
     const down = await runAgentryInBackground(['status', '--url', 'http://127.0.0.1:1', ...db]);
     assert.equal(down.code, 3);
     assert.match(down.output, /does not answer \(is "agentry serve" running\?\)/);

@@ -31,7 +31,7 @@ export function addStatusCommand(program: Command): void {
       program
         .command('status')
         .description(
-          'summarise the service: whether it answers, agents by status, pending messages, recent failures',
+          'summarise the service: whether it answers, agents by status, pending messages, MCP sessions, recent failures',
         )
         .option('--url <url>', 'where the server answers (default: AGENTRY_PUBLIC_URL)'),
     ),
@@ -54,6 +54,7 @@ export function addStatusCommand(program: Command): void {
         after = page[page.length - 1]!.address;
       }
       const pending = await ctx.services.mailbox.pendingTotals();
+      const mcp = await ctx.services.mcpSessions.counts();
       const since = ctx.clock.now() - RECENT_MS;
       const failures = await ctx.services.deliveries.failuresAsOperator(since, COUNTED_FAILURES);
       const counts: Record<string, number> = {};
@@ -67,6 +68,7 @@ export function addStatusCommand(program: Command): void {
         agents: { total: agents, ...byStatus },
         pending_messages: Number(pending.messages),
         bytes_stored: Number(pending.bytes),
+        mcp_sessions: { open: mcp.open, used_last_hour: mcp.lastHour },
         failures_last_hour: { total: failures.length, ...counts },
         recent_failures: failures.slice(0, SHOWN_FAILURES).map((row) => ({
           at: isoTime(Number(row.at)),
@@ -84,6 +86,7 @@ export function addStatusCommand(program: Command): void {
         `server            ${server.url}: ${server.detail}`,
         `agents            ${agents}${agents > 0 ? ` (${AGENT_STATUSES.map((s) => `${byStatus[s]} ${s}`).join(', ')})` : ''}`,
         `pending messages  ${summary.pending_messages} (${summary.bytes_stored} bytes)`,
+        `MCP sessions      ${mcp.open} open (${mcp.lastHour} used in the last hour)`,
         `failures, 1 hour  ${
           failures.length === 0
             ? 'none'

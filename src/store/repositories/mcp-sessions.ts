@@ -40,6 +40,16 @@ export class McpSessionsRepository {
       .execute();
   }
 
+  /** How many sessions were used at `since` or later. */
+  async countUsedSince(since: number): Promise<number> {
+    const row = await this.db
+      .selectFrom('mcp_sessions')
+      .select((eb) => eb.fn.countAll<number | string>().as('n'))
+      .where('last_seen_at', '>=', since)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
   /** Removes sessions unused since `before`; answers how many. */
   async deleteIdle(before: number): Promise<number> {
     const result = await this.db
