@@ -86,9 +86,8 @@ describe('hosted agents', { skip }, () => {
       const told = (kind: string) =>
         sink.received.filter((p) => p.kind === kind && p.agent === address);
       const warnings = () =>
-        log.lines.filter(
-          (l) => l.level >= WARN && l.agent === address && /hosted agent/.test(l.msg),
-        );
+        // Every warning of the server's about the agent (its status changes among them).
+        log.lines.filter((l) => l.level >= WARN && l.agent === address);
 
       await owner.waitForAgent(address, (a) => a.restarts >= 3);
       const early = await errorRows();
