@@ -304,7 +304,9 @@ export class HostedProcess {
     this.bridge?.close();
     this.bridge = undefined;
     if (!this.current(generation)) return;
-    this.logger.warn({ err, address: this.address }, 'hosted agent could not start');
+    // A crash loop of failed starts warns once, as its first; the rest are told as info.
+    const level = this.crashes.length === 0 ? 'warn' : 'info';
+    this.logger[level]({ err, address: this.address }, 'hosted agent could not start');
     await this.crashed(`could not start: ${err instanceof Error ? err.message : String(err)}`);
   }
 

@@ -71,7 +71,17 @@ export class ProbesService {
   /** Turns probes off for the caller's agent, and forgets what they found. */
   async disable(principal: Principal, address: string): Promise<void> {
     await this.ownerOf(principal, address);
-    await this.store.repos.probes.disable(address);
+    await this.turnOff(address);
+  }
+
+  /**
+   * Turns the agent's probes off: what they found goes, and the chat session they were sent in
+   * ends (nothing more is sent in it) and is kept pruned as it was until it is empty.
+   */
+  private async turnOff(address: string): Promise<void> {
+    const now = this.clock.now();
+    const { sessionId } = await this.store.repos.probes.disable(address, now);
+    if (sessionId !== null) await this.store.repos.chat.endSession(sessionId, now);
   }
 
   /** The agent's health, for the operator (any user's agent); 404 for none registered. */
@@ -91,7 +101,7 @@ export class ProbesService {
   /** Turns probes off for any user's agent, as the operator, and forgets what they found. */
   async disableAsOperator(address: string): Promise<void> {
     await this.registered(address);
-    await this.store.repos.probes.disable(address);
+    await this.turnOff(address);
   }
 
   /**
@@ -113,7 +123,8 @@ export class ProbesService {
 
   /**
    * Deletes probe outcomes older than their retention, and the entries of probe sessions older
-   * than their window, in batches; how many went.
+   * than their window, in batches, those of sessions whose probes were turned off as well (and,
+   * once such a session is empty, that it was one); how many went.
    */
   async prune(batchSize = 5000, maxBatches = 100): Promise<number> {
     const { probes } = this.store.repos;
@@ -122,6 +133,14 @@ export class ProbesService {
     for (const [run, before] of [
       [(b: number) => probes.prune(b, batchSize), now - this.policy.retentionMs],
       [(b: number) => probes.pruneSessionEntries(b, batchSize), now - this.policy.sessionWindowMs],
+      [
+        (b: number) => probes.pruneRetiredSessionEntries(b, batchSize),
+        now - this.policy.sessionWindowMs,
+      ],
+      [
+        (b: number) => probes.forgetRetiredSessions(b, batchSize),
+        now - this.policy.sessionWindowMs,
+      ],
     ] as const) {
       for (let batch = 0; batch < maxBatches; batch++) {
         const gone = await run(before);

@@ -53,6 +53,7 @@ export interface Database {
   hosted_failures: HostedFailuresTable;
   agent_probes: AgentProbesTable;
   agent_probe_results: AgentProbeResultsTable;
+  retired_probe_sessions: RetiredProbeSessionsTable;
   mcp_sessions: McpSessionsTable;
 }
 
@@ -611,8 +612,10 @@ export interface HostedFailuresTable {
   began_at: number;
   /** The latest error. */
   last_at: number;
-  /** Errors since the first. */
+  /** Errors its code wrote since the first. */
   errors: number;
+  /** Crashes of its process (and failures to start) since the first. */
+  crashes: ColumnType<number, number | undefined, number>;
   /** The latest error's text. */
   error: string | null;
   /** The timeline row that stands for the failure. */
@@ -669,6 +672,16 @@ export interface AgentProbeResultsTable {
   /** 1: answered in time; 0: not. */
   answered: number;
   latency_ms: number | null;
+}
+
+/**
+ * The chat session an agent's probes were sent in, after its owner turned them off: its entries
+ * are pruned as a live probe session's are, until none is left (docs/activity.md, "Health").
+ */
+export interface RetiredProbeSessionsTable {
+  session_id: string;
+  address: string;
+  retired_at: number;
 }
 
 export interface McpSessionsTable {

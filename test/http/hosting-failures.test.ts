@@ -105,8 +105,15 @@ describeOnEachDialect('failures of hosted agents', (dialect) => {
     // Not yet quiet for the error window (60 s): still failing, nothing more told.
     clock.advance(30_000);
     assert.equal(await hosting.endQuietFailures(), 0);
-    // A restart with errors meanwhile does not end it either.
+    // A crash and restart meanwhile does not end it either: the crash is part of the failure.
     await hosting.setState(address, 'crashed', 'exit code 1');
+    const crashed = (await errorsOf()).filter((e) => e.kind === 'event.error');
+    assert.equal(crashed.length, 1, JSON.stringify(crashed));
+    assert.equal(
+      crashed[0]!.summary,
+      'Hosted agent crashed: exit code 1 (failing: 12 errors and 1 crash so far)',
+    );
+    assert.equal((crashed[0]!.data as Record<string, unknown>).crashes, 1);
     await hosting.setState(address, 'running', null);
     clock.advance(40_000);
     assert.equal(await hosting.endQuietFailures(), 0, 'running for 40 s since its restart');
@@ -120,16 +127,16 @@ describeOnEachDialect('failures of hosted agents', (dialect) => {
       (e) => e.kind === 'event.info' && e.summary.startsWith('recovered'),
     );
     assert.equal(recovery.length, 1, JSON.stringify(recovered));
-    assert.match(recovery[0]!.summary, /after 12 errors over 55 s/);
-    assert.match(
-      recovered.find((e) => e.kind === 'event.error' && e.summary.includes('missing-12'))!.summary,
-      /failed for 55 s: 12 errors; recovered/,
-    );
+    // The crash, 30 s after the last error, is the failure's last.
+    assert.match(recovery[0]!.summary, /after 12 errors and 1 crash over 90 s/);
+    const row = recovered.filter((e) => e.kind === 'event.error');
+    assert.equal(row.length, 1, JSON.stringify(recovered));
+    assert.match(row[0]!.summary, /failed for 90 s: 12 errors and 1 crash; recovered/);
     assert.ok((await told()).includes('agent.recovered'));
     assert.equal(
       (await told()).filter((k) => k === 'agent.recovered' || k === 'event.error').length,
-      // The crash is an error of its own (its state change), told as such.
-      3,
+      // One when it began, one when it recovered: the crash is part of it.
+      2,
     );
     assert.equal(
       warnings().filter((l) => /hosted agent/.test(l.msg)).length,

@@ -21,9 +21,14 @@ import { TestIdentity } from '../kit/uagent.js';
 /**
  * A chat agent at an endpoint of its own, as the chat protocol has it: each chat message posted
  * to it is acknowledged, signed by the agent, to the sender's endpoint (Agentry's mailbox
- * submit, where chat identities are reached) while `answering`; it keeps what it was sent.
+ * submit, where chat identities are reached) while `answering`, stamped by `now` (the server's
+ * clock, when a test moves it); it keeps what it was sent.
  */
-async function startChatAgent(identity: TestIdentity, submitUrl: string) {
+async function startChatAgent(
+  identity: TestIdentity,
+  submitUrl: string,
+  now: () => number = Date.now,
+) {
   const received: EnvelopeFields[] = [];
   const agent = { answering: true, received, url: '', close: async () => {} };
   const server = createServer((request, response) => {
@@ -44,11 +49,11 @@ async function startChatAgent(identity: TestIdentity, submitUrl: string) {
         protocol_digest: CHAT_PROTOCOL_DIGEST,
         payload: Buffer.from(
           JSON.stringify({
-            timestamp: new Date().toISOString(),
+            timestamp: new Date(now()).toISOString(),
             acknowledged_msg_id: message.msg_id,
           }),
         ).toString('base64'),
-        expires: unixSeconds(Date.now()) + 60,
+        expires: unixSeconds(now()) + 60,
         nonce: randomInt(2 ** 47),
       });
       void fetch(submitUrl, {
@@ -380,6 +385,77 @@ describeOnEachDialect('health probes: what is kept', (dialect) => {
         .where('address', '=', identity.address)
         .execute();
       assert.ok(results.length >= 1, 'the probe results are kept for the retention period');
+    } finally {
+      await agent.close();
+    }
+  });
+
+  it('keeps pruning the probe session once its owner turns probes off, until nothing of it is left', async () => {
+    const identity = TestIdentity.random();
+    const agent = await startChatAgent(identity, `${t.url}/v2/agents/mailbox/submit`, () =>
+      clock.now(),
+    );
+    try {
+      await registerAgent(hostOf(t), t.userKey, identity);
+      await registerInAlmanac(t.url, identity, {
+        timestamp: unixSeconds(clock.now()),
+        protocols: [CHAT_PROTOCOL_DIGEST],
+        endpoints: [{ url: agent.url, weight: 1 }],
+      });
+      const { db } = t.server.ctx.store;
+      const probes = `/v2/agents/${identity.address}/probes`;
+      const entriesOf = async (session: string) =>
+        (
+          await db
+            .selectFrom('chat_entries')
+            .select('id')
+            .where('session_id', '=', session)
+            .execute()
+        ).length;
+      // Probes on, answered, off: twice, each time in a session of its own.
+      const sessions: string[] = [];
+      for (let round = 0; round < 2; round++) {
+        const on = await call(t.url, 'PUT', probes, {
+          key: t.userKey,
+          body: { interval_seconds: 3600 },
+        });
+        assert.equal(on.status, 200, on.text);
+        await until(`the probe of round ${round} is answered`, async () => {
+          const res = await call(t.url, 'GET', probes, { key: t.userKey });
+          return res.body.healthy === true;
+        });
+        const { session_id } = await db
+          .selectFrom('agent_probes')
+          .select('session_id')
+          .where('address', '=', identity.address)
+          .executeTakeFirstOrThrow();
+        sessions.push(session_id!);
+        const off = await call(t.url, 'DELETE', probes, { key: t.userKey });
+        assert.equal(off.status, 200, off.text);
+        clock.advance(3600_000);
+      }
+      assert.notEqual(sessions[0], sessions[1]);
+      for (const session of sessions) {
+        assert.ok((await entriesOf(session)) >= 2, 'the probe and its acknowledgement');
+        const row = await t.server.ctx.store.repos.chat.findSession(session);
+        assert.notEqual(row?.ended_at, null, 'the session probes were sent in ended');
+      }
+
+      // Within the day, nothing of theirs goes.
+      await t.server.ctx.services.probes.prune();
+      for (const session of sessions) assert.ok((await entriesOf(session)) >= 2);
+
+      // A day later, their entries are pruned as a live probe session's are, and they are forgotten.
+      clock.advance(24 * 3600_000);
+      const removed = await t.server.ctx.services.probes.prune();
+      assert.ok(removed >= 4, `${removed} removed`);
+      for (const session of sessions) assert.equal(await entriesOf(session), 0);
+      const retired = await db
+        .selectFrom('retired_probe_sessions')
+        .select('session_id')
+        .where('address', '=', identity.address)
+        .execute();
+      assert.deepEqual(retired, []);
     } finally {
       await agent.close();
     }

@@ -216,8 +216,12 @@ describeOnEachDialect('hosting store', (dialect) => {
         ],
         ['event.info', 'system', 'Hosted agent compiling'],
         ['event.info', 'system', 'Hosted agent running'],
-        ['event.error', 'system', 'Hosted agent crashed: exit code 1'],
-        ['event.error', 'system', 'Hosted agent failed: crashed 5 times in a minute'],
+        // The crash and the failure are one failure: one row, its last said (failures.ts).
+        [
+          'event.error',
+          'system',
+          'Hosted agent failed: crashed 5 times in a minute (failing: 2 crashes so far)',
+        ],
       ],
     );
     // Started again, a failed agent is let go so that a runner starts it afresh.

@@ -8,6 +8,7 @@ import { NotFoundError } from '../../errors.js';
 import type { AgentProfile } from '../../wire/agents.js';
 import { completeProfile, type AgentsService } from '../agents.js';
 import { storableEntry } from './checks.js';
+import { HostedFailures } from './failures.js';
 import {
   RUNNER_LIVE_MS,
   type AgentNetwork,
@@ -24,6 +25,9 @@ import {
  * applies (whose an agent is, whether a live runner holds it, how its state changes).
  */
 export class HostingCore {
+  /** The agents' failures: their errors and crashes, grouped (failures.ts). */
+  readonly failures: HostedFailures;
+
   constructor(
     readonly store: Store,
     readonly clock: Clock,
@@ -33,7 +37,9 @@ export class HostingCore {
     readonly policy: HostingPolicy,
     private readonly changes: ChangeFeed,
     readonly logger: Logger,
-  ) {}
+  ) {
+    this.failures = new HostedFailures(this);
+  }
 
   /**
    * Tells the runners, after the commit, that an owner changed what should run (an agent to
@@ -60,7 +66,11 @@ export class HostingCore {
     return row;
   }
 
-  /** Sets the state; a change of state or reason is recorded on the agent's timeline. */
+  /**
+   * Sets the state; a change of state or reason is recorded on the agent's timeline. A crash or
+   * a failure to start (`crashed`, `failed`) opens the agent's failure or adds to it: a crash
+   * loop is one timeline row, updated in place, not one per crash (failures.ts).
+   */
   async changeState(row: HostedAgentRow, state: HostedState, reason: string | null): Promise<void> {
     const now = this.clock.now();
     const text = reason === null ? null : storableEntry(reason);
@@ -71,19 +81,27 @@ export class HostingCore {
       state_changed_at: now,
     });
     if (!changed) return;
-    const failing = state === 'crashed' || state === 'failed';
     const message = `Hosted agent ${state}${text === null ? '' : `: ${text}`}`;
+    if (state === 'crashed' || state === 'failed') {
+      await this.failures.crashed(row.address, {
+        at: now,
+        state,
+        reason: text,
+        previous: row.state,
+        message,
+      });
+      return;
+    }
     await this.timeline.record([
       {
         address: row.address,
-        kind: failing ? 'event.error' : 'event.info',
+        kind: 'event.info',
         at: now,
         category: 'system',
         message,
         data: JSON.stringify({ hosted: { state, reason: text, previous: row.state } }),
       },
     ]);
-    if (failing) await this.timeline.errored(row.address, message);
   }
 }
 

@@ -2,7 +2,6 @@ import { unseal } from '../../crypto/index.js';
 import { NotFoundError } from '../../errors.js';
 import { parseCode, storableEntry } from './checks.js';
 import { notFound, sealContext, type HostingCore } from './core.js';
-import { HostedFailures } from './failures.js';
 import type {
   AgentNetwork,
   DesiredState,
@@ -20,15 +19,11 @@ const RUNNER_FORGET_MS = 24 * 3600_000;
  * lease, learn what their owners want, and report what each agent is and what it wrote.
  */
 export class RunnerSide {
-  private readonly failures: HostedFailures;
-
-  constructor(private readonly core: HostingCore) {
-    this.failures = new HostedFailures(core);
-  }
+  constructor(private readonly core: HostingCore) {}
 
   /** Ends the failures of agents that ran without an error for the error window. */
   endQuietFailures(): Promise<number> {
-    return this.failures.endQuiet();
+    return this.core.failures.endQuiet();
   }
 
   /** Records that the runner is alive, with how many agents it runs at most. */
@@ -145,7 +140,7 @@ export class RunnerSide {
       throw err;
     }
     // Errors are grouped into the agent's failure: one timeline row however often it raises.
-    await this.failures.failed(
+    await this.core.failures.failed(
       address,
       rows.flatMap((row, i) => {
         if (row.level !== 'erro') return [];

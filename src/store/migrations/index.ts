@@ -29,6 +29,7 @@ import * as agentProbes from './0027_agent_probes.js';
 import * as uniqueEnrolmentHandles from './0028_unique_enrolment_handles.js';
 import * as hostedFailures from './0029_hosted_failures.js';
 import * as mcpSessions from './0030_mcp_sessions.js';
+import * as crashLoops from './0031_crash_loops.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -65,4 +66,5 @@ export const migrations: Record<string, Migration> = {
   '0028_unique_enrolment_handles': uniqueEnrolmentHandles,
   '0029_hosted_failures': hostedFailures,
   '0030_mcp_sessions': mcpSessions,
+  '0031_crash_loops': crashLoops,
 };

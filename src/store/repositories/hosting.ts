@@ -18,11 +18,17 @@ export type HostedLogRow = Selectable<HostedLogsTable>;
 export type NewHostedLog = Omit<Insertable<HostedLogsTable>, 'id'>;
 export type HostedFailureRow = Selectable<HostedFailuresTable>;
 
-/** Errors a hosted agent's log told of together: how many, when, the last one's text. */
+/**
+ * Errors a hosted agent's log told of together, or a crash of its process: how many of each,
+ * when, the last one's text.
+ */
 export interface HostedErrors {
   first: number;
   last: number;
+  /** Error lines. */
   count: number;
+  /** Crashes (and failures to start). */
+  crashes: number;
   error: string;
 }
 
@@ -121,7 +127,7 @@ export class HostingRepository {
   }
 
   /**
-   * Opens the agent's failure with these errors; the row when this call opened it, undefined
+   * Opens the agent's failure with these errors (or this crash); the row when this call opened it, undefined
    * when one was open already.
    */
   openFailure(address: string, errors: HostedErrors): Promise<HostedFailureRow | undefined> {
@@ -132,6 +138,7 @@ export class HostingRepository {
         began_at: errors.first,
         last_at: errors.last,
         errors: errors.count,
+        crashes: errors.crashes,
         error: errors.error,
       })
       .onConflict((oc) => oc.column('address').doNothing())
@@ -139,13 +146,14 @@ export class HostingRepository {
       .executeTakeFirst();
   }
 
-  /** Adds errors to the agent's open failure; the row as it now stands, undefined when none is. */
+  /** Adds errors (or a crash) to the agent's open failure; the row as it now stands, undefined when none is. */
   extendFailure(address: string, errors: HostedErrors): Promise<HostedFailureRow | undefined> {
     return this.db
       .updateTable('hosted_failures')
       .set((eb) => ({
         last_at: sql<number>`case when last_at < ${errors.last} then ${errors.last} else last_at end`,
         errors: eb('errors', '+', errors.count),
+        crashes: eb('crashes', '+', errors.crashes),
         error: sql<string>`case when last_at <= ${errors.last} then ${errors.error} else error end`,
       }))
       .where('address', '=', address)

@@ -56,14 +56,27 @@ export class ProbesRepository {
       .execute();
   }
 
-  /** Turns probes off; false when they were not on. */
-  async disable(address: string): Promise<boolean> {
-    const result = await this.db
+  /**
+   * Turns probes off; answers whether they were on, and the chat session they were sent in (null
+   * before any). That session is retired at `now`: its entries are still pruned (see
+   * {@link pruneRetiredSessions}), as a live probe session's are.
+   */
+  async disable(address: string, now: number): Promise<{ on: boolean; sessionId: string | null }> {
+    const gone = await this.db
       .deleteFrom('agent_probes')
       .where('address', '=', address)
+      .returning('session_id')
       .executeTakeFirst();
     await this.db.deleteFrom('agent_probe_results').where('address', '=', address).execute();
-    return result.numDeletedRows > 0n;
+    const sessionId = gone?.session_id ?? null;
+    if (sessionId !== null) {
+      await this.db
+        .insertInto('retired_probe_sessions')
+        .values({ session_id: sessionId, address, retired_at: now })
+        .onConflict((oc) => oc.column('session_id').doNothing())
+        .execute();
+    }
+    return { on: gone !== undefined, sessionId };
   }
 
   /** Agents with a probe due, or a probe waiting for its answer: up to `limit`. */
@@ -194,6 +207,57 @@ export class ProbesRepository {
           .innerJoin('agent_probes as p', 'p.session_id', 'e.session_id')
           .select('e.id')
           .where('e.at', '<', before)
+          .limit(limit),
+      )
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+
+  /**
+   * Deletes up to `limit` chat entries older than `before` from the sessions probes were sent in
+   * before their owner turned them off; how many went.
+   */
+  async pruneRetiredSessionEntries(before: number, limit: number): Promise<number> {
+    const result = await this.db
+      .deleteFrom('chat_entries')
+      .where(
+        'id',
+        'in',
+        this.db
+          .selectFrom('chat_entries as e')
+          .innerJoin('retired_probe_sessions as r', 'r.session_id', 'e.session_id')
+          .select('e.id')
+          .where('e.at', '<', before)
+          .limit(limit),
+      )
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+
+  /**
+   * Forgets up to `limit` retired probe sessions retired before `before` that have no entry
+   * left (pruned to nothing); how many went.
+   */
+  async forgetRetiredSessions(before: number, limit: number): Promise<number> {
+    const result = await this.db
+      .deleteFrom('retired_probe_sessions')
+      .where(
+        'session_id',
+        'in',
+        this.db
+          .selectFrom('retired_probe_sessions as r')
+          .select('r.session_id')
+          .where('r.retired_at', '<', before)
+          .where((eb) =>
+            eb.not(
+              eb.exists(
+                eb
+                  .selectFrom('chat_entries as e')
+                  .select('e.id')
+                  .whereRef('e.session_id', '=', 'r.session_id'),
+              ),
+            ),
+          )
           .limit(limit),
       )
       .executeTakeFirst();
