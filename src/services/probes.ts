@@ -134,10 +134,6 @@ export class ProbesService {
       [(b: number) => probes.prune(b, batchSize), now - this.policy.retentionMs],
       [(b: number) => probes.pruneSessionEntries(b, batchSize), now - this.policy.sessionWindowMs],
       [
-        (b: number) => probes.pruneRetiredSessionEntries(b, batchSize),
-        now - this.policy.sessionWindowMs,
-      ],
-      [
         (b: number) => probes.forgetRetiredSessions(b, batchSize),
         now - this.policy.sessionWindowMs,
       ],

@@ -193,8 +193,9 @@ export class ProbesRepository {
   }
 
   /**
-   * Deletes up to `limit` chat entries older than `before` from the sessions kept for agents'
-   * probes (a probe every 5 seconds would otherwise add 35,000 entries a day); how many went.
+   * Deletes up to `limit` chat entries older than `before` from the sessions of agents' probes:
+   * those probes are sent in now, and those of probes their owner turned off (a probe every 5
+   * seconds would otherwise add 35,000 entries a day); how many went.
    */
   async pruneSessionEntries(before: number, limit: number): Promise<number> {
     const result = await this.db
@@ -204,30 +205,15 @@ export class ProbesRepository {
         'in',
         this.db
           .selectFrom('chat_entries as e')
-          .innerJoin('agent_probes as p', 'p.session_id', 'e.session_id')
           .select('e.id')
           .where('e.at', '<', before)
-          .limit(limit),
-      )
-      .executeTakeFirst();
-    return Number(result.numDeletedRows);
-  }
-
-  /**
-   * Deletes up to `limit` chat entries older than `before` from the sessions probes were sent in
-   * before their owner turned them off; how many went.
-   */
-  async pruneRetiredSessionEntries(before: number, limit: number): Promise<number> {
-    const result = await this.db
-      .deleteFrom('chat_entries')
-      .where(
-        'id',
-        'in',
-        this.db
-          .selectFrom('chat_entries as e')
-          .innerJoin('retired_probe_sessions as r', 'r.session_id', 'e.session_id')
-          .select('e.id')
-          .where('e.at', '<', before)
+          .where('e.session_id', 'in', (eb) =>
+            eb
+              .selectFrom('agent_probes')
+              .select('session_id')
+              .where('session_id', 'is not', null)
+              .union(eb.selectFrom('retired_probe_sessions').select('session_id')),
+          )
           .limit(limit),
       )
       .executeTakeFirst();
