@@ -114,9 +114,7 @@ export class McpSessionsService implements ChangeConsumer<'mcp.ended'> {
   /** Ends the principal's session (the client's DELETE); a 404 for any other id. */
   async end(principal: UserPrincipal, id: string): Promise<void> {
     await this.use(principal, id);
-    await this.store.repos.mcpSessions.delete(id);
-    this.remembered.delete(id);
-    void this.changes.publish([{ kind: 'mcp.ended', sessionId: id }]);
+    await this.forget(id);
   }
 
   /**
@@ -135,6 +133,11 @@ export class McpSessionsService implements ChangeConsumer<'mcp.ended'> {
     if (row === undefined || row.owner_id !== principal.userId) {
       throw new NotFoundError('MCP session not found');
     }
+    await this.forget(id);
+  }
+
+  /** Deletes a session, here and in what every process remembers of it. */
+  private async forget(id: string): Promise<void> {
     await this.store.repos.mcpSessions.delete(id);
     this.remembered.delete(id);
     void this.changes.publish([{ kind: 'mcp.ended', sessionId: id }]);

@@ -19,7 +19,7 @@ import { DomainError, NotFoundError, RequestValidationError } from '../../errors
 import type { Logger } from '../../logger.js';
 import { bodyChecker } from '../../wire/check.js';
 import { canonicalAgentAddress } from '../../wire/formats.js';
-import { TOOLS, ToolRefusal, type McpTool } from './tools.js';
+import { manifestsOf, TOOLS, ToolRefusal, type McpTool } from './tools.js';
 
 /** How the MCP endpoint names itself to clients. */
 const INSTRUCTIONS =
@@ -172,12 +172,7 @@ export function mcpServer(options: McpServerOptions): Server {
     if (match[2] === 'readme') {
       return { contents: [{ uri, mimeType: 'text/markdown', text: listing.readme }] };
     }
-    const manifests = await Promise.all(
-      listing.protocols.map((protocol) =>
-        services.almanac.findManifest(protocol.digest).catch(() => null),
-      ),
-    );
-    const known = manifests.filter((manifest) => manifest !== null);
+    const known = await manifestsOf(services.almanac, listing.protocols);
     return { contents: [{ uri, mimeType: 'application/json', text: JSON.stringify(known) }] };
   });
 

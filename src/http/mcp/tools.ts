@@ -89,6 +89,17 @@ function codeText(args: {
 }
 
 const checkSearch = bodyChecker(AgentSearchCriteria);
+
+/** The manifests Agentry holds of these protocols (those it does not hold are left out). */
+export async function manifestsOf(
+  almanac: AppContext['services']['almanac'],
+  protocols: readonly { digest: string }[],
+): Promise<unknown[]> {
+  const found = await Promise.all(
+    protocols.map((protocol) => almanac.findManifest(protocol.digest).catch(() => null)),
+  );
+  return found.filter((manifest) => manifest !== null);
+}
 const LEVEL_ORDER = new Map(LOG_LEVELS.map((level, index) => [level, index]));
 /** How often a start waits to look at the agent's state again. */
 const START_LOOK_MS = 200;
@@ -154,16 +165,11 @@ export const TOOLS: readonly McpTool[] = [
         throw new NotFoundError(`Agent ${args.address} is not listed here`);
       }
       const record = own && agentRecord(own, statuses.get(own.address)!);
-      const manifests = await Promise.all(
-        (listing?.protocols ?? []).map((protocol) =>
-          almanac.findManifest(protocol.digest).catch(() => null),
-        ),
-      );
       return structured({
         address: args.address,
         listing: listing ?? null,
         record: record ?? null,
-        manifests: manifests.filter((manifest) => manifest !== null),
+        manifests: listing ? await manifestsOf(almanac, listing.protocols) : [],
       });
     },
   }),

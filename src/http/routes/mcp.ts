@@ -92,7 +92,7 @@ export const mcpRoutes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { 
       const sessionId = request.headers[SESSION_HEADER];
       if (typeof sessionId === 'string' && !namesMethod(body, 'initialize')) {
         // A session's messages: the transport checks them as JSON-RPC itself.
-        const refusal = await use(principal, sessionId);
+        const refusal = await refusalOf(mcpSessions.use(principal, sessionId));
         if (refusal) return rpcError(reply, 404, -32001, refusal);
       } else if (isInitializeRequest(body)) {
         const id = await mcpSessions.open(principal, {
@@ -141,12 +141,10 @@ export const mcpRoutes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { 
       if (typeof sessionId !== 'string') {
         return rpcError(reply, 400, -32000, 'Bad Request: the Mcp-Session-Id header is required');
       }
-      try {
-        await mcpSessions.end(request.principal as UserPrincipal, sessionId);
-      } catch (err) {
-        if (err instanceof NotFoundError) return rpcError(reply, 404, -32001, err.message);
-        throw err;
-      }
+      const refusal = await refusalOf(
+        mcpSessions.end(request.principal as UserPrincipal, sessionId),
+      );
+      if (refusal) return rpcError(reply, 404, -32001, refusal);
       return reply.code(200).send();
     },
   );
@@ -205,10 +203,13 @@ export const mcpRoutes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { 
     },
   );
 
-  /** Notes a session's use; its refusal in words when it is not one of the caller's. */
-  async function use(principal: UserPrincipal, sessionId: string): Promise<string | undefined> {
+  /**
+   * Does something with a session of the caller's; answers why not, in words, when the id is
+   * not (or no longer) one of theirs (the protocol's 404), else undefined.
+   */
+  async function refusalOf(work: Promise<void>): Promise<string | undefined> {
     try {
-      await mcpSessions.use(principal, sessionId);
+      await work;
       return undefined;
     } catch (err) {
       if (err instanceof NotFoundError) return err.message;
