@@ -1,6 +1,6 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { parseApiKey } from '../../src/auth/api-keys.js';
 import { loadConfig } from '../../src/config/index.js';
@@ -255,6 +255,16 @@ describeOnEachDialect('MCP endpoint', (dialect) => {
     const theirs = await call(t.url, 'GET', '/v2/mcp/sessions', { key: bob });
     assert.deepEqual(theirs.body, []);
     assert.equal((await call(t.url, 'DELETE', `/v2/mcp/sessions/${id}`, { key: bob })).status, 404);
+    // An id that is not one answers as the API answers bad input: 422 for one that is not a
+    // UUID, 404 for one that names no session.
+    const malformed = await call(t.url, 'DELETE', '/v2/mcp/sessions/not-a-session', {
+      key: t.userKey,
+    });
+    assert.equal(malformed.status, 422, malformed.text);
+    const unknown = await call(t.url, 'DELETE', `/v2/mcp/sessions/${randomUUID()}`, {
+      key: t.userKey,
+    });
+    assert.equal(unknown.status, 404, unknown.text);
     const ended = await call(t.url, 'DELETE', `/v2/mcp/sessions/${id}`, { key: t.userKey });
     assert.equal(ended.status, 200, ended.text);
     await assert.rejects(opened.client.listTools(), /404|not found/i);
