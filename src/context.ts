@@ -7,6 +7,7 @@ import type { Dispatcher } from 'undici';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { AgentsService } from './services/agents.js';
+import { Courier } from './services/courier.js';
 import { ChatService } from './services/chat.js';
 import { ChatIdentities } from './services/chat-identities.js';
 import { ProbesService } from './services/probes.js';
@@ -219,14 +220,8 @@ export function createContext(
   const sealing = new HostingKey(hostingKeySource(config));
   // People chat from identities Agentry holds, which the Almanac resolves to Agentry itself.
   const chatIdentities = new ChatIdentities(store, clock, sealing);
-  const almanac = new AlmanacService(
-    store,
-    signatures,
-    clock,
-    config.publicUrl,
-    feed,
-    chatIdentities,
-  );
+  const almanac = new AlmanacService(store, signatures, clock, config.publicUrl, feed);
+  almanac.answersFor(chatIdentities);
   const admission = new EnvelopeAdmission(
     verifierPool ?? inlineEnvelopeVerifier(verifier),
     clock,
@@ -311,24 +306,13 @@ export function createContext(
   );
 
   // People chat from identities Agentry holds; what agents send them arrives at the mailbox.
-  const chat = new ChatService(
-    store,
-    clock,
-    chatIdentities,
-    usage,
-    search,
-    almanac,
-    mailbox,
-    proxy,
-    dispatcher,
-    feed,
-    logger,
-    {
-      publicUrl: config.publicUrl,
-      timeoutMs: config.proxyTimeoutMs,
-      envelopeLifetimeSeconds: config.mailboxRetentionSeconds,
-    },
-  );
+  const courier = new Courier(store, almanac, mailbox, proxy, dispatcher, {
+    timeoutMs: config.proxyTimeoutMs,
+  });
+  const chat = new ChatService(store, clock, chatIdentities, usage, search, courier, feed, logger, {
+    publicUrl: config.publicUrl,
+    envelopeLifetimeSeconds: config.mailboxRetentionSeconds,
+  });
   mailbox.receiveFor(chat);
   // Health probes an owner asks for go out as chat messages from the owner's chat identity.
   const probes = new ProbesService(

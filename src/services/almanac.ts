@@ -19,8 +19,6 @@ import type {
   AlmanacMetadata,
   ProtocolManifest,
 } from '../wire/almanac.js';
-import { CHAT_PROTOCOL_DIGEST } from '../wire/chat.js';
-import type { ChatIdentities } from './chat-identities.js';
 import type { Endpoint } from '../wire/common.js';
 import { canonicalAgentAddress } from '../wire/formats.js';
 
@@ -83,7 +81,18 @@ interface StoredRegistrations {
  * replayed to roll an agent back across seconds. uAgents signs whole seconds, so writes of the
  * same second are all taken, the last one received winning.
  */
+/**
+ * Addresses this service answers for itself (chat identities, external A2A agents registered
+ * here): each resolves to this service's mailbox endpoint, where what is sent to it arrives.
+ */
+export interface OwnAddressBook {
+  /** The protocols the address speaks when it is one of the book's; undefined when not. */
+  protocolsOf(address: string): Promise<string[] | undefined>;
+}
+
 export class AlmanacService {
+  /** The books of addresses this service answers for itself. */
+  private readonly books: OwnAddressBook[] = [];
   /** Normalised URL of this service's submit endpoints → the agent type they imply. */
   private readonly ownEndpoints: ReadonlyMap<string, AlmanacAgentType>;
   /** Registrations on their way to the store, written a group per transaction. */
@@ -99,8 +108,6 @@ export class AlmanacService {
     private readonly publicUrl: string,
     /** Where what the Almanac stored is told, after the commit (the activity service). */
     private readonly changes: ChangeFeed,
-    /** The chat identities (docs/chat.md), which resolve to this service itself. */
-    private readonly chatIdentities: ChatIdentities,
   ) {
     // uAgents builds these as f"{agentverse_url}{path}", so the public URL's own path stays.
     this.ownEndpoints = new Map([
@@ -259,7 +266,7 @@ export class AlmanacService {
   async resolve(address: string, prefix?: AlmanacNetworkPrefix): Promise<AlmanacEntry> {
     const row = await this.store.repos.almanac.findResolvable(address);
     if (!row || row.expires_at <= this.clock.now()) {
-      const listed = (await this.resolveListing(address)) ?? (await this.resolveChat(address));
+      const listed = (await this.resolveListing(address)) ?? (await this.resolveOwn(address));
       if (listed) return listed;
     }
     if (
@@ -305,22 +312,32 @@ export class AlmanacService {
     };
   }
 
+  /** Resolves the addresses of `book` to this service's mailbox endpoint. */
+  answersFor(book: OwnAddressBook): void {
+    this.books.push(book);
+  }
+
   /**
-   * A chat identity (docs/chat.md) is Agentry itself: it resolves to this service's mailbox
-   * endpoint, where what agents send it is received, and speaks the chat protocol.
+   * An address this service answers for itself (a chat identity, docs/chat.md; an external A2A
+   * agent, docs/a2a.md) resolves to this service's mailbox endpoint, where what agents send it
+   * is received.
    */
-  private async resolveChat(address: string): Promise<AlmanacEntry | undefined> {
-    if (!(await this.chatIdentities.at(address))) return undefined;
-    return {
-      address,
-      active: true,
-      type: 'mailbox',
-      endpoints: [{ url: this.ownEndpoint('mailbox'), weight: 1 }],
-      protocols: [CHAT_PROTOCOL_DIGEST],
-      metadata: null,
-      expiresAt: this.clock.now() + REGISTRATION_LIFETIME_MS,
-      domainName: null,
-    };
+  private async resolveOwn(address: string): Promise<AlmanacEntry | undefined> {
+    for (const book of this.books) {
+      const protocols = await book.protocolsOf(address);
+      if (protocols === undefined) continue;
+      return {
+        address,
+        active: true,
+        type: 'mailbox',
+        endpoints: [{ url: this.ownEndpoint('mailbox'), weight: 1 }],
+        protocols,
+        metadata: null,
+        expiresAt: this.clock.now() + REGISTRATION_LIFETIME_MS,
+        domainName: null,
+      };
+    }
+    return undefined;
   }
 
   /**

@@ -3,6 +3,8 @@ import type { ChangeConsumer, ChangeOf } from '../infra/change-feed.js';
 import type { Clock } from '../infra/clock.js';
 import type { HostingKey } from '../infra/hosting-key.js';
 import type { Store } from '../store/index.js';
+import { CHAT_PROTOCOL_DIGEST } from '../wire/chat.js';
+import type { OwnAddressBook } from './almanac.js';
 import type { ChatIdentityRow } from '../store/repositories/chat.js';
 
 /**
@@ -11,7 +13,7 @@ import type { ChatIdentityRow } from '../store/repositories/chat.js';
  * the ones found are kept in memory: a chat round trip asks for its identity by address several
  * times (the Almanac look-up of the sender, the reply, the acknowledgement).
  */
-export class ChatIdentities implements ChangeConsumer<'team.deleted'> {
+export class ChatIdentities implements ChangeConsumer<'team.deleted'>, OwnAddressBook {
   readonly kinds = ['team.deleted'] as const;
   /** Identities found, by address (never changed once made; gone only with their owner). */
   private readonly byAddress = new Map<string, ChatIdentityRow>();
@@ -49,6 +51,11 @@ export class ChatIdentities implements ChangeConsumer<'team.deleted'> {
     if (known) return known;
     const found = await this.store.repos.chat.findIdentityByAddress(address);
     return found && this.remember(found);
+  }
+
+  /** A chat identity speaks the chat protocol (and is reached at this service's mailbox). */
+  async protocolsOf(address: string): Promise<string[] | undefined> {
+    return (await this.at(address)) ? [CHAT_PROTOCOL_DIGEST] : undefined;
   }
 
   /** The identity's signing key, opened once. */

@@ -1,12 +1,10 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import { Value } from '@sinclair/typebox/value';
-import { request, type Dispatcher } from 'undici';
 import type { Principal } from '../auth/principal.js';
 import type { EnvelopeFields } from '../crypto/index.js';
 import {
   BadRequestError,
   ConflictError,
-  DomainError,
   NotFoundError,
   QuotaExceededError,
 } from '../errors.js';
@@ -30,12 +28,9 @@ import {
   type SendChatRequest,
 } from '../wire/chat.js';
 import { canonicalAgentAddress } from '../wire/formats.js';
-import type { Envelope } from '../wire/mailbox.js';
-import type { AlmanacService } from './almanac.js';
 import type { ChatIdentities } from './chat-identities.js';
+import type { Courier } from './courier.js';
 import type { AdmittedEnvelope } from './envelopes.js';
-import type { MailboxService } from './mailbox.js';
-import type { ProxyService } from './proxy.js';
 import type { SearchService } from './search.js';
 import { chatEntryView } from '../views/chat.js';
 import { ReplyReader } from './chat-reply.js';
@@ -44,8 +39,6 @@ import { usagePeriod, type UsageService } from './usage.js';
 export interface ChatPolicy {
   /** This service's public URL: chat identities are reached at its mailbox submit endpoint. */
   publicUrl: string;
-  /** How long a message may take to reach an agent's endpoint elsewhere. */
-  timeoutMs: number;
   /** How long the envelopes Agentry sends stay valid (seconds). */
   envelopeLifetimeSeconds: number;
 }
@@ -103,10 +96,7 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
     private readonly identities: ChatIdentities,
     private readonly usage: UsageService,
     private readonly search: SearchService,
-    private readonly almanac: AlmanacService,
-    private readonly mailbox: MailboxService,
-    private readonly proxy: ProxyService,
-    private readonly dispatcher: Dispatcher,
+    private readonly courier: Courier,
     private readonly changes: ChangeFeed,
     private readonly logger: Logger,
     private readonly policy: ChatPolicy,
@@ -296,7 +286,7 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
       message.payload,
       message.protocolDigest,
     );
-    const failure = await this.deliver(to, envelope);
+    const failure = await this.courier.deliver(to, envelope);
     return { to, messageId: parties.id, failure: failure ?? null };
   }
 
@@ -384,7 +374,7 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
       },
     ]);
     const envelope = this.envelope(identity, session, CHAT_MESSAGE_DIGEST, payload);
-    const failure = await this.deliver(session.agent, envelope);
+    const failure = await this.courier.deliver(session.agent, envelope);
     if (failure === undefined) return { message: message!, failure: null };
     const [failed] = await this.record(session.id, [
       {
@@ -400,7 +390,7 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
     return { message: message!, failure: failed! };
   }
 
-  // ---- The road out ----------------------------------------------------------------------
+  // ---- Envelopes -------------------------------------------------------------------------
 
   /** A signed envelope from the session's identity to its agent. */
   private envelope(
@@ -421,71 +411,6 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
       expires: Math.floor(this.clock.now() / 1000) + this.policy.envelopeLifetimeSeconds,
       nonce: randomInt(2 ** 47),
     });
-  }
-
-  /**
-   * Delivers the envelope as a uAgents sender would: to each endpoint the agent registered in
-   * the Almanac, in turn, until one takes it (this service's own mailbox and proxy endpoints
-   * are delivered to in-process, so the trace and the timeline show the message); to its
-   * mailbox or proxy here when it registered no endpoint. Answers why it failed, or undefined.
-   */
-  private async deliver(agent: string, envelope: EnvelopeFields): Promise<string | undefined> {
-    let endpoints: string[] = [];
-    try {
-      endpoints = (await this.almanac.resolve(agent)).endpoints.map((e) => e.url);
-    } catch (err) {
-      if (!(err instanceof NotFoundError)) throw err;
-    }
-    const anonymous: Principal = { kind: 'anonymous' };
-    const wire = envelope as Envelope;
-    if (endpoints.length === 0) {
-      const listing = await this.store.repos.agents.findForwarding(agent);
-      if (!listing) return 'The agent has no mailbox or proxy here and no endpoint in the Almanac';
-      endpoints = [
-        listing.url ? this.almanac.ownEndpoint('proxy') : this.almanac.ownEndpoint('mailbox'),
-      ];
-    }
-    const failures: string[] = [];
-    for (const url of endpoints) {
-      try {
-        switch (this.almanac.ownEndpointKind(url)) {
-          case 'mailbox':
-            await this.mailbox.submit(wire, anonymous);
-            return undefined;
-          case 'proxy': {
-            let keptBecause: string | undefined;
-            await this.proxy.forward(wire, anonymous, undefined, (reason) => {
-              keptBecause = reason;
-            });
-            return keptBecause === undefined
-              ? undefined
-              : `Not delivered yet: ${keptBecause}; kept, and forwarded again until the agent takes it or it expires`;
-          }
-          default:
-            await this.post(url, envelope);
-            return undefined;
-        }
-      } catch (err) {
-        failures.push(err instanceof DomainError ? err.message : describe(err));
-      }
-    }
-    return failures.length === 1
-      ? `Not delivered: ${failures[0]}`
-      : `Not delivered to any of its ${failures.length} endpoints: ${failures.join('; ')}`;
-  }
-
-  private async post(url: string, envelope: EnvelopeFields): Promise<void> {
-    const response = await request(url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(envelope),
-      dispatcher: this.dispatcher,
-      signal: AbortSignal.timeout(this.policy.timeoutMs),
-    });
-    await response.body.dump();
-    if (response.statusCode < 200 || response.statusCode >= 300) {
-      throw new Error(`the agent's endpoint answered with status ${response.statusCode}`);
-    }
   }
 
   // ---- The road in -----------------------------------------------------------------------
@@ -530,7 +455,7 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
         acknowledged_msg_id: body.msg_id,
       } satisfies ChatAcknowledgementPayload);
       setImmediate(() => {
-        void this.deliver(session.agent, ack).then((failure) => {
+        void this.courier.deliver(session.agent, ack).then((failure) => {
           if (failure)
             this.logger.info(
               { session: session.id, failure },
@@ -729,13 +654,4 @@ function decodePayload(payload: string | null | undefined): unknown {
   } catch {
     return undefined;
   }
-}
-
-function describe(err: unknown): string {
-  if (err instanceof Error) {
-    const cause = (err as { cause?: unknown }).cause;
-    if (err.name === 'TimeoutError') return 'the agent’s endpoint did not answer in time';
-    return cause instanceof Error ? `${err.message} (${cause.message})` : err.message;
-  }
-  return String(err);
 }

@@ -11,6 +11,7 @@ import { DeliveriesRepository } from './repositories/deliveries.js';
 import { SearchRepository } from './repositories/search.js';
 import { DomainsRepository } from './repositories/domains.js';
 import { EnrolmentsRepository } from './repositories/enrolments.js';
+import { A2aRepository } from './repositories/a2a.js';
 import { McpSessionsRepository } from './repositories/mcp-sessions.js';
 import { ProbesRepository } from './repositories/probes.js';
 import { HostingRepository } from './repositories/hosting.js';
@@ -53,6 +54,7 @@ export interface Repositories {
   chat: ChatRepository;
   probes: ProbesRepository;
   mcpSessions: McpSessionsRepository;
+  a2a: A2aRepository;
 }
 
 function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories {
@@ -81,6 +83,7 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     chat: new ChatRepository(db),
     probes: new ProbesRepository(db),
     mcpSessions: new McpSessionsRepository(db),
+    a2a: new A2aRepository(db),
   };
 }
 

@@ -55,6 +55,10 @@ export interface Database {
   agent_probe_results: AgentProbeResultsTable;
   retired_probe_sessions: RetiredProbeSessionsTable;
   mcp_sessions: McpSessionsTable;
+  a2a_access: A2aAccessTable;
+  a2a_tasks: A2aTasksTable;
+  a2a_contexts: A2aContextsTable;
+  a2a_remote_agents: A2aRemoteAgentsTable;
 }
 
 export interface UsersTable {
@@ -695,4 +699,56 @@ export interface McpSessionsTable {
   protocol_version: string;
   created_at: number;
   last_seen_at: number;
+}
+
+/** An agent its owner serves over A2A (docs/a2a.md); no row: A2A is off for it. */
+export interface A2aAccessTable {
+  address: string;
+  /** `private`: callers with an API key of this Agentry; `public`: anyone. */
+  access: 'private' | 'public';
+  updated_at: number;
+}
+
+/** An A2A task, as the A2A SDK's task store writes it (its columns; its JSON encodings). */
+export interface A2aTasksTable {
+  /** The agent's address. */
+  tenant: string;
+  /** Who called: the caller's owner id, or the SDK's name for an anonymous caller. */
+  owner: string;
+  id: string;
+  context_id: string;
+  status_last_updated: number | string;
+  status_state: string | null;
+  status: string | null;
+  artifacts: string | null;
+  history: string | null;
+  metadata: string | null;
+  protocol_version: string | null;
+}
+
+/** The chat session an A2A conversation of a caller with an agent is carried in. */
+export interface A2aContextsTable {
+  agent: string;
+  caller: string;
+  context_id: string;
+  session_id: string;
+  created_at: number;
+}
+
+/** An external A2A agent registered by its card's URL (docs/a2a.md, "Inward"). */
+export interface A2aRemoteAgentsTable {
+  /** The `agent1…` address Agentry holds the key of. */
+  address: string;
+  owner_id: string;
+  card_url: string;
+  /** The card as last read (JSON, A2A 1.0 shape). */
+  card: string;
+  /** The JSON-RPC endpoint the card names. */
+  rpc_url: string;
+  /** The A2A version spoken at `rpc_url` (`1.0` or `0.3`). */
+  protocol_version: string;
+  /** The address's private key (hex), sealed with the server's sealing key. */
+  key_ciphertext: string;
+  card_read_at: number;
+  created_at: number;
 }
