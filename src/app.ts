@@ -19,6 +19,7 @@ import { installOpenApi } from './http/plugins/openapi.js';
 import { requestLoggerFactory } from './http/plugins/request-logger.js';
 import { installValidation } from './http/plugins/validation.js';
 import { agentsRoutes } from './http/routes/agents.js';
+import { a2aRoutes, a2aSettingRoutes } from './http/routes/a2a.js';
 import { chatRoutes } from './http/routes/chat.js';
 import { almanacRoutes } from './http/routes/almanac.js';
 import { deliveriesRoutes } from './http/routes/deliveries.js';
@@ -215,6 +216,8 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   usageHistoryRoutes(app, ctx);
   chatRoutes(app, ctx);
   await app.register(mcpRoutes, { ctx });
+  a2aSettingRoutes(app, ctx);
+  await app.register(a2aRoutes, { ctx });
   await webRoutes(app, undefined, { allowPrivateTargets: config.allowPrivateTargets });
 
   return app;

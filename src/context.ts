@@ -8,6 +8,7 @@ import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { AgentsService } from './services/agents.js';
 import { Courier } from './services/courier.js';
+import { A2aService } from './services/a2a/service.js';
 import { ChatService } from './services/chat.js';
 import { ChatIdentities } from './services/chat-identities.js';
 import { ProbesService } from './services/probes.js';
@@ -75,6 +76,7 @@ export interface Services {
   chat: ChatService;
   probes: ProbesService;
   mcpSessions: McpSessionsService;
+  a2a: A2aService;
 }
 
 /** A job the server runs on a timer (expiry sweeps and the like). */
@@ -333,6 +335,12 @@ export function createContext(
 
   // MCP sessions end after a day unused: the client initializes again, as the protocol says.
   const mcpSessions = new McpSessionsService(store, clock, feed, { idleMs: 24 * 3_600_000 });
+  // Chat agents their owners serve over A2A: A2A messages reach them as chat messages.
+  const a2a = new A2aService(store, clock, chat, search, agents, {
+    publicUrl: config.publicUrl,
+    version,
+    replyTimeoutMs: config.a2aReplyTimeoutMs,
+  });
 
   const metrics = new Metrics();
   metrics.countHeldPolls(() => mailbox.heldPolls);
@@ -502,6 +510,7 @@ export function createContext(
       chat,
       probes,
       mcpSessions,
+      a2a,
     },
     metrics,
     housekeeping,

@@ -107,6 +107,11 @@ export interface Config {
   proxyTimeoutMs: number;
   proxySyncTimeoutMs: number;
   /**
+   * How long an A2A call waits for the agent's reply before answering with its task still
+   * working (docs/a2a.md); `tasks/get` then reads the reply when it comes.
+   */
+  a2aReplyTimeoutMs: number;
+  /**
    * A proxy agent whose forward failed is tried again after this long, then after twice as
    * long at each failure, up to {@link proxyRetryMaxMs} (each wait up to a quarter longer).
    */
@@ -221,6 +226,7 @@ export const defaults: Config = {
   mailboxHoldSeconds: 20,
   deliveryTrace: true,
   proxyTimeoutMs: 10_000,
+  a2aReplyTimeoutMs: 60_000,
   proxySyncTimeoutMs: 30_000,
   proxyRetryBaseMs: 2_000,
   proxyRetryMaxMs: 30_000,
@@ -410,6 +416,7 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   int('AGENTRY_MAILBOX_RETENTION_SECONDS', 1, (n) => (config.mailboxRetentionSeconds = n));
   int('AGENTRY_MAILBOX_HOLD_SECONDS', 0, (n) => (config.mailboxHoldSeconds = n));
   int('AGENTRY_PROXY_TIMEOUT_MS', 1, (n) => (config.proxyTimeoutMs = n));
+  int('AGENTRY_A2A_REPLY_TIMEOUT_MS', 1, (n) => (config.a2aReplyTimeoutMs = n));
   int('AGENTRY_PROXY_SYNC_TIMEOUT_MS', 1, (n) => (config.proxySyncTimeoutMs = n));
   int('AGENTRY_PROXY_RETRY_BASE_MS', 1, (n) => (config.proxyRetryBaseMs = n));
   int('AGENTRY_PROXY_RETRY_MAX_MS', 1, (n) => (config.proxyRetryMaxMs = n));

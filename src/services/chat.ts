@@ -33,7 +33,7 @@ import type { Courier } from './courier.js';
 import type { AdmittedEnvelope } from './envelopes.js';
 import type { SearchService } from './search.js';
 import { chatEntryView } from '../views/chat.js';
-import { ReplyReader } from './chat-reply.js';
+import { ReplyReader, type ReplyPiece } from './chat-reply.js';
 import { usagePeriod, type UsageService } from './usage.js';
 
 export interface ChatPolicy {
@@ -187,6 +187,7 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
     principal: Principal,
     id: string,
     message: SendChatRequest,
+    msgId: string = randomUUID(),
   ): Promise<{ message: ChatEntryRow; failure: ChatEntryRow | null }> {
     const session = await this.get(principal, id);
     if (session.ended_at !== null) throw new ConflictError('This chat session has ended');
@@ -199,7 +200,7 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
     if (content.every((part) => part.type === 'start-session')) {
       throw new BadRequestError('A message needs text or a file');
     }
-    return this.say(session, content);
+    return this.say(session, content, msgId);
   }
 
   /**
@@ -212,7 +213,15 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
     principal: Principal,
     target: { session?: string; agent?: string },
     text: string,
-    options: { timeoutMs: number; signal?: AbortSignal; progress?: (step: string) => void },
+    options: {
+      timeoutMs: number;
+      /** The chat message's id (a UUID); a new one unless given. */
+      msgId?: string;
+      signal?: AbortSignal;
+      progress?: (step: string) => void;
+      /** What each entry of the agent's says, as the reply is read (a streamed reply's chunks). */
+      pieces?: (pieces: ReplyPiece[], reader: ReplyReader) => void;
+    },
   ): Promise<ChatAsked> {
     let session: ChatSessionInfo;
     if (target.session !== undefined) {
@@ -228,7 +237,7 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
     } else {
       throw new BadRequestError('Name the agent, or the session to continue');
     }
-    const sent = await this.send(principal, session.id, { text });
+    const sent = await this.send(principal, session.id, { text }, options.msgId);
     const reader = new ReplyReader(sent.message.msg_id!);
     if (sent.failure) {
       reader.take(chatEntryView(sent.failure));
@@ -250,7 +259,8 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
       options.signal?.addEventListener('abort', aborted, { once: true });
       const stop = this.follow(session.id, Number(sent.message.id), (row) => {
         const wasAcknowledged = reader.acknowledged;
-        reader.take(chatEntryView(row));
+        const pieces = reader.take(chatEntryView(row));
+        if (pieces.length > 0) options.pieces?.(pieces, reader);
         if (!wasAcknowledged && reader.acknowledged) {
           options.progress?.(`${session.agent} acknowledged the message`);
         }

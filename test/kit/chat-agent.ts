@@ -14,7 +14,7 @@ import { TestIdentity } from './uagent.js';
 /** How the scripted agent answers a chat message's text. */
 export type ChatAnswer =
   /** One message: the text given back, prefixed. */
-  | { kind: 'echo'; prefix: string }
+  | { kind: 'echo'; prefix: string; delayMs?: number }
   /** A streamed reply: start-stream, one message per chunk, end-stream. */
   | { kind: 'stream'; chunks: string[] }
   /** Nothing at all (not even an acknowledgement). */
@@ -36,6 +36,8 @@ export async function startChatAgent(
   host: AgentHost,
   ownerKey: string,
   answer: ChatAnswer = { kind: 'echo', prefix: 'echo: ' },
+  /** Fields of its listing besides address, url and agent_type (its protocols, name…). */
+  listing?: Record<string, unknown>,
 ): Promise<{
   address: string;
   identity: TestIdentity;
@@ -81,6 +83,7 @@ export async function startChatAgent(
       .join('');
     if (text === '') return;
     if (answer.kind === 'echo') {
+      if (answer.delayMs) await new Promise((resolve) => setTimeout(resolve, answer.delayMs));
       await send(
         envelope,
         CHAT_MESSAGE_DIGEST,
@@ -117,6 +120,6 @@ export async function startChatAgent(
     });
   });
   const url = await listenOnLoopback(server);
-  await registerAgent(host, ownerKey, identity, { redirectUrl: url });
+  await registerAgent(host, ownerKey, identity, { redirectUrl: url, ...(listing && { listing }) });
   return { address: identity.address, identity, heard, close: () => closeNow(server) };
 }

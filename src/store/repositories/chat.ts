@@ -109,6 +109,18 @@ export class ChatRepository {
       .execute();
   }
 
+  /** The message `msgId` the owner sent in the session, when there is one. */
+  sentMessage(sessionId: string, msgId: string): Promise<ChatEntryRow | undefined> {
+    return this.db
+      .selectFrom('chat_entries')
+      .selectAll()
+      .where('session_id', '=', sessionId)
+      .where('msg_id', '=', msgId)
+      .where('direction', '=', 'out')
+      .where('kind', '=', 'message')
+      .executeTakeFirst();
+  }
+
   /** Whether the session holds an entry of this direction and kind about the message `msgId`. */
   async hasEntry(
     sessionId: string,

@@ -1,0 +1,65 @@
+import { randomUUID } from 'node:crypto';
+import { Role, type Message, type Task } from '@a2a-js/sdk';
+import {
+  ClientFactory,
+  DefaultAgentCardResolver,
+  JsonRpcTransportFactory,
+  type Client,
+} from '@a2a-js/sdk/client';
+
+/** A fetch that carries an API key as its Bearer token (none: as anyone). */
+export function keyedFetch(key: string | undefined): typeof fetch {
+  if (key === undefined) return fetch;
+  return (input, init) => {
+    const headers = new Headers(init?.headers);
+    headers.set('authorization', `Bearer ${key}`);
+    return fetch(input, { ...init, headers });
+  };
+}
+
+/**
+ * The A2A SDK's client for an agent served by Agentry, made as an A2A client makes one: from
+ * the URL its card is found under (the agent's base URL), over JSON-RPC.
+ */
+export async function a2aClient(baseUrl: string, key?: string): Promise<Client> {
+  const fetchImpl = keyedFetch(key);
+  const factory = new ClientFactory({
+    transports: [new JsonRpcTransportFactory({ fetchImpl })],
+    cardResolver: new DefaultAgentCardResolver({ fetchImpl }),
+  });
+  return factory.createFromUrl(`${baseUrl.replace(/\/$/, '')}/`);
+}
+
+/** A user's text message, in a context when one is given. */
+export function userMessage(text: string, contextId = ''): Message {
+  return {
+    messageId: randomUUID(),
+    contextId,
+    taskId: '',
+    role: Role.ROLE_USER,
+    parts: [
+      {
+        content: { $case: 'text', value: text },
+        metadata: undefined,
+        filename: '',
+        mediaType: 'text/plain',
+      },
+    ],
+    metadata: undefined,
+    extensions: [],
+    referenceTaskIds: [],
+  };
+}
+
+/** The text of a message's text parts, joined. */
+export function textOfMessage(message: Message | undefined): string {
+  return (message?.parts ?? [])
+    .flatMap((part) => (part.content?.$case === 'text' ? [part.content.value] : []))
+    .join('');
+}
+
+/** What a send answered, as a task (Agentry always answers with one). */
+export function asTask(result: Message | Task): Task {
+  if (!('status' in result)) throw new Error(`a message, not a task: ${JSON.stringify(result)}`);
+  return result;
+}
