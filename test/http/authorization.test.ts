@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { loadConfig } from '../../src/config/index.js';
 import { envelopeDigest, type EnvelopeFields } from '../../src/crypto/index.js';
 import { messageUuid } from '../../src/services/mailbox.js';
+import { CHAT_PROTOCOL_DIGEST } from '../../src/wire/chat.js';
 import type { DeliveryEventView } from '../../src/wire/deliveries.js';
 import { hostOf, newRegisteredAgent, registerAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
@@ -216,6 +217,13 @@ const RULES: Record<string, Rule> = {
   'GET /mcp': 'user',
   'GET /v2/mcp/sessions': 'user',
   'DELETE /v2/mcp/sessions/{id}': 'owner',
+  // A2A: the owner's setting; the cards and endpoints of the agents served, to anyone for a
+  // public agent and to any user's key for a private one (the A2A test below).
+  'GET /v2/agents/{address}/a2a': 'owner',
+  'PUT /v2/agents/{address}/a2a': 'owner',
+  'GET /.well-known/agent-cards.json': 'public',
+  'GET /a2a/{address}/.well-known/agent-card.json': 'public',
+  'POST /a2a/{address}': 'public',
 };
 
 /**
@@ -395,6 +403,11 @@ const SUBJECTS: Record<string, Subject> = {
   'GET /mcp': 'each-call',
   'GET /v2/mcp/sessions': 'none',
   'DELETE /v2/mcp/sessions/{id}': 'none',
+  'GET /v2/agents/{address}/a2a': 'path',
+  'PUT /v2/agents/{address}/a2a': 'path',
+  'GET /.well-known/agent-cards.json': 'anyone',
+  'GET /a2a/{address}/.well-known/agent-card.json': 'path',
+  'POST /a2a/{address}': 'each-call',
 };
 
 /** A hosted agent's code, storage key and secret name, as the paths and bodies name them. */
@@ -473,7 +486,15 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     await registerAgent(hostOf(t), key, things.agent, {
       redirectUrl: things.redirectUrl,
       headers,
+      // A chat agent, served over A2A to anyone.
+      listing: { protocols: [CHAT_PROTOCOL_DIGEST] },
     });
+    const a2a = await call(t.url, 'PUT', `/v2/agents/${things.agent.address}/a2a`, {
+      key,
+      headers,
+      body: { access: 'public' },
+    });
+    assert.equal(a2a.status, 200, a2a.text);
     const sender = TestIdentity.random();
     const envelope = sender.signEnvelope(
       makeEnvelope({ sender: sender.address, target: things.agent.address, payloadJson: '{}' }),
@@ -644,6 +665,9 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     }
     if (operation.method === 'PUT' && operation.path === '/v2/teams/{slug}/members/{user}') {
       return { role: 'member' };
+    }
+    if (operation.method === 'PUT' && operation.path === '/v2/agents/{address}/a2a') {
+      return { access: 'public' };
     }
     if (operation.method === 'PUT' && operation.path === '/v2/agents/{address}/probes') {
       return { interval_seconds: 86_400 };
@@ -945,6 +969,9 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
       anyone: 'as anyone',
       'each-call': 'per tool (docs/mcp.md)',
     };
+    // The calls an A2A endpoint carries are its methods.
+    const perCall = (path: string) =>
+      path.startsWith('/a2a/') ? 'per method (docs/a2a.md)' : 'per tool (docs/mcp.md)';
     for (const { method, path, rule } of operations) {
       const key = `${method} ${path}`;
       const row = rows.get(key);
@@ -955,11 +982,12 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
         subject === 'anyone'
           ? 'as anyone'
           : subject === 'each-call'
-            ? 'per tool (docs/mcp.md)'
+            ? perCall(path)
             : method === 'GET' || method === 'HEAD'
               ? 'yes'
               : 'refused';
-      assert.deepEqual(row, [readOnly, limited[subject]], key);
+      const scoped = subject === 'each-call' ? perCall(path) : limited[subject];
+      assert.deepEqual(row, [readOnly, scoped], key);
     }
     assert.equal(rows.size, operations.length, 'no row for an operation gone');
   });
@@ -1157,6 +1185,71 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
       for (const open of [owner, bob, acrossTeam, reader, elsewhere, revoked]) {
         await open.client.close().catch(() => {});
       }
+    }
+  });
+
+  it('holds each A2A call to the rules of every credential kind', async () => {
+    // A chat agent of Alice's, served over A2A privately: to any user's key.
+    const agent = TestIdentity.random();
+    await registerAgent(hostOf(t), t.userKey, agent, {
+      redirectUrl: alice.redirectUrl,
+      listing: { protocols: [CHAT_PROTOCOL_DIGEST] },
+    });
+    const served = await call(t.url, 'PUT', `/v2/agents/${agent.address}/a2a`, {
+      key: t.userKey,
+      body: { access: 'private' },
+    });
+    assert.equal(served.status, 200, served.text);
+    const card = (options: CallOptions) =>
+      call(t.url, 'GET', `/a2a/${agent.address}/.well-known/agent-card.json`, options);
+    const rpc = (options: CallOptions, method: string, params: unknown) =>
+      call(t.url, 'POST', `/a2a/${agent.address}`, {
+        ...options,
+        body: { jsonrpc: '2.0', id: 1, method, params },
+      });
+    // Answered at once, with the task submitted: the agent is not waited for.
+    const send = (options: CallOptions) =>
+      rpc(options, 'SendMessage', {
+        message: { messageId: randomUUID(), role: 'ROLE_USER', parts: [{ text: 'hi' }] },
+        configuration: { returnImmediately: true },
+      });
+    const getTask = (options: CallOptions, id: string) => rpc(options, 'GetTask', { id });
+    const outcome = async (options: CallOptions) => {
+      const [read, sent] = await Promise.all([card(options), send(options)]);
+      return `card ${read.status}, send ${sent.status}${sent.body?.error ? ` ${sent.body.error.code}` : ''}`;
+    };
+    const owner = await send({ key: t.userKey });
+    assert.equal(owner.status, 200, owner.text);
+    const taskId = owner.body.result.task.id as string;
+    assert.equal((await getTask({ key: t.userKey }, taskId)).body.result?.id, taskId);
+
+    assert.equal(await outcome({ key: t.userKey }), 'card 200, send 200');
+    // Any user's key may call a private agent, from their own chat identity: another caller's
+    // task is not theirs.
+    for (const other of [{ key: bobKey }, { key: carolKey }, { key: t.userKey, headers: asTeam }]) {
+      assert.equal(await outcome(other), 'card 200, send 200', JSON.stringify(other.headers));
+      assert.equal((await getTask(other, taskId)).body.error?.code, -32001);
+    }
+    assert.equal(await outcome({}), 'card 401, send 401');
+    const reader = await scopedKey({ read_only: true });
+    assert.equal(await outcome({ key: reader }), 'card 200, send 403');
+    assert.equal((await getTask({ key: reader }, taskId)).body.result?.id, taskId);
+    const elsewhere = await scopedKey({ addresses: [TestIdentity.random().address] });
+    assert.equal(await outcome({ key: elsewhere }), 'card 403, send 403');
+    // A key limited to the agent reads its card; a call speaks for a person: refused.
+    const limited = await scopedKey({ addresses: [agent.address] });
+    assert.equal(await outcome({ key: limited }), 'card 200, send 403');
+    const revocable = await madeKey({});
+    assert.equal(await outcome({ key: revocable.key }), 'card 200, send 200');
+    await call(t.url, 'DELETE', `/v2/api-keys/${revocable.id}`, { key: t.userKey });
+    assert.equal(await outcome({ key: revocable.key }), 'card 401, send 401');
+    // Only the owner changes the setting.
+    for (const other of [{ key: bobKey }, { key: t.userKey, headers: asTeam }]) {
+      const refused = await call(t.url, 'PUT', `/v2/agents/${agent.address}/a2a`, {
+        ...other,
+        body: { access: 'public' },
+      });
+      assert.equal(refused.status, 404, refused.text);
     }
   });
 

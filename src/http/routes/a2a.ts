@@ -155,7 +155,7 @@ export const a2aRoutes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { 
   r.get(
     '/a2a/:address/.well-known/agent-card.json',
     {
-      config: { auth: 'optional-user' },
+      config: { auth: 'optional-user', about: { agent: 'params', field: 'address' } },
       schema: {
         tags: ['a2a'],
         summary: 'Get Agent Card',
@@ -199,8 +199,12 @@ export const a2aRoutes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { 
   r.post('/a2a/:address', rpc, async (request, reply) =>
     answer(request, reply, request.params.address),
   );
-  r.post('/a2a/:address/', rpc, async (request, reply) =>
-    answer(request, reply, request.params.address),
+  // The card's URL ends without a slash; an A2A client given the agent's base URL with one
+  // posts there.
+  r.post(
+    '/a2a/:address/',
+    { ...rpc, schema: { ...rpc.schema, hide: true } },
+    async (request, reply) => answer(request, reply, request.params.address),
   );
 
   async function answer(
