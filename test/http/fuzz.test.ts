@@ -434,11 +434,10 @@ describeOnEachDialect('fuzz: every operation of the OpenAPI document', (dialect)
           if (response.status >= 400 && request.method !== 'HEAD') {
             assert.match(response.headers.get('content-type') ?? '', /^application\/json/, what);
             const answer = JSON.parse(body) as { detail?: unknown; error?: { message?: unknown } };
-            // The MCP endpoint answers what its protocol names there: a JSON-RPC error.
+            // The MCP and A2A endpoints answer what their protocol names there: a JSON-RPC error.
+            const speaksJsonRpc = request.path === '/mcp' || /^\/a2a\/[^/]+$/.test(request.path);
             const detail =
-              request.path === '/mcp' && answer.detail === undefined
-                ? answer.error?.message
-                : answer.detail;
+              speaksJsonRpc && answer.detail === undefined ? answer.error?.message : answer.detail;
             assert.ok(typeof detail === 'string' || Array.isArray(detail), what);
           }
         }),
