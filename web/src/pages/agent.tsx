@@ -22,6 +22,7 @@ import {
   StatusBadge,
   StatusReason,
 } from '../widgets';
+import { A2aPanel } from './a2a';
 import { Mailbox } from './mailbox';
 
 /**
@@ -146,6 +147,7 @@ export function AgentPage(props: { address: string }) {
           </button>
         )}
       </section>
+      <A2aPanel address={a.address} />
       <Mailbox
         agent={a}
         path={path}

@@ -1,0 +1,106 @@
+import { after, before, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import type { Browser, Page } from 'playwright-core';
+import { loadConfig } from '../../src/config/index.js';
+import { CHAT_PROTOCOL_DIGEST } from '../../src/wire/chat.js';
+import { a2aClient, asTask, textOfMessage, userMessage } from '../kit/a2a.js';
+import { hostOf, newRegisteredAgent } from '../kit/agents.js';
+import { browserSkipReason, ensureWebBuild, launchBrowser, watchPage } from '../kit/browser.js';
+import { startChatAgent } from '../kit/chat-agent.js';
+import { describeOnEachDialect } from '../kit/dialects.js';
+import { call } from '../kit/http.js';
+import { startTestServer, type TestServer } from '../kit/server.js';
+
+/**
+ * The console's A2A panel (docs/a2a.md): the owner serves a chat agent over A2A from its page,
+ * and an A2A client then finds it by the card's address the page shows.
+ */
+describeOnEachDialect('serving an agent over A2A from the console', (dialect) => {
+  let t: TestServer;
+  let browser: Browser;
+  let echo: Awaited<ReturnType<typeof startChatAgent>>;
+
+  before(async () => {
+    if (browserSkipReason) return;
+    ensureWebBuild();
+    t = await startTestServer({
+      dialect,
+      config: {
+        allowPrivateTargets: true,
+        hosting: { ...loadConfig({}, {}).hosting, key: randomBytes(32).toString('hex') },
+      },
+    });
+    echo = await startChatAgent(
+      hostOf(t),
+      t.userKey,
+      { kind: 'echo', prefix: 'echo: ' },
+      { name: 'echo desk', protocols: [CHAT_PROTOCOL_DIGEST] },
+    );
+    browser = await launchBrowser();
+  });
+  after(async () => {
+    if (browserSkipReason) return;
+    await browser?.close();
+    await echo?.close();
+    await t?.close();
+  });
+
+  async function agentPage(address: string): Promise<{ page: Page; problems: string[] }> {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await context.newPage();
+    const problems = watchPage(page);
+    await page.goto(`${t.url}/#/agents/${address}`);
+    await page.getByLabel('API key').fill(t.userKey);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByTestId('a2a').waitFor();
+    return { page, problems };
+  }
+
+  const opts = { skip: browserSkipReason ?? false };
+
+  it('serves a chat agent publicly, shows its card’s address, and stops', opts, async () => {
+    const { page, problems } = await agentPage(echo.address);
+    const panel = page.getByTestId('a2a');
+    assert.equal(await panel.getByLabel('Served').inputValue(), 'off');
+    await panel.getByLabel('Served').selectOption('public');
+    await panel.getByRole('button', { name: 'Save' }).click();
+    const card = panel.getByTestId('a2a-card');
+    await card.getByText(`${t.url}/a2a/${echo.address}/.well-known/agent-card.json`).waitFor();
+    // An A2A client given that address, without a key, finds the agent and is answered.
+    const client = await a2aClient(`${t.url}/a2a/${echo.address}`);
+    assert.equal((await client.getAgentCard()).name, 'echo desk');
+    const task = asTask(
+      await client.sendMessage({
+        tenant: '',
+        message: userMessage('from the console'),
+        configuration: undefined,
+        metadata: undefined,
+      }),
+    );
+    assert.equal(textOfMessage(task.status?.message), 'echo: from the console');
+
+    await panel.getByLabel('Served').selectOption('off');
+    await panel.getByRole('button', { name: 'Save' }).click();
+    await card.waitFor({ state: 'detached' });
+    const gone = await call(t.url, 'GET', `/a2a/${echo.address}/.well-known/agent-card.json`);
+    assert.equal(gone.status, 404);
+    assert.deepEqual(problems, []);
+  });
+
+  it('says why an agent that does not speak the chat protocol cannot be served', opts, async () => {
+    const plain = await newRegisteredAgent(hostOf(t), t.userKey);
+    const { page, problems } = await agentPage(plain.address);
+    const panel = page.getByTestId('a2a');
+    await panel.getByLabel('Served').selectOption('private');
+    await panel.getByRole('button', { name: 'Save' }).click();
+    await panel
+      .locator('.error')
+      .getByText(/does not speak the chat protocol/)
+      .waitFor();
+    assert.deepEqual(
+      problems.filter((p) => !p.includes('409')),
+      [],
+    );
+  });
+});
