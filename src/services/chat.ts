@@ -2,12 +2,7 @@ import { randomInt, randomUUID } from 'node:crypto';
 import { Value } from '@sinclair/typebox/value';
 import type { Principal } from '../auth/principal.js';
 import type { EnvelopeFields } from '../crypto/index.js';
-import {
-  BadRequestError,
-  ConflictError,
-  NotFoundError,
-  QuotaExceededError,
-} from '../errors.js';
+import { BadRequestError, ConflictError, NotFoundError, QuotaExceededError } from '../errors.js';
 import type { ChangeConsumer, ChangeFeed, ChangeOf } from '../infra/change-feed.js';
 import type { Clock } from '../infra/clock.js';
 import type { Logger } from '../logger.js';
@@ -219,6 +214,8 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
       msgId?: string;
       signal?: AbortSignal;
       progress?: (step: string) => void;
+      /** The agent acknowledged the message. */
+      acknowledged?: () => void;
       /** What each entry of the agent's says, as the reply is read (a streamed reply's chunks). */
       pieces?: (pieces: ReplyPiece[], reader: ReplyReader) => void;
     },
@@ -262,6 +259,7 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
         const pieces = reader.take(chatEntryView(row));
         if (pieces.length > 0) options.pieces?.(pieces, reader);
         if (!wasAcknowledged && reader.acknowledged) {
+          options.acknowledged?.();
           options.progress?.(`${session.agent} acknowledged the message`);
         }
         if (reader.outcome === 'streaming') options.progress?.(`${session.agent} is replying`);

@@ -76,14 +76,29 @@ export class ChatExecutor implements AgentExecutor {
     const { taskId, contextId } = request;
     const agent = request.context.tenant!;
     const caller = callerOf(request.context);
-    const started: Task = {
-      id: taskId,
-      contextId,
-      status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: this.now() },
-      artifacts: [],
-      history: [request.userMessage],
-      metadata: {},
-    };
+    // A message into a task still open goes on in it; any other starts one.
+    const started: Task = request.task
+      ? {
+          ...request.task,
+          status: {
+            state: TaskState.TASK_STATE_SUBMITTED,
+            message: undefined,
+            timestamp: this.now(),
+          },
+          history: [...request.task.history, request.userMessage],
+        }
+      : {
+          id: taskId,
+          contextId,
+          status: {
+            state: TaskState.TASK_STATE_SUBMITTED,
+            message: undefined,
+            timestamp: this.now(),
+          },
+          artifacts: [],
+          history: [request.userMessage],
+          metadata: {},
+        };
     bus.publish(AgentEvent.task(started));
     const abort = new AbortController();
     this.running.set(taskId, { abort, contextId });
