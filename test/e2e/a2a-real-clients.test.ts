@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { AgentCard, TaskState } from '@a2a-js/sdk';
 import type { Client } from '@a2a-js/sdk/client';
 import { loadConfig } from '../../src/config/index.js';
-import { a2aClient, asTask, textOfMessage, userMessage } from '../kit/a2a.js';
+import { a2aClient, sendText, streamText, textOfMessage } from '../kit/a2a.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { freePort } from '../kit/ports.js';
@@ -79,14 +79,7 @@ describe('a real uAgents chat agent, called over A2A with the A2A SDK’s client
     });
 
     it('sends "hello" and gets the agent’s reply', async () => {
-      const task = asTask(
-        await client.sendMessage({
-          tenant: '',
-          message: userMessage('hello'),
-          configuration: undefined,
-          metadata: undefined,
-        }),
-      );
+      const task = await sendText(client, 'hello');
       assert.equal(task.status?.state, TaskState.TASK_STATE_COMPLETED, agent!.output());
       assert.equal(textOfMessage(task.status?.message), 'You said: hello');
       const heard = agent!.lines.find((line) => line.message === task.id);
@@ -95,23 +88,8 @@ describe('a real uAgents chat agent, called over A2A with the A2A SDK’s client
     });
 
     it('streams the chunks of a streamed reply in order', async (tc) => {
-      const chunks: string[] = [];
-      const states: TaskState[] = [];
       const started = Date.now();
-      for await (const event of client.sendMessageStream({
-        tenant: '',
-        message: userMessage('story'),
-        configuration: undefined,
-        metadata: undefined,
-      })) {
-        const payload = event.payload;
-        if (payload?.$case === 'artifactUpdate') {
-          for (const part of payload.value.artifact?.parts ?? []) {
-            if (part.content?.$case === 'text') chunks.push(part.content.value);
-          }
-        }
-        if (payload?.$case === 'statusUpdate') states.push(payload.value.status!.state);
-      }
+      const { chunks, states } = await streamText(client, 'story');
       tc.diagnostic(`the streamed story took ${Date.now() - started} ms`);
       assert.deepEqual(chunks, STORY);
       assert.equal(states.at(-1), TaskState.TASK_STATE_COMPLETED);

@@ -6,7 +6,7 @@ import type { Client } from '@a2a-js/sdk/client';
 import { loadConfig } from '../../src/config/index.js';
 import { CHAT_PROTOCOL_DIGEST } from '../../src/wire/chat.js';
 import { hostOf, newRegisteredAgent } from '../kit/agents.js';
-import { a2aClient, asTask, textOfMessage, userMessage } from '../kit/a2a.js';
+import { a2aClient, sendText, streamText, taskNow, textOfMessage } from '../kit/a2a.js';
 import { startChatAgent } from '../kit/chat-agent.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
@@ -58,7 +58,7 @@ async function serve(t: TestServer, address: string, access: string, key = t.use
   return set.body as { access: string; card_url: string | null; url: string | null };
 }
 
-async function until<T>(what: () => Promise<T | undefined>, ms = 5_000): Promise<T> {
+async function until<T>(what: () => Promise<T | undefined>, ms = 15_000): Promise<T> {
   const end = Date.now() + ms;
   for (;;) {
     const found = await what();
@@ -80,7 +80,8 @@ describeOnEachDialect('A2A: chat agents served over A2A', (dialect) => {
       dialect,
       config: {
         allowPrivateTargets: true,
-        a2aReplyTimeoutMs: 400,
+        // Long enough for the other agents' replies under load; shorter than the slow one's.
+        a2aReplyTimeoutMs: 3_000,
         hosting: { ...loadConfig({}, {}).hosting, key: randomBytes(32).toString('hex') },
       },
     });
@@ -99,7 +100,7 @@ describeOnEachDialect('A2A: chat agents served over A2A', (dialect) => {
     slow = await startChatAgent(
       hostOf(t),
       t.userKey,
-      { kind: 'echo', prefix: 'late: ', delayMs: 1_200 },
+      { kind: 'echo', prefix: 'late: ', delayMs: 5_000 },
       { ...CHAT_LISTING, name: 'slow desk' },
     );
     for (const agent of [echo, streamer, slow]) await serve(t, agent.address, 'private');
@@ -143,28 +144,14 @@ describeOnEachDialect('A2A: chat agents served over A2A', (dialect) => {
   });
 
   it('carries a message to the agent as a chat message and answers with its reply', async () => {
-    const first = asTask(
-      await client.sendMessage({
-        tenant: '',
-        message: userMessage('hello'),
-        configuration: undefined,
-        metadata: undefined,
-      }),
-    );
+    const first = await sendText(client, 'hello');
     assert.equal(first.status?.state, TaskState.TASK_STATE_COMPLETED, JSON.stringify(first.status));
     assert.equal(textOfMessage(first.status?.message), 'echo: hello');
     assert.equal(first.artifacts[0]?.artifactId, 'reply');
     const heard = echo.heard.find((h) => h.payload.msg_id === first.id);
     assert.ok(heard, 'the chat message carries the task id as its msg_id');
     // The same context goes on in the same chat session.
-    const second = asTask(
-      await client.sendMessage({
-        tenant: '',
-        message: userMessage('again', first.contextId),
-        configuration: undefined,
-        metadata: undefined,
-      }),
-    );
+    const second = await sendText(client, 'again', { contextId: first.contextId });
     assert.equal(textOfMessage(second.status?.message), 'echo: again');
     assert.equal(second.contextId, first.contextId);
     const sessions = await call(t.url, 'GET', `/v2/chat/sessions?agent=${echo.address}`, {
@@ -172,7 +159,7 @@ describeOnEachDialect('A2A: chat agents served over A2A', (dialect) => {
     });
     assert.equal(sessions.status, 200, sessions.text);
     assert.equal(sessions.body.length, 1, sessions.text);
-    const got = await client.getTask({ tenant: '', id: first.id, historyLength: undefined });
+    const got = await taskNow(client, first.id);
     assert.equal(got.status?.state, TaskState.TASK_STATE_COMPLETED);
     await assert.rejects(
       client.cancelTask({ tenant: '', id: first.id, metadata: undefined }),
@@ -182,40 +169,18 @@ describeOnEachDialect('A2A: chat agents served over A2A', (dialect) => {
 
   it('streams a streamed reply chunk by chunk, in order', async () => {
     const streaming = await a2aClient(`${t.url}/a2a/${streamer.address}`, t.userKey);
-    const chunks: string[] = [];
-    let final: TaskState | undefined;
-    for await (const event of streaming.sendMessageStream({
-      tenant: '',
-      message: userMessage('count'),
-      configuration: undefined,
-      metadata: undefined,
-    })) {
-      const payload = event.payload;
-      if (payload?.$case === 'artifactUpdate') {
-        for (const part of payload.value.artifact?.parts ?? []) {
-          if (part.content?.$case === 'text') chunks.push(part.content.value);
-        }
-      }
-      if (payload?.$case === 'statusUpdate') final = payload.value.status?.state;
-    }
+    const { chunks, states } = await streamText(streaming, 'count');
     assert.deepEqual(chunks, ['one ', 'two ', 'three']);
-    assert.equal(final, TaskState.TASK_STATE_COMPLETED);
+    assert.equal(states.at(-1), TaskState.TASK_STATE_COMPLETED);
   });
 
   it('answers a slow agent with the task working, and tasks/get completes it when the reply comes', async () => {
     const slowClient = await a2aClient(`${t.url}/a2a/${slow.address}`, t.userKey);
-    const task = asTask(
-      await slowClient.sendMessage({
-        tenant: '',
-        message: userMessage('later'),
-        configuration: undefined,
-        metadata: undefined,
-      }),
-    );
+    const task = await sendText(slowClient, 'later');
     assert.equal(task.status?.state, TaskState.TASK_STATE_WORKING, JSON.stringify(task.status));
     assert.match(textOfMessage(task.status?.message), /No reply/);
     const done = await until(async () => {
-      const now = await slowClient.getTask({ tenant: '', id: task.id, historyLength: undefined });
+      const now = await taskNow(slowClient, task.id);
       return now.status?.state === TaskState.TASK_STATE_COMPLETED ? now : undefined;
     });
     assert.equal(textOfMessage(done.status?.message), 'late: later');
@@ -225,22 +190,25 @@ describeOnEachDialect('A2A: chat agents served over A2A', (dialect) => {
 
   it('cancels a task the agent has not answered, and keeps it canceled', async () => {
     const slowClient = await a2aClient(`${t.url}/a2a/${slow.address}`, t.userKey);
-    const task = asTask(
-      await slowClient.sendMessage({
-        tenant: '',
-        message: userMessage('never mind'),
-        configuration: {
-          acceptedOutputModes: [],
-          taskPushNotificationConfig: undefined,
-          returnImmediately: true,
-        },
-        metadata: undefined,
-      }),
-    );
+    const task = await sendText(slowClient, 'never mind', { returnImmediately: true });
     const canceled = await slowClient.cancelTask({ tenant: '', id: task.id, metadata: undefined });
     assert.equal(canceled.status?.state, TaskState.TASK_STATE_CANCELED);
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
-    const later = await slowClient.getTask({ tenant: '', id: task.id, historyLength: undefined });
+    // The agent's reply comes all the same, and is kept in the chat session: the task stays canceled.
+    await until(async () => {
+      const sessions = await call(t.url, 'GET', `/v2/chat/sessions?agent=${slow.address}`, {
+        key: t.userKey,
+      });
+      for (const session of sessions.body as { id: string }[]) {
+        const said = await call(t.url, 'GET', `/v2/chat/sessions/${session.id}/messages`, {
+          key: t.userKey,
+        });
+        if ((said.body as { text: string | null }[]).some((e) => e.text === 'late: never mind')) {
+          return true;
+        }
+      }
+      return undefined;
+    }, 15_000);
+    const later = await taskNow(slowClient, task.id);
     assert.equal(later.status?.state, TaskState.TASK_STATE_CANCELED);
   });
 
@@ -293,14 +261,7 @@ describeOnEachDialect('A2A: chat agents served over A2A', (dialect) => {
       const anyone = await a2aClient(`${t.url}/a2a/${open.address}`);
       const card = await anyone.getAgentCard();
       assert.equal(card.securityRequirements.length, 0);
-      const task = asTask(
-        await anyone.sendMessage({
-          tenant: '',
-          message: userMessage('hi'),
-          configuration: undefined,
-          metadata: undefined,
-        }),
-      );
+      const task = await sendText(anyone, 'hi');
       assert.equal(textOfMessage(task.status?.message), 'public: hi');
       const owners = await call(t.url, 'GET', `/v2/chat/sessions?agent=${open.address}`, {
         key: t.userKey,
@@ -309,10 +270,7 @@ describeOnEachDialect('A2A: chat agents served over A2A', (dialect) => {
       // A caller with a key speaks from their own identity, and another caller’s task is not theirs.
       const other = await t.addUser(`a2a-other-${dialect}`);
       const keyed = await a2aClient(`${t.url}/a2a/${open.address}`, other);
-      await assert.rejects(
-        keyed.getTask({ tenant: '', id: task.id, historyLength: undefined }),
-        /not found/i,
-      );
+      await assert.rejects(taskNow(keyed, task.id), /not found/i);
       const index = await call(t.url, 'GET', '/.well-known/agent-cards.json');
       assert.equal(index.status, 200, index.text);
       const listed = (index.body.agents as { address: string; card: { name: string } }[]).map(

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Role, type Message, type Task } from '@a2a-js/sdk';
+import { Role, type Message, type Task, type TaskState } from '@a2a-js/sdk';
 import {
   ClientFactory,
   DefaultAgentCardResolver,
@@ -62,4 +62,57 @@ export function textOfMessage(message: Message | undefined): string {
 export function asTask(result: Message | Task): Task {
   if (!('status' in result)) throw new Error(`a message, not a task: ${JSON.stringify(result)}`);
   return result;
+}
+
+/** Sends `text` with the SDK's client (in `contextId` when given) and answers the task. */
+export async function sendText(
+  client: Client,
+  text: string,
+  options: { contextId?: string; returnImmediately?: boolean } = {},
+): Promise<Task> {
+  return asTask(
+    await client.sendMessage({
+      tenant: '',
+      message: userMessage(text, options.contextId),
+      configuration: options.returnImmediately
+        ? {
+            acceptedOutputModes: [],
+            taskPushNotificationConfig: undefined,
+            returnImmediately: true,
+          }
+        : undefined,
+      metadata: undefined,
+    }),
+  );
+}
+
+/** Sends `text` as a streaming message; answers the reply's text chunks and the task's states, in order. */
+export async function streamText(
+  client: Client,
+  text: string,
+): Promise<{ chunks: string[]; states: TaskState[] }> {
+  const chunks: string[] = [];
+  const states: TaskState[] = [];
+  for await (const event of client.sendMessageStream({
+    tenant: '',
+    message: userMessage(text),
+    configuration: undefined,
+    metadata: undefined,
+  })) {
+    const payload = event.payload;
+    if (payload?.$case === 'artifactUpdate') {
+      for (const part of payload.value.artifact?.parts ?? []) {
+        if (part.content?.$case === 'text') chunks.push(part.content.value);
+      }
+    }
+    if (payload?.$case === 'statusUpdate' && payload.value.status) {
+      states.push(payload.value.status.state);
+    }
+  }
+  return { chunks, states };
+}
+
+/** The task as it stands now. */
+export function taskNow(client: Client, id: string): Promise<Task> {
+  return client.getTask({ tenant: '', id, historyLength: undefined });
 }

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import type { Browser, Page } from 'playwright-core';
 import { loadConfig } from '../../src/config/index.js';
 import { CHAT_PROTOCOL_DIGEST } from '../../src/wire/chat.js';
-import { a2aClient, asTask, textOfMessage, userMessage } from '../kit/a2a.js';
+import { a2aClient, sendText, textOfMessage } from '../kit/a2a.js';
 import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { browserSkipReason, ensureWebBuild, launchBrowser, watchPage } from '../kit/browser.js';
 import { startChatAgent } from '../kit/chat-agent.js';
@@ -70,14 +70,7 @@ describeOnEachDialect('serving an agent over A2A from the console', (dialect) =>
     // An A2A client given that address, without a key, finds the agent and is answered.
     const client = await a2aClient(`${t.url}/a2a/${echo.address}`);
     assert.equal((await client.getAgentCard()).name, 'echo desk');
-    const task = asTask(
-      await client.sendMessage({
-        tenant: '',
-        message: userMessage('from the console'),
-        configuration: undefined,
-        metadata: undefined,
-      }),
-    );
+    const task = await sendText(client, 'from the console');
     assert.equal(textOfMessage(task.status?.message), 'echo: from the console');
 
     await panel.getByLabel('Served').selectOption('off');

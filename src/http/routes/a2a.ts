@@ -31,11 +31,7 @@ import {
   AgentCardsQuery,
 } from '../../wire/a2a.js';
 import { AddressParams, errorResponses } from '../../wire/common.js';
-import { parseJsonBody } from '../plugins/errors.js';
-
-/** A body that was not JSON, or not sent as JSON: answered as JSON-RPC says. */
-const NOT_JSON = Symbol('not JSON');
-const NOT_JSON_TYPE = Symbol('not sent as JSON');
+import { acceptJsonRpcBodies, NOT_JSON, NOT_JSON_TYPE } from '../json-rpc-bodies.js';
 
 /** The methods that send or change something (a read-only key may not call them). */
 const WRITE_METHODS = new Set([
@@ -112,21 +108,7 @@ export function a2aSettingRoutes(app: FastifyInstance, ctx: AppContext): void {
 export const a2aRoutes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { ctx }) => {
   const { a2a } = ctx.services;
   // JSON that is not JSON-RPC, or not JSON at all, is the protocol's to answer.
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser(
-    ['application/json', 'application/a2a+json'],
-    { parseAs: 'string' },
-    (_request, body, done) => {
-      try {
-        done(null, parseJsonBody(body as string));
-      } catch {
-        done(null, NOT_JSON);
-      }
-    },
-  );
-  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, _body, done) => {
-    done(null, NOT_JSON_TYPE);
-  });
+  acceptJsonRpcBodies(app, ['application/json', 'application/a2a+json']);
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
 
   r.get(

@@ -11,14 +11,10 @@ import { McpErrorAnswer, McpSession, McpSessionParams } from '../../wire/mcp.js'
 import { mcpSessionView } from '../../views/mcp-sessions.js';
 import { version } from '../../version.js';
 import { mcpServer } from '../mcp/handlers.js';
-import { parseJsonBody } from '../plugins/errors.js';
+import { acceptJsonRpcBodies, NOT_JSON, NOT_JSON_TYPE } from '../json-rpc-bodies.js';
 
 /** The header that carries an MCP session's id, both ways. */
 const SESSION_HEADER = 'mcp-session-id';
-
-/** A body that was not JSON, or not sent as JSON: answered as the protocol says. */
-const NOT_JSON = Symbol('not JSON');
-const NOT_JSON_TYPE = Symbol('not sent as JSON');
 
 /** A JSON-RPC error answer, as the transport of the specification gives them (no request id). */
 function rpcError(reply: FastifyReply, status: number, code: number, message: string) {
@@ -44,17 +40,7 @@ export const mcpRoutes: FastifyPluginAsync<{ ctx: AppContext }> = async (app, { 
 
   // JSON that is not JSON-RPC, or not JSON at all, is the protocol's to answer (a JSON-RPC
   // parse error), not the HTTP API's `{detail}`.
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
-    try {
-      done(null, parseJsonBody(body as string));
-    } catch {
-      done(null, NOT_JSON);
-    }
-  });
-  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, _body, done) => {
-    done(null, NOT_JSON_TYPE);
-  });
+  acceptJsonRpcBodies(app, ['application/json']);
 
   const description =
     'The Model Context Protocol (streamable HTTP transport): POST carries JSON-RPC messages (`initialize` opens a session, whose id the `Mcp-Session-Id` header then carries); DELETE ends the session; GET answers 405 (the server sends nothing unasked). Authenticated by a user API key as a Bearer token; docs/mcp.md lists the tools.';
