@@ -20,6 +20,7 @@ import { requestLoggerFactory } from './http/plugins/request-logger.js';
 import { installValidation } from './http/plugins/validation.js';
 import { agentsRoutes } from './http/routes/agents.js';
 import { chatRoutes } from './http/routes/chat.js';
+import { a2aExternalRoutes } from './http/routes/a2a-external.js';
 import { almanacRoutes } from './http/routes/almanac.js';
 import { deliveriesRoutes } from './http/routes/deliveries.js';
 import { enrolmentsRoutes } from './http/routes/enrolments.js';
@@ -214,6 +215,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   });
   usageHistoryRoutes(app, ctx);
   chatRoutes(app, ctx);
+  a2aExternalRoutes(app, ctx);
   await app.register(mcpRoutes, { ctx });
   await webRoutes(app, undefined, { allowPrivateTargets: config.allowPrivateTargets });
 

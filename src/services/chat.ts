@@ -2,12 +2,7 @@ import { randomInt, randomUUID } from 'node:crypto';
 import { Value } from '@sinclair/typebox/value';
 import type { Principal } from '../auth/principal.js';
 import type { EnvelopeFields } from '../crypto/index.js';
-import {
-  BadRequestError,
-  ConflictError,
-  NotFoundError,
-  QuotaExceededError,
-} from '../errors.js';
+import { BadRequestError, ConflictError, NotFoundError, QuotaExceededError } from '../errors.js';
 import type { ChangeConsumer, ChangeFeed, ChangeOf } from '../infra/change-feed.js';
 import type { Clock } from '../infra/clock.js';
 import type { Logger } from '../logger.js';
