@@ -297,6 +297,13 @@ export class AgentsService {
     if (identity.user_id !== userId) {
       throw new ConflictError('Agent address is already registered by another account');
     }
+    // An external A2A agent's listing is its card's (docs/a2a.md): registering the address as
+    // an agent of one's own would give it a mailbox that takes what the A2A agent should.
+    if (options.mailbox && (await tx.a2a.findRemote(address)) !== undefined) {
+      throw new ConflictError(
+        `Agent ${address} is an external A2A agent: change it with POST /v2/a2a/external-agents/${address}/refresh, or delete it`,
+      );
+    }
     // A proven identity and the listing share one owner: deleting the listing releases it.
     const isNew = (await tx.agents.find(address)) === undefined;
     if (isNew && allowance.used >= allowance.limit) {

@@ -227,6 +227,15 @@ describeOnEachDialect('external A2A agents', (dialect) => {
     }
   });
 
+  it('may not be registered again as an agent of one’s own (409), which would give it a mailbox', async () => {
+    const res = await call(t.url, 'POST', '/v2/agents', {
+      key: t.userKey,
+      body: { address: external.address, name: 'mine now' },
+    });
+    assert.equal(res.status, 409, res.text);
+    assert.match(res.body.detail, /is an external A2A agent/);
+  });
+
   it('takes an acknowledgement, and refuses anything else with a 400, keeping nothing', async () => {
     const ack = sender.identity.signEnvelope(
       makeEnvelope({
