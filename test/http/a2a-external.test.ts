@@ -175,9 +175,16 @@ describeOnEachDialect('external A2A agents', (dialect) => {
       key: t.userKey,
     });
     assert.equal(timeline.status, 200, timeline.text);
-    const kinds = (timeline.body.entries as { kind: string }[]).map((e) => e.kind);
-    assert.ok(kinds.includes('message.forwarded'), kinds.join(', '));
-    assert.ok(kinds.includes('message.delivered'), kinds.join(', '));
+    const entries = timeline.body.entries as { kind: string; summary: string }[];
+    const summaryOf = (kind: string) => entries.find((e) => e.kind === kind)?.summary;
+    assert.match(
+      summaryOf('message.delivered') ?? JSON.stringify(entries),
+      new RegExp(`delivered to the A2A agent at ${sample.rpcUrl}$`),
+    );
+    assert.match(
+      summaryOf('message.forwarded') ?? JSON.stringify(entries),
+      new RegExp(`^message/send to ${sample.rpcUrl}: answered \\(200, \\d+ ms\\)$`),
+    );
     // The way back, on the sender's own trace: the acknowledgement and the reply, from the
     // external agent, forwarded to the sender's URL (it is a proxy agent).
     const theirs = await call(t.url, 'GET', `/v2/agents/${sender.address}/deliveries`, {
@@ -221,6 +228,17 @@ describeOnEachDialect('external A2A agents', (dialect) => {
       assert.equal(
         texts(sender.heard).at(-1),
         `Your message could not be answered: the A2A agent at ${sample.rpcUrl} failed the task: out of ink.`,
+      );
+      // It answered (200), saying it failed: the trace says so.
+      const trace = await call(t.url, 'GET', `/v2/agents/${external.address}/deliveries`, {
+        key: t.userKey,
+      });
+      const last = (trace.body as { event: string; detail: string; status_code: number }[])
+        .filter((r) => r.event === 'forwarded')
+        .at(-1)!;
+      assert.deepEqual(
+        [last.status_code, last.detail],
+        [200, `message/send to ${sample.rpcUrl}: failed the task: out of ink`],
       );
     } finally {
       sample.setReply({ kind: 'echo', prefix: 'A2A says: ' });
@@ -361,6 +379,20 @@ describeOnEachDialect('external A2A agents', (dialect) => {
     ).find((r) => r.event === 'forwarded');
     assert.equal(forwarded?.status_code, null);
     assert.match(forwarded!.detail, /unreachable \(ECONNREFUSED\)/);
+    // An agent that cannot be reached is a failed forward, which the timeline shows when asked for.
+    const failures = await call(
+      t.url,
+      'GET',
+      `/v2/agents/${address}/activity?kind=message.forward_failed`,
+      {
+        key: t.userKey,
+      },
+    );
+    assert.deepEqual(
+      (failures.body.entries as { kind: string; summary: string }[]).map((e) => e.kind),
+      ['message.forward_failed'],
+    );
+    assert.match(failures.body.entries[0].summary, /is unreachable \(ECONNREFUSED\)/);
     const deleted = await call(t.url, 'DELETE', `${EXTERNAL}/${address}`, { key: t.userKey });
     assert.equal(deleted.status, 204, deleted.text);
   });

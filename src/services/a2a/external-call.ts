@@ -27,9 +27,13 @@ export interface A2aCallPolicy {
   maxTextLength: number;
 }
 
-/** How a call went: the answer's text, or why there is none. */
+/**
+ * How a call went: the answer's text, or why there is none; with the HTTP status the agent
+ * last answered (null when it answered none: unreachable, or no answer in time).
+ */
 export type A2aCallOutcome =
-  { ok: true; text: string; latencyMs: number } | { ok: false; error: string; latencyMs: number };
+  | { ok: true; text: string; latencyMs: number; statusCode: number | null }
+  | { ok: false; error: string; latencyMs: number; statusCode: number | null };
 
 type CalledAgent = Pick<A2aRemoteAgentRow, 'card' | 'rpc_url' | 'protocol_version'>;
 
@@ -54,27 +58,29 @@ const ENDED_BADLY: Partial<Record<TaskState, string>> = {
  * message, then `tasks/get` until a task the agent answered with rests.
  */
 export class A2aCaller {
-  private readonly factory: ClientFactory;
-
   constructor(
-    dispatcher: Dispatcher,
+    private readonly dispatcher: Dispatcher,
     private readonly policy: A2aCallPolicy,
-  ) {
-    const fetchImpl = ((input: string | URL, init?: Record<string, unknown>) =>
-      undiciFetch(input, { ...init, dispatcher })) as unknown as typeof fetch;
-    this.factory = new ClientFactory({
-      transports: [new JsonRpcTransportFactory({ fetchImpl, legacyCompat: { enabled: true } })],
-      cardResolver: new DefaultAgentCardResolver({ fetchImpl, legacyCompat: { enabled: true } }),
-    });
-  }
+  ) {}
 
   /** Says `text` to the agent in the conversation `contextId`; never throws. */
   async ask(agent: CalledAgent, contextId: string, text: string): Promise<A2aCallOutcome> {
     const started = performance.now();
     const signal = AbortSignal.timeout(this.policy.timeoutMs);
-    const elapsed = () => performance.now() - started;
+    let statusCode: number | null = null;
+    const seen = () => ({ latencyMs: performance.now() - started, statusCode });
+    // Through the guard; the status of each answer is kept for the trace.
+    const fetchImpl = (async (input: string | URL, init?: Record<string, unknown>) => {
+      const response = await undiciFetch(input, { ...init, dispatcher: this.dispatcher });
+      statusCode = response.status;
+      return response;
+    }) as unknown as typeof fetch;
+    const factory = new ClientFactory({
+      transports: [new JsonRpcTransportFactory({ fetchImpl, legacyCompat: { enabled: true } })],
+      cardResolver: new DefaultAgentCardResolver({ fetchImpl, legacyCompat: { enabled: true } }),
+    });
     try {
-      const client = await this.factory.createFromAgentCard(cardFor(agent));
+      const client = await factory.createFromAgentCard(cardFor(agent));
       let result: SendMessageResult = await client.sendMessage(
         {
           tenant: '',
@@ -92,10 +98,10 @@ export class A2aCaller {
         result = await client.getTask({ tenant: '', id: result.id }, { signal });
       }
       const answer = answerOf(result);
-      if ('error' in answer) return { ok: false, error: answer.error, latencyMs: elapsed() };
-      return { ok: true, text: this.bounded(answer.text), latencyMs: elapsed() };
+      if ('error' in answer) return { ok: false, error: answer.error, ...seen() };
+      return { ok: true, text: this.bounded(answer.text), ...seen() };
     } catch (err) {
-      return { ok: false, error: this.failure(err, signal), latencyMs: elapsed() };
+      return { ok: false, error: this.failure(err, signal), ...seen() };
     }
   }
 

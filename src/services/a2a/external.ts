@@ -291,7 +291,7 @@ export class ExternalA2aAgents
   private async recordCall(
     remote: A2aRemoteAgentRow,
     heard: Heard,
-    outcome: { ok: boolean; latencyMs: number; error?: string },
+    outcome: { ok: boolean; latencyMs: number; statusCode: number | null; error?: string },
   ): Promise<void> {
     if (!this.trace.enabled) return;
     await this.trace.record([
@@ -303,7 +303,8 @@ export class ExternalA2aAgents
         digest: heard.digest,
         sender: heard.envelope.sender,
         size: heard.size,
-        status_code: outcome.ok ? 200 : null,
+        // What the agent's endpoint last answered: a task it failed came with a 200.
+        status_code: outcome.statusCode,
         latency_ms: Math.round(outcome.latencyMs),
         detail: outcome.ok
           ? `message/send to ${remote.rpc_url}: answered`
