@@ -326,6 +326,7 @@ export function createContext(
     clock,
     sealing,
     agents,
+    usage,
     new CardReader(dispatcher, {
       allowPrivateTargets: config.allowPrivateTargets,
       timeoutMs: config.proxyTimeoutMs,

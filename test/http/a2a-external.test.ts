@@ -278,6 +278,31 @@ describeOnEachDialect('external A2A agents', (dialect) => {
     assert.match(refused.body.detail, /chat protocol messages and acknowledgements only/);
   });
 
+  it('counts what it is sent against its owner’s message quota: past it, 406 and no call', async () => {
+    const theirs = await call(t.url, 'POST', EXTERNAL, {
+      key: otherKey,
+      body: { card_url: sample.cardUrl },
+    });
+    assert.equal(theirs.status, 201, theirs.text);
+    const address = theirs.body.address as string;
+    const { owner_id } = (await t.server.ctx.store.repos.a2a.findRemote(address))!;
+    await t.server.ctx.services.usage.setLimits(owner_id, { messagesPerMonth: 0 });
+    const asked = sample.heard.length;
+    const refused = await call(t.url, 'POST', '/v2/agents/mailbox/submit', {
+      body: chatEnvelope(sender.identity, address, 'over quota').envelope,
+    });
+    assert.equal(refused.status, 406, refused.text);
+    assert.match(refused.body.detail, /Message quota reached 0 \/ 0/);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.equal(sample.heard.length, asked, 'the A2A agent was not asked');
+    const trace = await call(t.url, 'GET', `/v2/agents/${address}/deliveries`, { key: otherKey });
+    assert.deepEqual(
+      (trace.body as { event: string }[]).map((r) => r.event),
+      ['refused'],
+    );
+    await call(t.url, 'DELETE', `${EXTERNAL}/${address}`, { key: otherKey });
+  });
+
   it('is another user’s business to nobody: 404 for each operation', async () => {
     for (const [method, path] of [
       ['GET', `${EXTERNAL}/${external.address}`],
@@ -427,6 +452,36 @@ describeOnEachDialect('external A2A agents', (dialect) => {
       404,
     );
     assert.equal((await call(t.url, 'GET', `/v1/almanac/agents/${address}`)).status, 404);
+  });
+
+  it('tells the sender when the A2A agent does not answer in time', async () => {
+    const slow = await startSampleA2aAgent({
+      name: 'Slow Poet',
+      reply: { kind: 'slow', delayMs: 4000, prefix: 'late: ' },
+    });
+    try {
+      const res = await call(t.url, 'POST', EXTERNAL, {
+        key: t.userKey,
+        body: { card_url: slow.cardUrl },
+      });
+      assert.equal(res.status, 201, res.text);
+      const before = texts(sender.heard).length;
+      await call(t.url, 'POST', '/v2/agents/mailbox/submit', {
+        body: chatEnvelope(sender.identity, res.body.address, 'take your time').envelope,
+      });
+      await waitFor(
+        () => (texts(sender.heard).length > before ? true : undefined),
+        'the failure',
+        10_000,
+      );
+      // The server's proxy timeout is 3 s here.
+      assert.equal(
+        texts(sender.heard).at(-1),
+        `Your message could not be answered: the A2A agent at ${slow.rpcUrl} did not answer within 3 s.`,
+      );
+    } finally {
+      await slow.close();
+    }
   });
 
   it('registers an A2A 0.3 agent and calls it with the 0.3 protocol', async () => {

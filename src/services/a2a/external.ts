@@ -3,7 +3,7 @@ import { Value } from '@sinclair/typebox/value';
 import type { AgentCard } from '@a2a-js/sdk';
 import type { Principal } from '../../auth/principal.js';
 import { SigningKey, seal, unseal, type EnvelopeFields } from '../../crypto/index.js';
-import { BadRequestError, NotFoundError } from '../../errors.js';
+import { BadRequestError, NotFoundError, QuotaExceededError } from '../../errors.js';
 import type { ChangeConsumer, ChangeOf } from '../../infra/change-feed.js';
 import type { Clock } from '../../infra/clock.js';
 import type { HostingKey } from '../../infra/hosting-key.js';
@@ -24,6 +24,7 @@ import type { Courier } from '../courier.js';
 import type { DeliveryTrace } from '../deliveries.js';
 import type { AdmittedEnvelope } from '../envelopes.js';
 import type { LocalRecipient } from '../mailbox.js';
+import { usagePeriod, type UsageService } from '../usage.js';
 import { messageUuid } from '../mailbox.js';
 import type { A2aCaller } from './external-call.js';
 import { skillsReadme, type CardReader, type ReadCard } from './external-card.js';
@@ -66,6 +67,7 @@ export class ExternalA2aAgents
     private readonly clock: Clock,
     private readonly sealing: HostingKey,
     private readonly agents: AgentsService,
+    private readonly usage: UsageService,
     private readonly reader: CardReader,
     private readonly caller: A2aCaller,
     private readonly courier: Courier,
@@ -194,6 +196,8 @@ export class ExternalA2aAgents
     }
     const uuid = messageUuid(envelope, admitted.digest);
     if (this.taken.has(uuid)) return true;
+    // Counted as a message to any agent of the owner's is: past the quota, refused (406).
+    await this.charge(remote.owner_id);
     this.remember(uuid);
     const heard: Heard = {
       uuid,
@@ -314,6 +318,22 @@ export class ExternalA2aAgents
   }
 
   // ---- Helpers --------------------------------------------------------------------------
+
+  /** Counts a message against the owner's monthly quota; 406 past it. */
+  private async charge(ownerId: string): Promise<void> {
+    const period = usagePeriod(this.clock.now());
+    const { usage } = this.store.repos;
+    if (await usage.chargeMessage(ownerId, period, this.usage.defaultLimits.messagesPerMonth)) {
+      return;
+    }
+    const [limits, counters] = await Promise.all([
+      this.usage.limitsFor(ownerId),
+      usage.period(ownerId, period),
+    ]);
+    throw new QuotaExceededError(
+      `Message quota reached ${counters.num_messages} / ${limits.messagesPerMonth}`,
+    );
+  }
 
   private keyOf(remote: Pick<A2aRemoteAgentRow, 'address' | 'key_ciphertext'>): SigningKey {
     let key = this.keys.get(remote.address);
