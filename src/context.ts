@@ -339,7 +339,7 @@ export function createContext(
     courier,
     deliveries,
     logger,
-    { envelopeLifetimeSeconds: config.mailboxRetentionSeconds },
+    { envelopeLifetimeSeconds: config.mailboxRetentionSeconds, publicUrl: config.publicUrl },
   );
   almanac.answersFor(externalA2a);
   mailbox.receiveFor(externalA2a);

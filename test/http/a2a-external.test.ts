@@ -124,6 +124,29 @@ describeOnEachDialect('external A2A agents', (dialect) => {
     assert.equal(agent.body.agent_type, 'a2a');
   });
 
+  it('refuses the same card twice (409), and an agent this service serves itself (422)', async () => {
+    const again = await call(t.url, 'POST', EXTERNAL, {
+      key: t.userKey,
+      body: { card_url: sample.cardUrl },
+    });
+    assert.equal(again.status, 409, again.text);
+    assert.match(again.body.detail, new RegExp(`registered already, as ${external.address}`));
+    const own = await startSampleA2aAgent({ name: 'Looped' });
+    own.setInterfaceUrl(`${t.config.publicUrl}/a2a/jsonrpc`);
+    try {
+      const res = await call(t.url, 'POST', EXTERNAL, {
+        key: t.userKey,
+        body: { card_url: own.cardUrl },
+      });
+      assert.equal(res.status, 422, res.text);
+      assert.match(res.body.detail[0].msg, /names an A2A interface of this service/);
+    } finally {
+      await own.close();
+    }
+    const listed = await call(t.url, 'GET', EXTERNAL, { key: t.userKey });
+    assert.equal((listed.body as External[]).length, 1);
+  });
+
   it('appears in search with its skills, and resolves in the Almanac to the mailbox', async () => {
     const found = await search('haiku');
     const hit = found.agents.find((a) => a.address === external.address);
@@ -358,7 +381,7 @@ describeOnEachDialect('external A2A agents', (dialect) => {
         sample.serveInstead(body, type);
         const res = await call(t.url, 'POST', EXTERNAL, {
           key: t.userKey,
-          body: { card_url: sample.cardUrl },
+          body: { card_url: `${sample.cardUrl}?another` },
         });
         assert.equal(res.status, 422, res.text);
         assert.match(res.body.detail[0].msg, expected);

@@ -219,7 +219,9 @@ export async function startSampleA2aAgent(options: SampleAgentOptions = {}): Pro
   const server: HttpServer = createServer((request, response) => {
     void (async () => {
       const body = await readBody(request);
-      if (request.method === 'GET' && request.url === '/.well-known/agent-card.json') {
+      // The card is served whatever the query: one card, under several URLs.
+      const path = new URL(request.url ?? '/', url).pathname;
+      if (request.method === 'GET' && path === '/.well-known/agent-card.json') {
         if (state.instead) {
           response.writeHead(200, { 'content-type': state.instead.contentType });
           response.end(state.instead.body);
@@ -229,7 +231,7 @@ export async function startSampleA2aAgent(options: SampleAgentOptions = {}): Pro
         response.end(JSON.stringify(servedCard()));
         return;
       }
-      if (request.method === 'POST' && request.url === '/a2a/jsonrpc') {
+      if (request.method === 'POST' && path === '/a2a/jsonrpc') {
         const asked = header(request, 'a2a-version');
         const context = new ServerCallContext({ requestedVersion: asked ?? '0.3' });
         const answer = asked?.startsWith('1')

@@ -3,7 +3,13 @@ import { Value } from '@sinclair/typebox/value';
 import type { AgentCard } from '@a2a-js/sdk';
 import type { Principal } from '../../auth/principal.js';
 import { SigningKey, seal, unseal, type EnvelopeFields } from '../../crypto/index.js';
-import { BadRequestError, NotFoundError, QuotaExceededError } from '../../errors.js';
+import {
+  BadRequestError,
+  ConflictError,
+  NotFoundError,
+  QuotaExceededError,
+  RequestValidationError,
+} from '../../errors.js';
 import type { ChangeConsumer, ChangeOf } from '../../infra/change-feed.js';
 import type { Clock } from '../../infra/clock.js';
 import type { HostingKey } from '../../infra/hosting-key.js';
@@ -32,6 +38,8 @@ import { skillsReadme, type CardReader, type ReadCard } from './external-card.js
 export interface ExternalA2aPolicy {
   /** How long the envelopes Agentry sends for an external agent stay valid (seconds). */
   envelopeLifetimeSeconds: number;
+  /** This service's public URL: an agent served here is no external one. */
+  publicUrl: string;
 }
 
 /** The limits of a listing (src/wire/agents.ts): a card's longer texts are cut to them. */
@@ -84,7 +92,13 @@ export class ExternalA2aAgents
    */
   async register(principal: Principal, request: { card_url: string }): Promise<A2aRemoteAgentRow> {
     const ownerId = ownerOf(principal);
-    const read = await this.reader.read(request.card_url);
+    const known = await this.store.repos.a2a.findRemoteByCard(ownerId, request.card_url);
+    if (known) {
+      throw new ConflictError(
+        `This card is registered already, as ${known.address}: read it again with POST /v2/a2a/external-agents/${known.address}/refresh`,
+      );
+    }
+    const read = await this.readElsewhere(request.card_url);
     const key = SigningKey.generate();
     const now = this.clock.now();
     const row: A2aRemoteAgentRow = {
@@ -129,7 +143,7 @@ export class ExternalA2aAgents
    */
   async refresh(principal: Principal, address: string): Promise<A2aRemoteAgentRow> {
     const row = await this.get(principal, address);
-    const read: ReadCard = await this.reader.read(row.card_url);
+    const read: ReadCard = await this.readElsewhere(row.card_url);
     const listing = listingOf(address, read.card);
     const changes = {
       card: read.json,
@@ -318,6 +332,22 @@ export class ExternalA2aAgents
   }
 
   // ---- Helpers --------------------------------------------------------------------------
+
+  /**
+   * The card, refused when the agent is served by this service itself: uAgents agents reach
+   * those at their own addresses, and a message would go round in circles.
+   */
+  private async readElsewhere(cardUrl: string): Promise<ReadCard> {
+    const here = new URL(this.policy.publicUrl).origin;
+    const read = await this.reader.read(cardUrl);
+    if (new URL(read.rpcUrl).origin === here) {
+      throw RequestValidationError.single(
+        ['body', 'card_url'],
+        `This card names an A2A interface of this service (${read.rpcUrl}): its agent is reached at its own agent address, not as an external agent`,
+      );
+    }
+    return read;
+  }
 
   /** Counts a message against the owner's monthly quota; 406 past it. */
   private async charge(ownerId: string): Promise<void> {
