@@ -178,6 +178,39 @@ describeOnEachDialect('external A2A agents', (dialect) => {
     assert.deepEqual(sample.heard.at(-1), { text: 'the sea', contextId: session });
   });
 
+  it('answers a person chatting with it through the chat API', async () => {
+    const opened = await call(t.url, 'POST', '/v2/chat/sessions', {
+      key: t.userKey,
+      body: { agent: external.address },
+    });
+    assert.equal(opened.status, 201, opened.text);
+    const session = opened.body.id as string;
+    const sent = await call(t.url, 'POST', `/v2/chat/sessions/${session}/messages`, {
+      key: t.userKey,
+      body: { text: 'the moon' },
+    });
+    assert.equal(sent.status, 201, sent.text);
+    assert.equal(sent.body.failure, null);
+    const said = await waitFor(
+      async () => {
+        const read = await call(t.url, 'GET', `/v2/chat/sessions/${session}/messages`, {
+          key: t.userKey,
+        });
+        const entries = read.body as { kind: string; direction: string; text: string | null }[];
+        return entries.some((e) => e.direction === 'in' && e.kind === 'message')
+          ? entries.map((e) => `${e.kind} ${e.direction}${e.text === null ? '' : ` ${e.text}`}`)
+          : undefined;
+      },
+      'the reply',
+      10_000,
+    );
+    assert.deepEqual(said, [
+      'message out the moon',
+      'acknowledgement in',
+      'message in A2A says: the moon',
+    ]);
+  });
+
   it('shows both legs in the trace and on the timeline', async () => {
     const trace = await call(t.url, 'GET', `/v2/agents/${external.address}/deliveries`, {
       key: t.userKey,
@@ -190,7 +223,7 @@ describeOnEachDialect('external A2A agents', (dialect) => {
     }[];
     assert.deepEqual(
       rows.map((r) => r.event),
-      ['submitted', 'delivered', 'forwarded'],
+      ['submitted', 'delivered', 'forwarded', 'submitted', 'delivered', 'forwarded'],
     );
     assert.equal(rows[1]!.detail, `to the A2A agent at ${sample.rpcUrl}`);
     assert.equal(rows[2]!.status_code, 200);
