@@ -334,7 +334,7 @@ describeOnEachDialect('external A2A agents', (dialect) => {
     assert.match(refused.body.detail, /chat protocol messages and acknowledgements only/);
   });
 
-  it('counts what it is sent against its owner’s message quota: past it, 406 and no call', async () => {
+  it('counts against its owner’s quotas: what it is sent as messages (past it, 406 and no call), itself as an agent', async () => {
     const theirs = await call(t.url, 'POST', EXTERNAL, {
       key: otherKey,
       body: { card_url: sample.cardUrl },
@@ -356,6 +356,16 @@ describeOnEachDialect('external A2A agents', (dialect) => {
       (trace.body as { event: string }[]).map((r) => r.event),
       ['refused'],
     );
+    // It is one of the owner's agents, counted against their agent quota too.
+    await t.server.ctx.services.usage.setLimits(owner_id, { agents: 1 });
+    const over = await call(t.url, 'POST', EXTERNAL, {
+      key: otherKey,
+      body: { card_url: `${sample.cardUrl}?second` },
+    });
+    assert.equal(over.status, 406, over.text);
+    assert.match(over.body.detail, /Agent quota reached 1 \/ 1/);
+    assert.equal((await call(t.url, 'GET', '/v2/agents', { key: otherKey })).body.length, 1);
+    assert.equal((await call(t.url, 'GET', EXTERNAL, { key: otherKey })).body.length, 1);
     await call(t.url, 'DELETE', `${EXTERNAL}/${address}`, { key: otherKey });
   });
 
