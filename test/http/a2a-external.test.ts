@@ -1,7 +1,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
 import { Agent } from 'undici';
+import { closeNow, listenOnLoopback } from '../kit/loopback.js';
 import { loadConfig } from '../../src/config/index.js';
 import { RequestValidationError } from '../../src/errors.js';
 import { CardReader } from '../../src/services/a2a/external-card.js';
@@ -631,6 +633,19 @@ describe('external A2A agents: the interface a card names', () => {
     });
     const allowed = new CardReader(new Agent(), { allowPrivateTargets: true, timeoutMs: 3000 });
     assert.equal((await allowed.read(sample.cardUrl)).rpcUrl, sample.rpcUrl);
+  });
+
+  it('is read where its URL redirects to', async () => {
+    const moved = createServer((_request, response) => {
+      response.writeHead(301, { location: sample.cardUrl }).end();
+    });
+    const movedUrl = await listenOnLoopback(moved);
+    try {
+      const allowed = new CardReader(new Agent(), { allowPrivateTargets: true, timeoutMs: 3000 });
+      assert.equal((await allowed.read(`${movedUrl}/card.json`)).rpcUrl, sample.rpcUrl);
+    } finally {
+      await closeNow(moved);
+    }
   });
 
   it('is refused when it is not http(s)', async () => {

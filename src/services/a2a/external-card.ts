@@ -2,7 +2,7 @@ import { lookup } from 'node:dns/promises';
 import { AgentCard, type AgentInterface, type AgentSkill } from '@a2a-js/sdk';
 import { DefaultAgentCardResolver } from '@a2a-js/sdk/client';
 import { isLegacyAgentCard } from '@a2a-js/sdk/compat/v0_3/client';
-import { request, type Dispatcher } from 'undici';
+import { interceptors, request, type Dispatcher } from 'undici';
 import { RequestValidationError } from '../../errors.js';
 import { isPrivateAddress, PrivateTargetError } from '../../infra/outbound.js';
 
@@ -26,6 +26,8 @@ export interface CardReaderPolicy {
   timeoutMs: number;
 }
 
+/** Redirects a card URL may take (to https, to its new home), each checked by the guard. */
+const CARD_MAX_REDIRECTS = 3;
 /** The most a card may weigh: a card describes an agent, it does not carry its data. */
 const CARD_MAX_BYTES = 256 * 1024;
 export const PRIVATE_TARGET_HINT =
@@ -48,11 +50,17 @@ function notACard(why: string): RequestValidationError {
  */
 export class CardReader {
   private readonly resolver = new DefaultAgentCardResolver({ legacyCompat: { enabled: true } });
+  private readonly dispatcher: Dispatcher;
 
   constructor(
-    private readonly dispatcher: Dispatcher,
+    /** The outbound guard: every connection, redirects' too, is checked where it is made. */
+    guarded: Dispatcher,
     private readonly policy: CardReaderPolicy,
-  ) {}
+  ) {
+    this.dispatcher = guarded.compose(
+      interceptors.redirect({ maxRedirections: CARD_MAX_REDIRECTS }),
+    );
+  }
 
   /** The card at `url`, checked; a 422 saying what is wrong with it otherwise. */
   async read(url: string): Promise<ReadCard> {
