@@ -272,6 +272,22 @@ describeOnEachDialect('external A2A agents', (dialect) => {
       10_000,
     );
     assert.equal(texts(sender.heard).at(-1), 'Task done: a pond');
+    // A task answered while still working is asked for until it completes.
+    sample.setReply({ kind: 'later', delayMs: 1200, prefix: 'Later: ' });
+    const asked = sample.methods.length;
+    const waiting = texts(sender.heard).length;
+    await call(t.url, 'POST', '/v2/agents/mailbox/submit', {
+      body: chatEnvelope(sender.identity, external.address, 'a heron').envelope,
+    });
+    await waitFor(
+      () => (texts(sender.heard).length > waiting ? true : undefined),
+      'the task’s answer',
+      10_000,
+    );
+    assert.equal(texts(sender.heard).at(-1), 'Later: a heron');
+    const called = sample.methods.slice(asked);
+    assert.equal(called[0], 'SendMessage');
+    assert.ok(called.length >= 2 && called.slice(1).every((m) => m === 'GetTask'), called.join());
     sample.setReply({ kind: 'fail', message: 'out of ink' });
     try {
       const count = texts(sender.heard).length;

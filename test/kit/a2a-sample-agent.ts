@@ -1,7 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AgentCard, Role, TaskState, type Message, type Part } from '@a2a-js/sdk';
+import {
+  AgentCard,
+  Role,
+  TaskState,
+  type Message,
+  type Part,
+  type TaskArtifactUpdateEvent,
+} from '@a2a-js/sdk';
 import {
   AgentEvent,
   DefaultRequestHandler,
@@ -23,6 +30,11 @@ export type SampleReply =
   | { kind: 'task'; prefix: string }
   /** As `echo`, after `delayMs`. */
   | { kind: 'slow'; delayMs: number; prefix: string }
+  /**
+   * A task answered while it is still working, which completes as `task` does after `delayMs`:
+   * the caller asks for it again until it does.
+   */
+  | { kind: 'later'; delayMs: number; prefix: string }
   /** A task that fails, its status saying `message`. */
   | { kind: 'fail'; message: string };
 
@@ -57,6 +69,8 @@ export interface SampleAgent {
   /** Its JSON-RPC endpoint. */
   rpcUrl: string;
   heard: SampleHeard[];
+  /** The JSON-RPC methods it was called with, in order (`SendMessage`, `GetTask`, `message/send`…). */
+  methods: string[];
   /** Changes what its card says from now on (a refresh reads the new one). */
   setCard(changes: Partial<Pick<SampleAgentOptions, 'name' | 'description' | 'skills'>>): void;
   /** Serves `body` (with `contentType`) at the card's URL instead of the card; undefined: the card. */
@@ -93,6 +107,7 @@ export async function startSampleA2aAgent(options: SampleAgentOptions = {}): Pro
   };
   const version = options.version ?? '1.0';
   const heard: SampleHeard[] = [];
+  const methods: string[] = [];
   let url = '';
   const rpcUrl = () => state.interfaceUrl ?? `${url}/a2a/jsonrpc`;
 
@@ -163,6 +178,39 @@ export async function startSampleA2aAgent(options: SampleAgentOptions = {}): Pro
         case 'echo':
           bus.publish(AgentEvent.message(agentMessage(context, `${reply.prefix}${text}`)));
           break;
+        case 'later': {
+          const base = {
+            taskId: context.taskId,
+            contextId: context.contextId,
+            metadata: undefined,
+          };
+          bus.publish(
+            AgentEvent.task({
+              id: context.taskId,
+              contextId: context.contextId,
+              status: { state: TaskState.TASK_STATE_WORKING, message: undefined, timestamp: now() },
+              artifacts: [],
+              history: [context.userMessage],
+              metadata: undefined,
+            }),
+          );
+          // The bus stays open on a working task (see the handler's options): it completes later.
+          setTimeout(() => {
+            bus.publish(AgentEvent.artifactUpdate(answerArtifact(base, `${reply.prefix}${text}`)));
+            bus.publish(
+              AgentEvent.statusUpdate({
+                ...base,
+                status: {
+                  state: TaskState.TASK_STATE_COMPLETED,
+                  message: undefined,
+                  timestamp: now(),
+                },
+              }),
+            );
+            bus.finished();
+          }, reply.delayMs);
+          return;
+        }
         case 'task': {
           const base = {
             taskId: context.taskId,
@@ -179,21 +227,7 @@ export async function startSampleA2aAgent(options: SampleAgentOptions = {}): Pro
               metadata: undefined,
             }),
           );
-          bus.publish(
-            AgentEvent.artifactUpdate({
-              ...base,
-              artifact: {
-                artifactId: randomUUID(),
-                name: 'answer',
-                description: '',
-                parts: [textPart(`${reply.prefix}${text}`)],
-                metadata: undefined,
-                extensions: [],
-              },
-              append: false,
-              lastChunk: true,
-            }),
-          );
+          bus.publish(AgentEvent.artifactUpdate(answerArtifact(base, `${reply.prefix}${text}`)));
           bus.publish(
             AgentEvent.statusUpdate({
               ...base,
@@ -211,6 +245,25 @@ export async function startSampleA2aAgent(options: SampleAgentOptions = {}): Pro
     },
     cancelTask: async () => {},
   };
+  // A working task keeps its bus, so that a task answered unfinished (`later`) completes.
+  const newHandler = () =>
+    new DefaultRequestHandler(
+      coreCard(),
+      new InMemoryTaskStore(),
+      executor,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      {
+        keepBusAliveStates: [
+          TaskState.TASK_STATE_WORKING,
+          TaskState.TASK_STATE_INPUT_REQUIRED,
+          TaskState.TASK_STATE_AUTH_REQUIRED,
+        ],
+      },
+    );
   // Made once the server listens, when the card knows its URL.
   let handler!: DefaultRequestHandler;
   const v1 = () => new JsonRpcTransportHandler(handler);
@@ -233,10 +286,12 @@ export async function startSampleA2aAgent(options: SampleAgentOptions = {}): Pro
       }
       if (request.method === 'POST' && path === '/a2a/jsonrpc') {
         const asked = header(request, 'a2a-version');
+        methods.push(methodOf(body));
         const context = new ServerCallContext({ requestedVersion: asked ?? '0.3' });
+        const rpc = state.reply.kind === 'later' ? answeringAtOnce(body) : body;
         const answer = asked?.startsWith('1')
-          ? await v1().handle(body, context)
-          : await legacy().handle(body, context);
+          ? await v1().handle(rpc, context)
+          : await legacy().handle(rpc, context);
         response.writeHead(200, { 'content-type': 'application/json' });
         response.end(JSON.stringify(answer));
         return;
@@ -247,15 +302,16 @@ export async function startSampleA2aAgent(options: SampleAgentOptions = {}): Pro
     });
   });
   url = await listenOnLoopback(server);
-  handler = new DefaultRequestHandler(coreCard(), new InMemoryTaskStore(), executor);
+  handler = newHandler();
   return {
     url,
     cardUrl: `${url}/.well-known/agent-card.json`,
     rpcUrl: `${url}/a2a/jsonrpc`,
     heard,
+    methods,
     setCard: (changes) => {
       Object.assign(state, changes);
-      handler = new DefaultRequestHandler(coreCard(), new InMemoryTaskStore(), executor);
+      handler = newHandler();
     },
     serveInstead: (body, contentType = 'text/html') => {
       state.instead = body === undefined ? undefined : { body, contentType };
@@ -268,6 +324,34 @@ export async function startSampleA2aAgent(options: SampleAgentOptions = {}): Pro
     },
     close: () => closeNow(server),
   };
+}
+
+/**
+ * The request as a non-blocking send (A2A 1.0 `returnImmediately`, 0.3 `blocking: false`): an
+ * agent that answers a task at once, unfinished, whatever its caller asked.
+ */
+function answeringAtOnce(body: string): string {
+  try {
+    const request = JSON.parse(body) as { method?: string; params?: Record<string, unknown> };
+    if (request.method !== 'SendMessage' && request.method !== 'message/send') return body;
+    const params = request.params ?? {};
+    const configuration = (params.configuration ?? {}) as Record<string, unknown>;
+    params.configuration =
+      request.method === 'SendMessage'
+        ? { ...configuration, returnImmediately: true }
+        : { ...configuration, blocking: false };
+    return JSON.stringify({ ...request, params });
+  } catch {
+    return body;
+  }
+}
+
+function methodOf(body: string): string {
+  try {
+    return String((JSON.parse(body) as { method?: unknown }).method);
+  } catch {
+    return '(not JSON)';
+  }
 }
 
 function header(request: IncomingMessage, name: string): string | undefined {
@@ -291,6 +375,26 @@ function textPart(text: string): Part {
     metadata: undefined,
     filename: '',
     mediaType: 'text/plain',
+  };
+}
+
+/** The artifact a task's answer is: one text part. */
+function answerArtifact(
+  base: { taskId: string; contextId: string; metadata: undefined },
+  text: string,
+): TaskArtifactUpdateEvent {
+  return {
+    ...base,
+    artifact: {
+      artifactId: randomUUID(),
+      name: 'answer',
+      description: '',
+      parts: [textPart(text)],
+      metadata: undefined,
+      extensions: [],
+    },
+    append: false,
+    lastChunk: true,
   };
 }
 
