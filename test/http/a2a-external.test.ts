@@ -301,7 +301,7 @@ describeOnEachDialect('external A2A agents', (dialect) => {
       );
       assert.equal(
         texts(sender.heard).at(-1),
-        `Your message could not be answered: the A2A agent at ${sample.rpcUrl} failed the task: out of ink.`,
+        'Your message could not be answered: the A2A agent "Haiku Poet" failed the task: out of ink.',
       );
       // It answered (200), saying it failed: the trace says so.
       const trace = await call(t.url, 'GET', `/v2/agents/${external.address}/deliveries`, {
@@ -480,7 +480,7 @@ describeOnEachDialect('external A2A agents', (dialect) => {
     );
     assert.match(
       texts(sender.heard).at(-1)!,
-      /^Your message could not be answered: the A2A agent at .* is unreachable \(ECONNREFUSED\)\.$/,
+      /^Your message could not be answered: the A2A agent "Gone Soon" is unreachable \(ECONNREFUSED\)\.$/,
     );
     const trace = await call(t.url, 'GET', `/v2/agents/${address}/deliveries`, { key: t.userKey });
     const forwarded = (
@@ -561,7 +561,7 @@ describeOnEachDialect('external A2A agents', (dialect) => {
       // The server's proxy timeout is 3 s here.
       assert.equal(
         texts(sender.heard).at(-1),
-        `Your message could not be answered: the A2A agent at ${slow.rpcUrl} did not answer within 3 s.`,
+        'Your message could not be answered: the A2A agent "Slow Poet" did not answer within 3 s.',
       );
     } finally {
       await slow.close();

@@ -33,7 +33,18 @@ export interface A2aCallPolicy {
  */
 export type A2aCallOutcome =
   | { ok: true; text: string; latencyMs: number; statusCode: number | null }
-  | { ok: false; error: string; latencyMs: number; statusCode: number | null };
+  | {
+      ok: false;
+      /** Why, for the owner (the trace). */
+      error: string;
+      /** Why, for the sender, who may be anyone: nothing of where the agent is. */
+      told: string;
+      latencyMs: number;
+      statusCode: number | null;
+    };
+
+/** The longest reason kept or told. */
+const ERROR_MAX_LENGTH = 1000;
 
 type CalledAgent = Pick<A2aRemoteAgentRow, 'card' | 'rpc_url' | 'protocol_version'>;
 
@@ -98,10 +109,12 @@ export class A2aCaller {
         result = await client.getTask({ tenant: '', id: result.id }, { signal });
       }
       const answer = answerOf(result);
-      if ('error' in answer) return { ok: false, error: answer.error, ...seen() };
+      if ('error' in answer) {
+        return { ok: false, error: answer.error, told: answer.error, ...seen() };
+      }
       return { ok: true, text: this.bounded(answer.text), ...seen() };
     } catch (err) {
-      return { ok: false, error: this.failure(err, signal), ...seen() };
+      return { ok: false, ...this.failure(err, signal), ...seen() };
     }
   }
 
@@ -110,16 +123,31 @@ export class A2aCaller {
     return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
   }
 
-  /** Why the call failed, in words for the sender and the owner. */
-  private failure(err: unknown, signal: AbortSignal): string {
+  /** Why the call failed: in full for the owner, and as the sender may be told. */
+  private failure(err: unknown, signal: AbortSignal): { error: string; told: string } {
     if (signal.aborted) {
-      return `did not answer within ${Math.round(this.policy.timeoutMs / 1000)} s`;
+      const late = `did not answer within ${Math.round(this.policy.timeoutMs / 1000)} s`;
+      return { error: late, told: late };
     }
     const network =
       err instanceof TypeError || (err instanceof Error && err.cause instanceof Error);
-    if (network) return unreachable(err);
+    if (network) {
+      const error = unreachable(err);
+      // Where the agent's address resolves to is the owner's business.
+      return { error, told: error.startsWith('points at') ? 'cannot be reached from here' : error };
+    }
     const message = err instanceof Error ? err.message : String(err);
-    return `answered with an error: ${message}`.slice(0, 1000);
+    // The SDK's words for an HTTP error carry the answer's body: the owner's to read.
+    const status = /^HTTP error for [^!]*! Status: (\d{3})/.exec(message)?.[1];
+    if (status !== undefined) {
+      const response = message.slice(message.indexOf('Response:') + 'Response:'.length).trim();
+      return {
+        error: `answered with HTTP status ${status}: ${response}`.slice(0, ERROR_MAX_LENGTH),
+        told: `answered with HTTP status ${status}`,
+      };
+    }
+    const error = `answered with an error: ${message}`.slice(0, ERROR_MAX_LENGTH);
+    return { error, told: error };
   }
 }
 

@@ -249,7 +249,7 @@ export class ExternalA2aAgents
     await this.recordCall(remote, heard, outcome);
     const answer = outcome.ok
       ? outcome.text
-      : `Your message could not be answered: the A2A agent at ${remote.rpc_url} ${outcome.error}.`;
+      : `Your message could not be answered: the A2A agent "${nameOf(remote)}" ${outcome.told}.`;
     await this.send(remote, sender, session, CHAT_MESSAGE_DIGEST, {
       timestamp: new Date(this.clock.now()).toISOString(),
       msg_id: randomUUID(),
@@ -406,6 +406,12 @@ function listingOf(address: string, card: AgentCard): RegistrationRequest {
     // Nothing is forwarded to it: what it is sent is answered here.
     keep_failed_forwards: false,
   };
+}
+
+/** The name the agent's card gives. */
+function nameOf(remote: Pick<A2aRemoteAgentRow, 'card'>): string {
+  const name = (JSON.parse(remote.card) as { name?: unknown }).name;
+  return typeof name === 'string' ? name : '';
 }
 
 function cut(text: string, max: number): string {
