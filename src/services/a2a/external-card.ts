@@ -30,7 +30,7 @@ export interface CardReaderPolicy {
 const CARD_MAX_REDIRECTS = 3;
 /** The most a card may weigh: a card describes an agent, it does not carry its data. */
 const CARD_MAX_BYTES = 256 * 1024;
-export const PRIVATE_TARGET_HINT =
+const PRIVATE_TARGET_HINT =
   'the operator may allow local networks with AGENTRY_ALLOW_PRIVATE_TARGETS=true (or --allow-private-targets)';
 
 /** A 422 about the card URL the caller gave, in one sentence. */
@@ -98,7 +98,7 @@ export class CardReader {
    * Refuses a URL whose host is on a private network unless the operator allows it (the
    * guard checks again where it connects: this check is for a clear answer at registration).
    */
-  async checkTarget(url: string, what: string): Promise<void> {
+  private async checkTarget(url: string, what: string): Promise<void> {
     if (this.policy.allowPrivateTargets) return;
     const host = new URL(url).hostname.replace(/^\[(.*)\]$/, '$1');
     let addresses: string[];
