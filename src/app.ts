@@ -21,6 +21,7 @@ import { installValidation } from './http/plugins/validation.js';
 import { agentsRoutes } from './http/routes/agents.js';
 import { a2aRoutes, a2aSettingRoutes } from './http/routes/a2a.js';
 import { chatRoutes } from './http/routes/chat.js';
+import { a2aExternalRoutes } from './http/routes/a2a-external.js';
 import { almanacRoutes } from './http/routes/almanac.js';
 import { deliveriesRoutes } from './http/routes/deliveries.js';
 import { enrolmentsRoutes } from './http/routes/enrolments.js';
@@ -215,6 +216,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   });
   usageHistoryRoutes(app, ctx);
   chatRoutes(app, ctx);
+  a2aExternalRoutes(app, ctx);
   await app.register(mcpRoutes, { ctx });
   a2aSettingRoutes(app, ctx);
   await app.register(a2aRoutes, { ctx });

@@ -11,6 +11,10 @@ import { Courier } from './services/courier.js';
 import { A2aService } from './services/a2a/service.js';
 import { ChatService } from './services/chat.js';
 import { ChatIdentities } from './services/chat-identities.js';
+import { ExternalA2aAgents } from './services/a2a/external.js';
+import { CardReader } from './services/a2a/external-card.js';
+import { A2aCaller } from './services/a2a/external-call.js';
+import { CHAT_TEXT_MAX_LENGTH } from './wire/chat.js';
 import { ProbesService } from './services/probes.js';
 import { HEALTH_RATE_WINDOW_MS } from './wire/probes.js';
 import { AlmanacService } from './services/almanac.js';
@@ -74,6 +78,7 @@ export interface Services {
   hosting: HostingService;
   access: AccessWatch;
   chat: ChatService;
+  externalA2a: ExternalA2aAgents;
   probes: ProbesService;
   mcpSessions: McpSessionsService;
   a2a: A2aService;
@@ -316,6 +321,30 @@ export function createContext(
     envelopeLifetimeSeconds: config.mailboxRetentionSeconds,
   });
   mailbox.receiveFor(chat);
+  // External A2A agents (docs/a2a.md): their addresses, whose keys Agentry holds, resolve to
+  // its mailbox; what is sent to them is answered by calling the agent, through the guard.
+  const externalA2a = new ExternalA2aAgents(
+    store,
+    clock,
+    sealing,
+    agents,
+    usage,
+    new CardReader(dispatcher, {
+      allowPrivateTargets: config.allowPrivateTargets,
+      timeoutMs: config.proxyTimeoutMs,
+    }),
+    new A2aCaller(dispatcher, {
+      timeoutMs: config.proxyTimeoutMs,
+      pollMs: 500,
+      maxTextLength: CHAT_TEXT_MAX_LENGTH,
+    }),
+    courier,
+    deliveries,
+    logger,
+    { envelopeLifetimeSeconds: config.mailboxRetentionSeconds, publicUrl: config.publicUrl },
+  );
+  almanac.answersFor(externalA2a);
+  mailbox.receiveFor(externalA2a);
   // Health probes an owner asks for go out as chat messages from the owner's chat identity.
   const probes = new ProbesService(
     store,
@@ -380,6 +409,7 @@ export function createContext(
   feed.attach(access); // open streams: keys, sessions, memberships, teams, agents
   feed.attach(chat); // live chat sessions: entries recorded
   feed.attach(chatIdentities); // chat identities: teams deleted
+  feed.attach(externalA2a); // external A2A agents: deleted
   feed.attach(mcpSessions); // MCP sessions: ended in another process
 
   const rateLimits =
@@ -508,6 +538,7 @@ export function createContext(
       hosting,
       access,
       chat,
+      externalA2a,
       probes,
       mcpSessions,
       a2a,

@@ -159,6 +159,29 @@ export class AgentsService {
     await this.history.registered([registered(registration, isNew)]);
   }
 
+  /**
+   * Registers an agent whose key Agentry made and holds (an external A2A agent, docs/a2a.md):
+   * its identity is claimed for the user in the same transaction, and it gets no mailbox, for
+   * what is sent to it is received here by whoever holds its key. `alongside` writes, in the
+   * same transaction, what that holder keeps of it: a refusal anywhere leaves nothing behind.
+   */
+  async registerHeld(
+    userId: string,
+    registration: RegistrationRequest,
+    alongside: (tx: Repositories) => Promise<void>,
+  ): Promise<void> {
+    await this.store.transaction(async (tx) => {
+      const allowance = await this.lockAllowance(tx, userId);
+      const owner = await tx.identities.claim(registration.address, userId, this.clock.now());
+      if (owner !== userId) {
+        throw new ConflictError('Agent address is already registered by another account');
+      }
+      await this.save(tx, userId, registration, allowance, { mailbox: false });
+      await alongside(tx);
+    });
+    await this.history.registered([registered(registration, true)]);
+  }
+
   /** Registers every agent or, if any is refused, none; the error names the item refused. */
   async registerBatch(userId: string, registrations: RegistrationRequest[]): Promise<void> {
     const added = await this.store.transaction(async (tx) => {
@@ -182,8 +205,15 @@ export class AgentsService {
     );
   }
 
-  /** Changes the fields given; `updates.address` is the agent's (the route checks it). */
-  async update(userId: string, updates: AgentUpdates): Promise<StoredAgent> {
+  /**
+   * Changes the fields given; `updates.address` is the agent's (the route checks it).
+   * `alongside` writes what else changes with them, in the same transaction.
+   */
+  async update(
+    userId: string,
+    updates: AgentUpdates,
+    alongside?: (tx: Repositories) => Promise<void>,
+  ): Promise<StoredAgent> {
     const { address } = updates;
     const changes: ListingChanges = { updated_at: this.clock.now() };
     if (updates.name !== undefined) changes.name = updates.name;
@@ -211,6 +241,7 @@ export class AgentsService {
       if (changes.redirect_url) await tx.proxy.dueNow([address], changes.updated_at);
       const updated = { ...agent, ...changes };
       await tx.search.indexAgent(searchText(updated));
+      await alongside?.(tx);
       return updated;
     });
   }
@@ -254,6 +285,7 @@ export class AgentsService {
     userId: string,
     registration: RegistrationRequest,
     allowance: AgentAllowance,
+    options: { mailbox: boolean } = { mailbox: true },
   ): Promise<boolean> {
     const { address } = registration;
     const identity = await tx.identities.find(address);
@@ -264,6 +296,13 @@ export class AgentsService {
     }
     if (identity.user_id !== userId) {
       throw new ConflictError('Agent address is already registered by another account');
+    }
+    // An external A2A agent's listing is its card's (docs/a2a.md): registering the address as
+    // an agent of one's own would give it a mailbox that takes what the A2A agent should.
+    if (options.mailbox && (await tx.a2a.findRemote(address)) !== undefined) {
+      throw new ConflictError(
+        `Agent ${address} is an external A2A agent: change it with POST /v2/a2a/external-agents/${address}/refresh, or delete it`,
+      );
     }
     // A proven identity and the listing share one owner: deleting the listing releases it.
     const isNew = (await tx.agents.find(address)) === undefined;
@@ -296,7 +335,7 @@ export class AgentsService {
     const outcome = await tx.agents.save(listing);
     if (outcome === 'handle-taken') throw handleTaken(registration.handle);
     await tx.search.indexAgent(searchText(listing));
-    await tx.mailbox.open({ address, user_id: userId, created_at: now });
+    if (options.mailbox) await tx.mailbox.open({ address, user_id: userId, created_at: now });
     // Registered again, a proxy agent in an outage is worth a try now (at its new URL).
     if (!isNew && listing.redirect_url !== null) await tx.proxy.dueNow([address], now);
     if (isNew) allowance.used += 1;

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Principal } from '../auth/principal.js';
 import { envelopeDigest, type EnvelopeFields } from '../crypto/index.js';
-import { NotFoundError, QuotaExceededError } from '../errors.js';
+import { DomainError, NotFoundError, QuotaExceededError } from '../errors.js';
 import type { ChangeFeed } from '../infra/change-feed.js';
 import type { Clock } from '../infra/clock.js';
 import { Waiter, type Departure, type HeldPolls, type WakeReason } from '../infra/held-polls.js';
@@ -136,11 +136,21 @@ export class MailboxService {
   async submit(envelope: Envelope, principal: Principal): Promise<void> {
     const admitted = await this.admission.admit(envelope, principal);
     try {
-      await this.storeAdmitted(admitted, undefined);
+      await this.storeAdmitted(admitted, undefined, false);
     } catch (err) {
-      // A target without a mailbox may be an address this service answers for itself.
       if (!(err instanceof NotFoundError) || err.message !== UNKNOWN_TARGET) throw err;
-      for (const recipient of this.recipients) if (await recipient.receive(admitted)) return;
+      // A target without a mailbox may be an address this service answers for itself; its
+      // refusal, or none taking it, is traced (against a registered agent) as a refusal.
+      const uuid = messageUuid(admitted.envelope, admitted.digest);
+      try {
+        for (const recipient of this.recipients) if (await recipient.receive(admitted)) return;
+      } catch (refusal) {
+        if (refusal instanceof DomainError) {
+          await this.trace.refused(admitted.envelope, refusal.message, uuid);
+        }
+        throw refusal;
+      }
+      await this.trace.refused(admitted.envelope, err.message, uuid);
       throw err;
     }
   }
@@ -162,9 +172,11 @@ export class MailboxService {
     return this.storeAdmitted(admitted, forwardAt);
   }
 
+  /** `traceUnknown`: whether a target without a mailbox is traced here as a refusal. */
   private async storeAdmitted(
     admitted: AdmittedEnvelope,
     forwardAt: number | undefined,
+    traceUnknown = true,
   ): Promise<void> {
     const text = JSON.stringify(admitted.envelope);
     const uuid = messageUuid(admitted.envelope, admitted.digest);
@@ -181,7 +193,7 @@ export class MailboxService {
       });
     } catch (err) {
       // A target without a mailbox may still be a registered agent (a proxy one).
-      if (err instanceof NotFoundError) {
+      if (err instanceof NotFoundError && (traceUnknown || err.message !== UNKNOWN_TARGET)) {
         await this.trace.refused(admitted.envelope, err.message, uuid);
       }
       throw err;

@@ -33,11 +33,17 @@ function summaryOf(kind: TimelineKind, row: TimelineRow): string {
     case 'message.quarantined':
       return `message from ${from} quarantined: ${row.detail ?? ''}`;
     case 'message.forwarded':
-      return `message forwarded (${row.status_code}, ${row.latency_ms ?? 0} ms)`;
+      // An external A2A agent's call says where it went (docs/a2a.md).
+      return row.detail?.startsWith('message/send ')
+        ? `${row.detail} (${row.status_code}, ${row.latency_ms ?? 0} ms)`
+        : `message forwarded (${row.status_code}, ${row.latency_ms ?? 0} ms)`;
     case 'message.forward_failed':
       return `forward failed: ${row.detail ?? `status ${row.status_code}`}`;
     case 'message.delivered':
-      return `message from ${from} delivered: kept, then forwarded to the agent`;
+      // A kept message's row says nothing; an external A2A agent's says where it went.
+      return row.detail
+        ? `message from ${from} delivered ${row.detail}`
+        : `message from ${from} delivered: kept, then forwarded to the agent`;
     case 'interaction':
       return `reported an interaction (${row.detail ?? ''})`;
     default:

@@ -13,6 +13,7 @@ import { call, type CallOptions } from '../kit/http.js';
 import { callTool, mcpClient, textOf } from '../kit/mcp.js';
 import { openStream } from '../kit/sse.js';
 import { startEndpoint } from '../kit/loopback.js';
+import { startSampleA2aAgent, type SampleAgent } from '../kit/a2a-sample-agent.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 
@@ -224,6 +225,12 @@ const RULES: Record<string, Rule> = {
   'GET /.well-known/agent-cards.json': 'public',
   'GET /a2a/{address}/.well-known/agent-card.json': 'public',
   'POST /a2a/{address}': 'public',
+  // External A2A agents (docs/a2a.md, "Inward").
+  'POST /v2/a2a/external-agents': 'user',
+  'GET /v2/a2a/external-agents': 'user',
+  'GET /v2/a2a/external-agents/{address}': 'owner',
+  'POST /v2/a2a/external-agents/{address}/refresh': 'owner',
+  'DELETE /v2/a2a/external-agents/{address}': 'owner',
 };
 
 /**
@@ -408,6 +415,13 @@ const SUBJECTS: Record<string, Subject> = {
   'GET /.well-known/agent-cards.json': 'anyone',
   'GET /a2a/{address}/.well-known/agent-card.json': 'path',
   'POST /a2a/{address}': 'each-call',
+  // External A2A agents: registering and listing are about the owner’s things as a
+  // whole; the others about the external agent the path names.
+  'POST /v2/a2a/external-agents': 'none',
+  'GET /v2/a2a/external-agents': 'none',
+  'GET /v2/a2a/external-agents/{address}': 'path',
+  'POST /v2/a2a/external-agents/{address}/refresh': 'path',
+  'DELETE /v2/a2a/external-agents/{address}': 'path',
 };
 
 /** A hosted agent's code, storage key and secret name, as the paths and bodies name them. */
@@ -449,6 +463,8 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
   const clock = new ManualClock();
   let t: TestServer;
   let endpoint: Awaited<ReturnType<typeof startEndpoint>>;
+  /** The external A2A agent the owners' external agents are registered from. */
+  let sampleA2a: SampleAgent;
   let bobKey: string;
   let carolKey: string;
   let operations: Operation[];
@@ -467,6 +483,8 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     chatSession: string;
     /** An MCP session opened with the owner's key. */
     mcpSession: string;
+    /** An external A2A agent registered by its card's URL. */
+    external: string;
   }
   /** Alice's things. */
   const alice = {} as Things;
@@ -572,10 +590,18 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     });
     assert.equal(mcp.status, 200, await mcp.clone().text());
     things.mcpSession = mcp.headers.get('mcp-session-id')!;
+    const external = await call(t.url, 'POST', '/v2/a2a/external-agents', {
+      key,
+      headers,
+      body: { card_url: sampleA2a.cardUrl },
+    });
+    assert.equal(external.status, 201, external.text);
+    things.external = external.body.address;
   }
 
   before(async () => {
     endpoint = await startEndpoint();
+    sampleA2a = await startSampleA2aAgent();
     t = await startTestServer({
       dialect,
       clock,
@@ -597,6 +623,7 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
   after(async () => {
     await t.close();
     await endpoint.close();
+    await sampleA2a.close();
   });
 
   /** Alice's things, or her team's for a call whose path names the team. */
@@ -605,8 +632,9 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
   /** The operation's path with an owner's things in it (Alice's unless told). */
   function pathOf(operation: Operation, things: Things = alice): string {
     const hosting = operation.path.startsWith('/v1/hosting');
+    const a2a = operation.path.startsWith('/v2/a2a/external-agents');
     return operation.path
-      .replace('{address}', hosting ? things.hosted : things.agent.address)
+      .replace('{address}', hosting ? things.hosted : a2a ? things.external : things.agent.address)
       .replace('{agent_address}', things.agent.address)
       .replace('{key}', HOSTED_KEY)
       .replace('{name}', hosting ? HOSTED_SECRET : things.domain)
@@ -677,6 +705,9 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     }
     if (operation.method === 'POST' && operation.path === '/v2/chat/sessions/{id}/messages') {
       return { text: 'taken over' };
+    }
+    if (operation.method === 'POST' && operation.path === '/v2/a2a/external-agents') {
+      return { card_url: sampleA2a.cardUrl };
     }
     if (operation.path.startsWith('/v1/hosting')) {
       const path = operation.path.replace('/v1/hosting/teams/{slug}', '/v1/hosting');
@@ -1032,7 +1063,9 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
   });
 
   it('lets a key limited to an agent call every operation about it', async () => {
-    const mine = await scopedKey({ addresses: [alice.agent.address, alice.hosted] });
+    const mine = await scopedKey({
+      addresses: [alice.agent.address, alice.hosted, alice.external],
+    });
     const about = scopedOperations().filter((operation) =>
       ['path', 'body'].includes(subjectOf(operation)),
     );

@@ -84,6 +84,16 @@ export class A2aRepository {
       .executeTakeFirst();
   }
 
+  /** The owner's external agent registered from this card URL, if any. */
+  findRemoteByCard(ownerId: string, cardUrl: string): Promise<A2aRemoteAgentRow | undefined> {
+    return this.db
+      .selectFrom('a2a_remote_agents')
+      .selectAll()
+      .where('owner_id', '=', ownerId)
+      .where('card_url', '=', cardUrl)
+      .executeTakeFirst();
+  }
+
   async addRemote(row: A2aRemoteAgentRow): Promise<void> {
     await this.db.insertInto('a2a_remote_agents').values(row).execute();
   }
