@@ -37,11 +37,13 @@ export interface BenchChatAgent {
  * through the service's mailbox submit endpoint, where its sender's chat identity is
  * received. It notes when it received each message and when it began its reply, so that a
  * round trip's time can leave the agent's own share out. Its posts go over kept-alive
- * connections, as the aiohttp session of a uAgents agent does.
+ * connections, as the aiohttp session of a uAgents agent does. `listing` adds fields to its
+ * registration, such as the `protocols` it lists (none unless given).
  */
 export async function startBenchChatAgent(
   service: RunningService,
   prefix: string,
+  options: { listing?: Record<string, unknown> } = {},
 ): Promise<BenchChatAgent> {
   const identity = TestIdentity.fromSeed('bench chat agent');
   const connections = new HttpAgent({ keepAlive: true, maxSockets: 16 });
@@ -120,7 +122,10 @@ export async function startBenchChatAgent(
     });
   });
   const url = await listenOnLoopback(server);
-  await registerAgent(service, service.apiKey, identity, { redirectUrl: url });
+  await registerAgent(service, service.apiKey, identity, {
+    redirectUrl: url,
+    listing: options.listing,
+  });
   return {
     address: identity.address,
     take: (replyText) => {

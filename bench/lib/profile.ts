@@ -4,8 +4,8 @@ import { join } from 'node:path';
 /**
  * Reading the CPU profiles that `npm run bench -- --cpu-prof` has each server write: where
  * the main thread's time went, by stage of a request (HTTP, routing and validation, auth,
- * the service's own code, query building, SQL statements, serialisation, the MCP SDK, garbage
- * collection), so that a change can be told where it costs.
+ * the service's own code, query building, SQL statements, serialisation, the MCP and A2A
+ * SDKs, garbage collection), so that a change can be told where it costs.
  */
 
 interface CallFrame {
@@ -46,6 +46,8 @@ const STAGES: [stage: string, pattern: RegExp][] = [
   ['logging', /node_modules\/(pino|thread-stream|sonic-boom)/],
   // The MCP endpoint's SDK: its server and transport, the Web Request adapter, its schemas.
   ['mcp sdk', /node_modules\/(@modelcontextprotocol|@hono|zod)\//],
+  // The A2A endpoints' SDK: its transport and request handlers, result manager and task store.
+  ['a2a sdk', /node_modules\/@a2a-js\//],
   [
     'fastify',
     /node_modules\/(fastify|@fastify|find-my-way|avvio|light-my-request|fast-json-stringify|secure-json-parse|fast-querystring)/,

@@ -1,3 +1,4 @@
+import { a2aScenario } from './a2a.js';
 import {
   activityEventsScenario,
   activityStreamsScenario,
@@ -35,4 +36,5 @@ export const scenarios: Scenario[] = [
   chatSessionsFollowingScenario,
   hostingScenario,
   mcpScenario,
+  a2aScenario,
 ];

@@ -1,16 +1,19 @@
 import { randomBytes } from 'node:crypto';
-import { Agent as HttpAgent, request as httpRequest } from 'node:http';
-import { loadavg } from 'node:os';
+import { Agent as HttpAgent } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { registerAgent } from '../../test/kit/agents.js';
 import { TestIdentity } from '../../test/kit/uagent.js';
 import { startBenchChatAgent, type BenchChatAgent } from '../lib/chat-agent.js';
-import type { OpenEventStream } from '../lib/event-stream.js';
-import { processCpuSeconds } from '../lib/proc.js';
-import type { Measure } from '../lib/report.js';
+import {
+  askingSide,
+  CHAT_REPLY_PREFIX,
+  CHAT_REPLY_TIMEOUT_MS,
+  ChatRoundTrips,
+  openFrontDoor,
+} from '../lib/chat-sides.js';
+import { exchange, expectJson, type Exchange } from '../lib/exchange.js';
+import { compare, comparedMeasures } from '../lib/interleaved.js';
 import type { RunningService } from '../lib/server.js';
-import { summarize, type LatencySummary } from '../lib/stats.js';
-import { followSession, openSession, sendMessage } from './chat.js';
 import type { Scenario } from './scenario.js';
 import { seed, wordOf } from './search.js';
 
@@ -23,62 +26,7 @@ import { seed, wordOf } from './search.js';
 /** The sealing key of the chat identities: PostgreSQL keeps none beside the database. */
 const HOSTING_KEY = randomBytes(32).toString('hex');
 
-// ---- Plain HTTP, both ways -------------------------------------------------------------------
-
-interface Exchange {
-  method: 'GET' | 'POST';
-  path: string;
-  headers?: Record<string, string>;
-  body?: string;
-}
-
-interface Answer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  text: string;
-}
-
-/** One request over a kept-alive connection of `connections`; the whole answer read. */
-function exchange(
-  service: RunningService,
-  connections: HttpAgent,
-  { method, path, headers, body }: Exchange,
-): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(
-      `${service.url}${path}`,
-      {
-        method,
-        headers: {
-          authorization: `Bearer ${service.apiKey}`,
-          ...(body !== undefined && { 'content-type': 'application/json' }),
-          ...headers,
-        },
-        agent: connections,
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (text += chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
-/** The answer's JSON when its status is `status`; fails the scenario otherwise. */
-async function expectJson(
-  answer: Promise<Answer>,
-  status: number,
-  what: string,
-): Promise<Record<string, unknown>> {
-  const { status: got, text } = await answer;
-  if (got !== status) throw new Error(`${what} answered ${got}: ${text.slice(0, 300)}`);
-  return JSON.parse(text) as Record<string, unknown>;
-}
+// ---- MCP by hand ---------------------------------------------------------------------------
 
 /**
  * An MCP session spoken by hand (JSON-RPC over plain HTTP, as the transport of the
@@ -166,162 +114,6 @@ class McpSession {
   }
 }
 
-// ---- Interleaved closed loops ------------------------------------------------------------------
-
-/** One way of asking, given the index of the request (the same index asks the same thing). */
-type Side = (index: number) => Promise<void>;
-
-/**
- * A closed loop of `clients` clients, each asking every side in turn (which side goes first
- * rotating), `perSide` rounds in all, request indices from `first`: every side meets the same
- * server at the same moments. Answers each side's latencies (ms).
- */
-async function interleaved(
-  sides: Side[],
-  perSide: number,
-  clients: number,
-  first = 0,
-): Promise<number[][]> {
-  const samples = sides.map(() => [] as number[]);
-  let next = 0;
-  const client = async (c: number): Promise<void> => {
-    for (let round = next++; round < perSide; round = next++) {
-      for (let k = 0; k < sides.length; k++) {
-        const s = (round + c + k) % sides.length;
-        const started = performance.now();
-        await sides[s]!(first + round);
-        samples[s]!.push(performance.now() - started);
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: clients }, (_, c) => client(c)));
-  return samples;
-}
-
-/**
- * The server's CPU per request of each side (ms): each side alone in a closed loop of
- * `clients`, `count` requests in two runs, the sides' order reversed for the second, so that
- * a drift in the machine's pace weighs on all alike.
- */
-async function cpuPerRequest(
-  pid: number,
-  sides: Side[],
-  count: number,
-  clients: number,
-  first: number,
-): Promise<number[]> {
-  const seconds = sides.map(() => 0);
-  const half = Math.ceil(count / 2);
-  const order = sides.map((_, s) => s);
-  for (const pass of [order, [...order].reverse()]) {
-    for (const s of pass) {
-      const before = processCpuSeconds(pid);
-      await interleaved([sides[s]!], half, clients, first);
-      seconds[s]! += processCpuSeconds(pid) - before;
-    }
-  }
-  return seconds.map((cpu) => (cpu * 1000) / (2 * half));
-}
-
-// ---- Measures ----------------------------------------------------------------------------------
-
-const parts = (summary: LatencySummary) => ({ p50: summary.p50, p99: summary.p99 });
-
-interface Compared {
-  /** Id and label of each side, the HTTP API's first. */
-  sides: { key: string; label: string }[];
-  samples: number[][];
-  cpuMs?: number[];
-  serverCores: number;
-  clients: number;
-  loadAverage: number;
-}
-
-/**
- * A measure for each side (its p99, with its p50), and two for the difference MCP − HTTP API:
- * of their p50s and of their p99s. `mcp` and `against` are the indices of the sides compared;
- * `goal` names the differences a goal is set for.
- */
-function comparedMeasures(
-  id: string,
-  dialect: Measure['store'],
-  run: Compared,
-  difference: {
-    mcp: number;
-    against: number;
-    label: string;
-    goalMs: number;
-    goal: ('p50' | 'p99')[];
-    /** The difference measures' ids are `${id}.${key}_p50` and `…_p99`. */
-    key?: string;
-  },
-): Measure[] {
-  const summaries = run.samples.map((samples) => summarize(samples));
-  const sideMeasures = run.sides.map((side, s): Measure => ({
-    id: `${id}.${side.key}`,
-    label: side.label,
-    store: dialect,
-    value: summaries[s]!.p99,
-    unit: 'ms p99',
-    latencyMs: parts(summaries[s]!),
-    serverCores: run.serverCores,
-    details: {
-      requests: summaries[s]!.count,
-      max: summaries[s]!.max,
-      mean: summaries[s]!.mean,
-      clients: run.clients,
-      ...(run.cpuMs && { serverCpuMsPerRequest: run.cpuMs[s] }),
-      loadAverage: run.loadAverage,
-    },
-  }));
-  const mcp = summaries[difference.mcp]!;
-  const against = summaries[difference.against]!;
-  const derivedFrom = [
-    `${id}.${run.sides[difference.mcp]!.key}`,
-    `${id}.${run.sides[difference.against]!.key}`,
-  ];
-  const differences = (['p50', 'p99'] as const).map((p): Measure => ({
-    id: `${id}.${difference.key ?? 'difference'}_${p}`,
-    label: `${difference.label}, ${p}${difference.goal.includes(p) ? ` (goal < ${difference.goalMs} ms)` : ''}`,
-    store: dialect,
-    value: mcp[p] - against[p],
-    unit: `ms ${p}`,
-    details: {
-      ...(difference.goal.includes(p) && { goalMs: difference.goalMs }),
-      ...(run.cpuMs && {
-        serverCpuMsPerRequestDifference:
-          run.cpuMs[difference.mcp]! - run.cpuMs[difference.against]!,
-      }),
-      derivedFrom,
-    },
-  }));
-  return [...sideMeasures, ...differences];
-}
-
-/** Measures `sides` interleaved after a warm-up, then the server's CPU per request of each. */
-async function compare(
-  service: RunningService,
-  sides: { key: string; label: string; run: Side }[],
-  counts: { warmup: number; measured: number; cpu: number; clients: number },
-): Promise<Compared> {
-  const runs = sides.map((side) => side.run);
-  await interleaved(runs, counts.warmup, counts.clients);
-  const cpuBefore = processCpuSeconds(service.pid);
-  const started = performance.now();
-  const samples = await interleaved(runs, counts.measured, counts.clients, counts.warmup);
-  const seconds = (performance.now() - started) / 1000;
-  const serverCores = (processCpuSeconds(service.pid) - cpuBefore) / seconds;
-  const loadAverage = loadavg()[0]!;
-  const cpuMs = await cpuPerRequest(
-    service.pid,
-    runs,
-    counts.cpu,
-    counts.clients,
-    counts.warmup + counts.measured,
-  );
-  return { sides, samples, cpuMs, serverCores, clients: counts.clients, loadAverage };
-}
-
 // ---- The scenario ------------------------------------------------------------------------------
 
 /** Listings the search runs over, ten to a distinctive word (as the search scenario writes them). */
@@ -331,11 +123,7 @@ const PER_WORD = 10;
 const OWN_AGENTS = 16;
 const CLIENTS = 2;
 const READS = { warmup: 500, measured: 2_000, cpu: 1_000, clients: CLIENTS };
-const CHAT_WARMUP = 50;
-const CHAT_ROUND_TRIPS = 300;
-const REPLY_PREFIX = 'echo: ';
-/** A reply that has not come by then fails the scenario. */
-const REPLY_TIMEOUT_MS = 10_000;
+const CHAT = { warmup: 50, measured: 300, clients: 1 };
 const GOAL_READ_P99_MS = 2;
 const GOAL_CHAT_MS = 5;
 
@@ -399,8 +187,8 @@ export const mcpScenario: Scenario = {
     const httpConnections = new HttpAgent({ keepAlive: true, maxSockets: 2 * CLIENTS });
     const mcpConnections = new HttpAgent({ keepAlive: true, maxSockets: 2 * CLIENTS });
     const person = new HttpAgent({ keepAlive: true });
-    const streams: OpenEventStream[] = [];
     let agent: BenchChatAgent | undefined;
+    let closeFrontDoor: (() => void) | undefined;
     try {
       const mcp = await McpSession.open(service, mcpConnections);
       const words = LISTINGS / PER_WORD;
@@ -488,136 +276,50 @@ export const mcpScenario: Scenario = {
       );
 
       // ---- Chat ----
-      agent = await startBenchChatAgent(service, REPLY_PREFIX);
-      const chatAgent = agent;
-      const waiting = new Map<string, (at: number) => void>();
-      const frontDoorSession = await openSession(service, chatAgent.address);
-      streams.push(
-        await followSession(service, frontDoorSession, (event, data) => {
-          if (event !== 'message' || !data.includes('"direction":"in"')) return;
-          const entry = JSON.parse(data) as { text: string | null };
-          const arrived = entry.text === null ? undefined : waiting.get(entry.text);
-          if (!arrived) return;
-          waiting.delete(entry.text!);
-          arrived(performance.now());
-        }),
-      );
+      agent = await startBenchChatAgent(service, CHAT_REPLY_PREFIX);
+      const trips = new ChatRoundTrips(agent, 2, CHAT);
+      const frontDoor = await openFrontDoor(service, person, agent.address, trips, 0);
+      closeFrontDoor = frontDoor.close;
       const opened = await mcp.callTool('chat_with_agent', {
-        agent: chatAgent.address,
+        agent: agent.address,
         text: 'hello',
         timeout_seconds: 10,
       });
       const mcpSession = opened.session_id as string;
-
-      const agentOwn: number[][] = [[], []];
-      /** The agent's own time for the reply `replyText`, noted for `side`. */
-      const agentTime = (replyText: string, side: number): number => {
-        const timing = chatAgent.take(replyText);
-        if (!timing) throw new Error(`the agent did not note its reply "${replyText}"`);
-        const ms = timing.replyStartedAt - timing.receivedAt;
-        agentOwn[side]!.push(ms);
-        return ms;
-      };
-      const lessAgent: number[][] = [[], []];
-      let measuring = false;
-      const frontDoor: Side = async (i) => {
-        const text = `front door ${i}`;
-        const replyText = `${REPLY_PREFIX}${text}`;
-        let timer: NodeJS.Timeout | undefined;
-        const reply = new Promise<number>((resolve, reject) => {
-          waiting.set(replyText, resolve);
-          timer = setTimeout(
-            () => reject(new Error(`no reply to "${text}" within ${REPLY_TIMEOUT_MS} ms`)),
-            REPLY_TIMEOUT_MS,
-          );
-        });
-        const sent = performance.now();
-        try {
-          await sendMessage(service, person, frontDoorSession, text);
-          const arrived = await reply;
-          const ms = agentTime(replyText, 0);
-          if (measuring) lessAgent[0]!.push(arrived - sent - ms);
-        } finally {
-          clearTimeout(timer);
-          waiting.delete(replyText);
-        }
-      };
-      const throughMcp: Side = async (i) => {
-        const text = `mcp ${i}`;
-        const replyText = `${REPLY_PREFIX}${text}`;
-        const sent = performance.now();
-        const result = await mcp.callTool('chat_with_agent', {
-          session_id: mcpSession,
-          text,
-          timeout_seconds: REPLY_TIMEOUT_MS / 1000,
-        });
-        const answered = performance.now();
-        if (result.reply !== replyText) {
-          throw new Error(`chat_with_agent answered ${JSON.stringify(result).slice(0, 300)}`);
-        }
-        const ms = agentTime(replyText, 1);
-        if (measuring) lessAgent[1]!.push(answered - sent - ms);
-      };
-      const chatSides = [frontDoor, throughMcp];
-      await interleaved(chatSides, CHAT_WARMUP, 1);
-      agentOwn[0]!.length = 0;
-      agentOwn[1]!.length = 0;
-      measuring = true;
-      const chatCpuBefore = processCpuSeconds(service.pid);
-      const chatStarted = performance.now();
-      const chatSamples = await interleaved(chatSides, CHAT_ROUND_TRIPS, 1, CHAT_WARMUP);
-      const chatSeconds = (performance.now() - chatStarted) / 1000;
-      const chatCores = (processCpuSeconds(service.pid) - chatCpuBefore) / chatSeconds;
-      const chatLoad = loadavg()[0]!;
-
-      const chatRun = (less: boolean): Compared => {
-        const suffix = less ? ", less the agent's time" : '';
-        return {
-          sides: [
-            {
-              key: less ? 'front_door_less_agent' : 'front_door',
-              label: `mcp: chat, front door (send + reply on the stream)${suffix}`,
-            },
-            {
-              key: less ? 'mcp_less_agent' : 'mcp',
-              label: `mcp: chat, tools/call chat_with_agent${suffix}`,
-            },
-          ],
-          samples: less ? lessAgent : chatSamples,
-          serverCores: chatCores,
-          clients: 1,
-          loadAverage: chatLoad,
-        };
-      };
-      const chatMeasures = (less: boolean): Measure[] => {
-        const measures = comparedMeasures(
-          `mcp.chat${less ? '.less_agent' : ''}`,
-          dialect,
-          chatRun(less),
+      const chat = await compare(
+        service,
+        [
           {
-            mcp: 1,
-            against: 0,
-            label: `mcp: chat, MCP − front door${less ? ", less the agent's time" : ''}`,
-            goalMs: GOAL_CHAT_MS,
-            goal: ['p50', 'p99'],
+            key: 'front_door',
+            label: 'mcp: chat, front door (send + reply on the stream)',
+            run: frontDoor.run,
           },
-        );
-        // The agent's own time, which the round trips with it hold.
-        measures[0]!.details!.agentOwnMs = parts(summarize(agentOwn[0]!));
-        measures[1]!.details!.agentOwnMs = parts(summarize(agentOwn[1]!));
-        return measures;
-      };
+          {
+            key: 'mcp',
+            label: 'mcp: chat, tools/call chat_with_agent',
+            run: askingSide(trips, 1, 'mcp', async (text) => {
+              const result = await mcp.callTool('chat_with_agent', {
+                session_id: mcpSession,
+                text,
+                timeout_seconds: CHAT_REPLY_TIMEOUT_MS / 1000,
+              });
+              return result.reply;
+            }),
+          },
+        ],
+        CHAT,
+      );
 
       return [
         ...comparedMeasures('mcp.search', dialect, search, {
-          mcp: 1,
+          side: 1,
           against: 0,
           label: 'mcp: search, MCP − HTTP API',
           goalMs: GOAL_READ_P99_MS,
           goal: ['p99'],
         }),
         ...comparedMeasures('mcp.get_agent', dialect, getAgent, {
-          mcp: 2,
+          side: 2,
           against: 0,
           label: 'mcp: get agent, MCP − GET /v2/agents/{address}',
           goalMs: GOAL_READ_P99_MS,
@@ -625,18 +327,23 @@ export const mcpScenario: Scenario = {
         }),
         // Against the two routes that read as much: the differences alone.
         ...comparedMeasures('mcp.get_agent', dialect, getAgent, {
-          mcp: 2,
+          side: 2,
           against: 1,
           label: 'mcp: get agent, MCP − record and listing at once',
           goalMs: GOAL_READ_P99_MS,
           goal: [],
           key: 'difference_same_reads',
         }).slice(getAgent.sides.length),
-        ...chatMeasures(false),
-        ...chatMeasures(true),
+        ...trips.measures('mcp.chat', dialect, chat, {
+          side: 1,
+          against: 0,
+          label: 'mcp: chat, MCP − front door',
+          goalMs: GOAL_CHAT_MS,
+          goal: ['p50', 'p99'],
+        }),
       ];
     } finally {
-      for (const stream of streams) stream.request.destroy();
+      closeFrontDoor?.();
       httpConnections.destroy();
       mcpConnections.destroy();
       person.destroy();
