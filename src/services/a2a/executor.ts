@@ -18,6 +18,8 @@ import { ReplyReader, type ReplyPiece } from '../chat-reply.js';
 
 /** The artifact a task's reply is carried in (a streamed reply: chunk after chunk). */
 const REPLY_ARTIFACT = 'reply';
+/** How long a process remembers that it ended a task itself. */
+const ENDED_HERE_MS = 60_000;
 /** The states a task does not leave. */
 const FINAL = new Set([
   TaskState.TASK_STATE_COMPLETED,
@@ -64,6 +66,11 @@ export interface ChatExecutorPolicy {
 export class ChatExecutor implements AgentExecutor {
   /** The waits of this process, by task id: cancelling one stops it. */
   private readonly running = new Map<string, { abort: AbortController; contextId: string }>();
+  /**
+   * Tasks this process ended lately: the SDK stores their last states after the wait is over,
+   * reading each back, and there is nothing in the chat session to bring them up to date with.
+   */
+  private readonly endedHere = new Set<string>();
 
   constructor(
     private readonly store: Store,
@@ -135,10 +142,12 @@ export class ChatExecutor implements AgentExecutor {
         );
         return;
       }
+      this.endHere(taskId);
       bus.publish(this.ended(taskId, contextId, asked.reader));
     } catch (err) {
       if (!(err instanceof DomainError)) throw err;
       // What the chat service refused (a quota, an agent it cannot reach): the task fails, saying so.
+      this.endHere(taskId);
       bus.publish(this.status(taskId, contextId, TaskState.TASK_STATE_FAILED, err.message));
     } finally {
       this.running.delete(taskId);
@@ -150,6 +159,7 @@ export class ChatExecutor implements AgentExecutor {
     const wait = this.running.get(taskId);
     if (!wait) return;
     wait.abort.abort();
+    this.endHere(taskId);
     // The message has gone to the agent: what it answers still shows in the chat session.
     bus.publish(
       this.status(taskId, wait.contextId, TaskState.TASK_STATE_CANCELED, 'Canceled by the caller'),
@@ -163,7 +173,7 @@ export class ChatExecutor implements AgentExecutor {
    */
   async reconcile(task: Task, context: ServerCallContext): Promise<Task | undefined> {
     if (FINAL.has(task.status?.state ?? TaskState.TASK_STATE_UNSPECIFIED)) return undefined;
-    if (this.running.has(task.id)) return undefined;
+    if (this.running.has(task.id) || this.endedHere.has(task.id)) return undefined;
     const caller = callerOf(context);
     const { a2a, chat } = this.store.repos;
     const session = await a2a.contextSession(context.tenant!, caller.userName, task.contextId);
@@ -190,6 +200,12 @@ export class ChatExecutor implements AgentExecutor {
       artifacts: artifact ? [artifact] : task.artifacts,
       history: status.message ? [...task.history, status.message] : task.history,
     };
+  }
+
+  /** Notes that this process ends the task (for a minute: long enough for the SDK to store it). */
+  private endHere(taskId: string): void {
+    this.endedHere.add(taskId);
+    setTimeout(() => this.endedHere.delete(taskId), ENDED_HERE_MS).unref();
   }
 
   /** The chat session the caller's context with the agent is carried in (opened the first time). */
