@@ -13,7 +13,7 @@ import { ChatService } from './services/chat.js';
 import { ChatIdentities } from './services/chat-identities.js';
 import { ExternalA2aAgents } from './services/a2a/external.js';
 import { CardReader } from './services/a2a/external-card.js';
-import { A2aCaller } from './services/a2a/external-call.js';
+import { ExternalA2aCalls } from './services/a2a/external-call.js';
 import { CHAT_TEXT_MAX_LENGTH } from './wire/chat.js';
 import { ProbesService } from './services/probes.js';
 import { HEALTH_RATE_WINDOW_MS } from './wire/probes.js';
@@ -333,7 +333,7 @@ export function createContext(
       allowPrivateTargets: config.allowPrivateTargets,
       timeoutMs: config.proxyTimeoutMs,
     }),
-    new A2aCaller(dispatcher, {
+    new ExternalA2aCalls(dispatcher, {
       timeoutMs: config.proxyTimeoutMs,
       pollMs: 500,
       maxTextLength: CHAT_TEXT_MAX_LENGTH,

@@ -68,7 +68,7 @@ const ENDED_BADLY: Partial<Record<TaskState, string>> = {
  * layer, as the card said), through the outbound guard: `message/send` with one user text
  * message, then `tasks/get` until a task the agent answered with rests.
  */
-export class A2aCaller {
+export class ExternalA2aCalls {
   constructor(
     private readonly dispatcher: Dispatcher,
     private readonly policy: A2aCallPolicy,

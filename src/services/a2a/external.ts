@@ -32,7 +32,7 @@ import type { AdmittedEnvelope } from '../envelopes.js';
 import type { LocalRecipient } from '../mailbox.js';
 import { usagePeriod, type UsageService } from '../usage.js';
 import { messageUuid } from '../mailbox.js';
-import type { A2aCaller } from './external-call.js';
+import type { ExternalA2aCalls } from './external-call.js';
 import { skillsReadme, type CardReader, type ReadCard } from './external-card.js';
 
 export interface ExternalA2aPolicy {
@@ -77,7 +77,7 @@ export class ExternalA2aAgents
     private readonly agents: AgentsService,
     private readonly usage: UsageService,
     private readonly reader: CardReader,
-    private readonly caller: A2aCaller,
+    private readonly calls: ExternalA2aCalls,
     private readonly courier: Courier,
     private readonly trace: DeliveryTrace,
     private readonly logger: Logger,
@@ -245,7 +245,7 @@ export class ExternalA2aAgents
     // A session's start or end alone, or a file, says nothing the A2A agent could answer.
     if (text.trim() === '') return;
     // The conversation's session is the A2A context: one conversation, one context there.
-    const outcome = await this.caller.ask(remote, session, text);
+    const outcome = await this.calls.ask(remote, session, text);
     await this.recordCall(remote, heard, outcome);
     const answer = outcome.ok
       ? outcome.text
