@@ -8,6 +8,7 @@ import { a2aClient, sendText, textOfMessage } from '../kit/a2a.js';
 import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { browserSkipReason, ensureWebBuild, launchBrowser, watchPage } from '../kit/browser.js';
 import { startChatAgent } from '../kit/chat-agent.js';
+import { startSampleA2aAgent } from '../kit/a2a-sample-agent.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
@@ -95,5 +96,42 @@ describeOnEachDialect('serving an agent over A2A from the console', (dialect) =>
       problems.filter((p) => !p.includes('409')),
       [],
     );
+  });
+
+  it('adds an external A2A agent by its card’s URL, and shows its skills', opts, async () => {
+    const external = await startSampleA2aAgent({ name: 'Haiku desk' });
+    try {
+      const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+      const page = await context.newPage();
+      const problems = watchPage(page);
+      await page.goto(`${t.url}/#/agents`);
+      await page.getByLabel('API key').fill(t.userKey);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByRole('button', { name: 'Add an A2A agent…' }).click();
+      const form = page.getByTestId('add-a2a-agent');
+      // A URL that is no card is refused, in the server's words, and nothing is added.
+      await form.getByLabel('Agent card URL').fill(`${external.url}/nothing-here.json`);
+      await form.getByRole('button', { name: 'Add' }).click();
+      await form
+        .locator('.error')
+        .getByText(/could not be read/)
+        .waitFor();
+      await form.getByLabel('Agent card URL').fill(external.cardUrl);
+      await form.getByRole('button', { name: 'Add' }).click();
+      await page.getByTestId('agent-name').getByText('Haiku desk').waitFor();
+      await page.getByTestId('readme').getByText('Haiku writing').waitFor();
+      const address = decodeURIComponent(new URL(page.url()).hash.split('/')[2]!);
+      const listed = await call(t.url, 'GET', `/v2/a2a/external-agents/${address}`, {
+        key: t.userKey,
+      });
+      assert.equal(listed.status, 200, listed.text);
+      assert.equal(listed.body.card_url, external.cardUrl);
+      assert.deepEqual(
+        problems.filter((p) => !p.includes('422')),
+        [],
+      );
+    } finally {
+      await external.close();
+    }
   });
 });

@@ -71,3 +71,54 @@ export function A2aPanel(props: { address: string }) {
     </section>
   );
 }
+
+/**
+ * Registers an agent that speaks A2A elsewhere by its card's URL (docs/a2a.md, "Inward"): it
+ * gets an address here that uAgents agents reach with the chat protocol; its page opens.
+ */
+export function AddExternalAgent() {
+  const [open, setOpen] = useState(false);
+  const [cardUrl, setCardUrl] = useState('');
+  const add = useAction();
+  if (!open) {
+    return (
+      <button type="button" class="secondary" onClick={() => setOpen(true)}>
+        Add an A2A agent…
+      </button>
+    );
+  }
+  return (
+    <form
+      data-testid="add-a2a-agent"
+      onSubmit={add.submit(async () => {
+        const made = await api<{ address: string }>('POST', '/v2/a2a/external-agents', {
+          card_url: cardUrl.trim(),
+        });
+        location.hash = `#/agents/${encode(made.address)}`;
+      })}
+    >
+      <p>
+        An agent that speaks A2A elsewhere, by the URL of its agent card: it gets an address here,
+        and uAgents agents reach it with the chat protocol.
+      </p>
+      <label>
+        Agent card URL
+        <input
+          name="card-url"
+          type="url"
+          required
+          placeholder="https://example.com/.well-known/agent-card.json"
+          value={cardUrl}
+          onInput={(e) => setCardUrl((e.target as HTMLInputElement).value)}
+        />
+      </label>
+      <button type="submit" disabled={add.busy}>
+        Add
+      </button>{' '}
+      <button type="button" class="secondary" onClick={() => setOpen(false)}>
+        Cancel
+      </button>
+      {add.error && <p class="error">{add.error}</p>}
+    </form>
+  );
+}

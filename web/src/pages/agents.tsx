@@ -2,6 +2,7 @@ import { useState } from 'preact/hooks';
 import { api, connection, encode, type AgentRecord } from '../api';
 import { useEvery, useLoad } from '../hooks';
 import { Moment, StatusBadge, StatusReason } from '../widgets';
+import { AddExternalAgent } from './a2a';
 
 /** Statuses change by themselves (time alone makes an agent unreachable): the list is read again this often. */
 const REFRESH_MS = 30_000;
@@ -58,6 +59,7 @@ export function AgentsPage() {
           </span>
         )}
       </h2>
+      <AddExternalAgent />
       <div class="filters">
         <input
           type="search"
