@@ -554,6 +554,8 @@ export function createContext(
     lifecycle: new Lifecycle(),
     close: async () => {
       mailbox.endHeldPolls();
+      // Before the store: an A2A call waiting for a reply stops, its task left for any replica.
+      await a2a.close();
       await activity.close();
       // After the activity service, whose last flush may still enqueue deliveries.
       await webhooks.close();

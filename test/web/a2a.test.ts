@@ -65,7 +65,7 @@ describeOnEachDialect('serving an agent over A2A from the console', (dialect) =>
     const panel = page.getByTestId('a2a');
     assert.equal(await panel.getByLabel('Served').inputValue(), 'off');
     await panel.getByLabel('Served').selectOption('public');
-    await panel.getByRole('button', { name: 'Save' }).click();
+    await panel.getByRole('button', { name: 'Save A2A setting' }).click();
     const card = panel.getByTestId('a2a-card');
     await card.getByText(`${t.url}/a2a/${echo.address}/.well-known/agent-card.json`).waitFor();
     // An A2A client given that address, without a key, finds the agent and is answered.
@@ -75,7 +75,7 @@ describeOnEachDialect('serving an agent over A2A from the console', (dialect) =>
     assert.equal(textOfMessage(task.status?.message), 'echo: from the console');
 
     await panel.getByLabel('Served').selectOption('off');
-    await panel.getByRole('button', { name: 'Save' }).click();
+    await panel.getByRole('button', { name: 'Save A2A setting' }).click();
     await card.waitFor({ state: 'detached' });
     const gone = await call(t.url, 'GET', `/a2a/${echo.address}/.well-known/agent-card.json`);
     assert.equal(gone.status, 404);
@@ -87,7 +87,7 @@ describeOnEachDialect('serving an agent over A2A from the console', (dialect) =>
     const { page, problems } = await agentPage(plain.address);
     const panel = page.getByTestId('a2a');
     await panel.getByLabel('Served').selectOption('private');
-    await panel.getByRole('button', { name: 'Save' }).click();
+    await panel.getByRole('button', { name: 'Save A2A setting' }).click();
     await panel
       .locator('.error')
       .getByText(/does not speak the chat protocol/)

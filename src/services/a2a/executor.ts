@@ -79,7 +79,26 @@ export class ChatExecutor implements AgentExecutor {
     private readonly policy: ChatExecutorPolicy,
   ) {}
 
-  execute = async (request: RequestContext, bus: ExecutionEventBus): Promise<void> => {
+  /** The executions under way in this process: closing waits for them. */
+  private readonly executions = new Set<Promise<void>>();
+
+  execute = (request: RequestContext, bus: ExecutionEventBus): Promise<void> => {
+    const execution = this.run(request, bus);
+    this.executions.add(execution);
+    void execution.finally(() => this.executions.delete(execution)).catch(() => {});
+    return execution;
+  };
+
+  /**
+   * Stops every wait of this process (the server is closing): the tasks stay as they are, and
+   * any replica brings them up to date from their chat sessions when they are read.
+   */
+  async close(): Promise<void> {
+    for (const wait of this.running.values()) wait.abort.abort();
+    await Promise.allSettled([...this.executions]);
+  }
+
+  private async run(request: RequestContext, bus: ExecutionEventBus): Promise<void> {
     const { taskId, contextId } = request;
     const agent = request.context.tenant!;
     const caller = callerOf(request.context);
@@ -153,7 +172,7 @@ export class ChatExecutor implements AgentExecutor {
       this.running.delete(taskId);
       bus.finished();
     }
-  };
+  }
 
   cancelTask = async (taskId: string, bus: ExecutionEventBus): Promise<void> => {
     const wait = this.running.get(taskId);

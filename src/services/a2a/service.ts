@@ -69,6 +69,11 @@ export class A2aService {
     this.tasks = new A2aTaskStore(store, this.executor);
   }
 
+  /** Stops the waits of this process's calls (the server is closing). */
+  close(): Promise<void> {
+    return this.executor.close();
+  }
+
   // ---- The owner's setting ------------------------------------------------------------------
 
   async setting(principal: UserPrincipal, address: string): Promise<A2aSetting> {

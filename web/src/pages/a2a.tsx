@@ -58,7 +58,11 @@ export function A2aPanel(props: { address: string }) {
             ))}
           </select>
         </label>
-        <button type="submit" disabled={save.busy || chosen === current.access}>
+        <button
+          type="submit"
+          aria-label="Save A2A setting"
+          disabled={save.busy || chosen === current.access}
+        >
           Save
         </button>
         {save.error && <p class="error">{save.error}</p>}
