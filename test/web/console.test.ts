@@ -289,7 +289,7 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
       await page.getByRole('button', { name: 'Edit name and readme' }).click();
       await page.getByLabel('Name').fill('renamed inbox');
       await page.getByLabel('Readme').fill('Now with a readme');
-      await page.getByRole('button', { name: 'Save' }).click();
+      await page.getByRole('button', { name: 'Save', exact: true }).click();
       await page.getByTestId('agent-name').getByText('renamed inbox').waitFor();
       const record = await call(t.url, 'GET', `/v2/agents/${agent.address}`, { key: t.userKey });
       assert.equal(record.body.profile.readme, 'Now with a readme');
