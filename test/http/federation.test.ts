@@ -84,13 +84,18 @@ type Handler = (request: IncomingMessage, body: string, response: ServerResponse
 async function startFake() {
   let handler: Handler = (_request, _body, response) =>
     response.writeHead(404, { 'content-type': 'application/json' }).end('{"detail":"no"}');
-  const received: { method: string; url: string; body: string }[] = [];
+  const received: {
+    method: string;
+    url: string;
+    headers: IncomingMessage['headers'];
+    body: string;
+  }[] = [];
   const server = createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
       const body = Buffer.concat(chunks).toString('utf8');
-      received.push({ method: request.method!, url: request.url!, body });
+      received.push({ method: request.method!, url: request.url!, headers: request.headers, body });
       handler(request, body, response);
     });
   });
@@ -408,6 +413,17 @@ describeOnEachDialect('federation', (dialect) => {
       // The peers were asked with A's signature.
       const request = first.received.at(-1)!;
       assert.equal(request.url, `/v2/federation/agents/${asked.address}`);
+      assert.match(request.headers.authorization ?? '', /^Agent attr:/);
+
+      // Both peers gone: the answer kept is given until its cache entry expires.
+      const drop: Handler = (_request, _body, response) => response.socket?.destroy();
+      first.answer(drop);
+      second.answer(drop);
+      const asks = first.received.length;
+      const cached = await resolveAgent(a.url, asked.address);
+      assert.equal(cached.status, 200, cached.text);
+      assert.equal(cached.body.endpoints[0].url, 'http://127.0.0.1:1/newer');
+      assert.equal(first.received.length, asks, 'answered from the cache, nobody asked');
     });
   });
 
