@@ -54,3 +54,85 @@ export function FederationPanel(props: { address: string }) {
     </section>
   );
 }
+
+interface Health {
+  url: string;
+  healthy: boolean;
+  last_ok_at: string | null;
+  last_error: string | null;
+}
+
+interface FederationStatus {
+  address: string;
+  url: string;
+  peers: (Health & { address: string })[];
+  upstreams: Health[];
+  published_agents: number;
+  remote_lookups: { address: string; home: string; at: string; cached: boolean }[];
+}
+
+function healthWords(target: Health): string {
+  if (!target.healthy) return `Unhealthy: ${target.last_error ?? 'failed'}`;
+  return target.last_ok_at === null
+    ? 'Not asked yet'
+    : `Healthy (last good answer ${target.last_ok_at})`;
+}
+
+/**
+ * This instance's identity, the peers and upstreams it federates with and their health as the
+ * serving process last found them, and the look-ups it answered from afar.
+ */
+export function FederationPage() {
+  const status = useLoad(() => api<FederationStatus>('GET', '/v2/federation'), []);
+  if (status.error) return <p class="error">{status.error}</p>;
+  const s = status.value;
+  if (!s) return <p>Loading…</p>;
+  const targets = [
+    ...s.peers.map((peer) => ({ ...peer, kind: 'Peer' })),
+    ...s.upstreams.map((upstream) => ({ ...upstream, kind: 'Upstream' })),
+  ];
+  return (
+    <section class="card" data-testid="federation-status">
+      <h2>Federation</h2>
+      <p>
+        This Agentry is <span class="mono">{s.address}</span> at <span class="mono">{s.url}</span>;{' '}
+        {s.published_agents} of its agents are published.
+      </p>
+      {targets.length === 0 ? (
+        <p>No peers or upstreams are configured (AGENTRY_PEERS, AGENTRY_UPSTREAMS).</p>
+      ) : (
+        <table>
+          <thead>
+            <tr>
+              <th>Kind</th>
+              <th>URL</th>
+              <th>Health</th>
+            </tr>
+          </thead>
+          <tbody>
+            {targets.map((target) => (
+              <tr>
+                <td>{target.kind}</td>
+                <td class="mono">{target.url}</td>
+                <td>{healthWords(target)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <h3>Look-ups answered from afar</h3>
+      {s.remote_lookups.length === 0 ? (
+        <p>None yet.</p>
+      ) : (
+        <ul>
+          {s.remote_lookups.map((lookup) => (
+            <li class="mono">
+              {lookup.at} {lookup.address} from {lookup.home}
+              {lookup.cached ? ' (cached)' : ''}
+            </li>
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}
