@@ -1,7 +1,7 @@
 import type { Dispatcher } from 'undici';
 import type { UserPrincipal } from '../../auth/principal.js';
 import type { FederationPeer } from '../../config/index.js';
-import { BadRequestError, NotFoundError } from '../../errors.js';
+import { BadRequestError, DomainError, NotFoundError } from '../../errors.js';
 import type { ChangeConsumer, ChangeOf } from '../../infra/change-feed.js';
 import type { Clock } from '../../infra/clock.js';
 import type { Store } from '../../store/index.js';
@@ -157,8 +157,13 @@ export class FederationService implements RemoteAlmanac, ChangeConsumer<'almanac
       this.health.ok(url, this.clock.now());
       return answer;
     } catch (err) {
+      // A domain error is this instance's own (no sealing key to sign with): its words say what to do.
       const reason =
-        err instanceof ExchangeFault ? err.message : 'failed in a way this instance did not expect';
+        err instanceof ExchangeFault
+          ? err.message
+          : err instanceof DomainError
+            ? `could not be asked: ${err.message}`
+            : 'failed in a way this instance did not expect';
       this.health.failed(url, reason);
       return { kind: 'fault', url, reason };
     }
@@ -216,7 +221,7 @@ export class FederationService implements RemoteAlmanac, ChangeConsumer<'almanac
     const query = prefix === undefined ? '' : `?prefix=${prefix}`;
     const answer = await exchange(this.dispatcher, `${url}/v1/almanac/agents/${address}${query}`, {
       method: 'GET',
-      headers: { [FEDERATED_LOOKUP_HEADER]: await this.identity.address() },
+      headers: { [FEDERATED_LOOKUP_HEADER]: this.policy.publicUrl },
       timeoutMs: this.policy.timeoutMs,
     });
     if (answer.status === 404) return { kind: 'absent', url };
