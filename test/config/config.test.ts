@@ -2,6 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { availableParallelism } from 'node:os';
 import { ConfigError, loadConfig } from '../../src/config/index.js';
+import { TestIdentity } from '../kit/uagent.js';
 
 describe('verifier threads setting', () => {
   it('leaves one core to the event loop and uses at most two threads by default', () => {
@@ -311,6 +312,47 @@ describe('hosting settings', () => {
         error instanceof ConfigError &&
         /AGENTRY_HOSTING_KEY must be 32 bytes as 64 hexadecimal digits/.test(error.message) &&
         !error.message.includes(secret),
+    );
+  });
+
+  it('federates with no one by default, and takes peers, upstreams, a timeout and a cache', () => {
+    assert.deepEqual(loadConfig({}, {}).federation, {
+      peers: [],
+      upstreams: [],
+      timeoutMs: 2000,
+      cacheSeconds: 300,
+    });
+    const peer = TestIdentity.random().address;
+    const config = loadConfig(
+      {},
+      {
+        AGENTRY_PEERS: ` http://10.77.2.2:8000/=${peer} , https://b.example.com=${peer}`,
+        AGENTRY_UPSTREAMS: 'https://agentverse.ai/',
+        AGENTRY_FEDERATION_TIMEOUT_MS: '500',
+        AGENTRY_FEDERATION_CACHE_SECONDS: '0',
+      },
+    );
+    assert.deepEqual(config.federation, {
+      peers: [
+        { url: 'http://10.77.2.2:8000', address: peer },
+        { url: 'https://b.example.com', address: peer },
+      ],
+      upstreams: ['https://agentverse.ai'],
+      timeoutMs: 500,
+      cacheSeconds: 0,
+    });
+  });
+
+  it('refuses a peer without its address, and an upstream that is not an http(s) URL', () => {
+    for (const peers of ['http://10.77.2.2:8000', 'ftp://x=agent1qqq', 'http://x=bob']) {
+      assert.throws(
+        () => loadConfig({}, { AGENTRY_PEERS: peers }),
+        /AGENTRY_PEERS must list peers as URL=agent1…/,
+      );
+    }
+    assert.throws(
+      () => loadConfig({}, { AGENTRY_UPSTREAMS: 'agentverse.ai' }),
+      /AGENTRY_UPSTREAMS must list http\(s\) URLs/,
     );
   });
 });

@@ -11,6 +11,7 @@ import { ProvisionCard } from './pages/provision';
 import { NamesPage } from './pages/names';
 import { TeamsPage, TeamSwitcher } from './pages/teams';
 import { UsagePage } from './pages/usage';
+import { FederationPage } from './pages/federation';
 import { api, currentTeam, onTeamLost, setCurrentTeam, type Team } from './api';
 import { useLoad } from './hooks';
 import { SignIn, useSession } from './session';
@@ -77,6 +78,7 @@ function Console() {
   else if (route === '/usage') page = <UsagePage />;
   else if (route === '/keys') page = <KeysPage />;
   else if (route === '/names') page = <NamesPage />;
+  else if (route === '/federation') page = <FederationPage />;
   else if (route === '/teams' || route.startsWith('/teams/')) {
     const slug = route.slice('/teams/'.length) || undefined;
     page = (
@@ -116,9 +118,11 @@ function Console() {
                   ? 'API keys'
                   : route === '/names'
                     ? 'Names'
-                    : route.startsWith('/teams')
-                      ? 'Teams'
-                      : 'Agents';
+                    : route === '/federation'
+                      ? 'Federation'
+                      : route.startsWith('/teams')
+                        ? 'Teams'
+                        : 'Agents';
   useEffect(() => {
     document.title = `${title} · Agentry`;
   }, [title]);
@@ -137,6 +141,7 @@ function Console() {
             <a href="#/usage">Usage</a>
             <a href="#/keys">API keys</a>
             <a href="#/teams">Teams</a>
+            <a href="#/federation">Federation</a>
             <a href="/inspect/">Inspector</a>
             <a href="/docs">API docs</a>
             <span class="user">{session.session.user.name}</span>
