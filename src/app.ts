@@ -21,6 +21,7 @@ import { installValidation } from './http/plugins/validation.js';
 import { agentsRoutes } from './http/routes/agents.js';
 import { a2aRoutes, a2aSettingRoutes } from './http/routes/a2a.js';
 import { chatRoutes } from './http/routes/chat.js';
+import { federationRoutes } from './http/routes/federation.js';
 import { almanacRoutes } from './http/routes/almanac.js';
 import { deliveriesRoutes } from './http/routes/deliveries.js';
 import { enrolmentsRoutes } from './http/routes/enrolments.js';
@@ -218,6 +219,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   await app.register(mcpRoutes, { ctx });
   a2aSettingRoutes(app, ctx);
   await app.register(a2aRoutes, { ctx });
+  federationRoutes(app, ctx);
   await webRoutes(app, undefined, { allowPrivateTargets: config.allowPrivateTargets });
 
   return app;

@@ -3,12 +3,14 @@ import { ChangeFeed } from './infra/change-feed.js';
 import { AccessWatch } from './services/access-watch.js';
 import { ConfigError, type Config } from './config/index.js';
 import { createDefaultVerifier, type SignatureVerifier } from './crypto/index.js';
-import type { Dispatcher } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { AgentsService } from './services/agents.js';
 import { Courier } from './services/courier.js';
 import { A2aService } from './services/a2a/service.js';
+import { FederationService } from './services/federation/service.js';
+import { InstanceIdentity } from './services/federation/identity.js';
 import { ChatService } from './services/chat.js';
 import { ChatIdentities } from './services/chat-identities.js';
 import { ProbesService } from './services/probes.js';
@@ -77,6 +79,7 @@ export interface Services {
   probes: ProbesService;
   mcpSessions: McpSessionsService;
   a2a: A2aService;
+  federation: FederationService;
 }
 
 /** A job the server runs on a timer (expiry sweeps and the like). */
@@ -342,6 +345,28 @@ export function createContext(
     replyTimeoutMs: config.a2aReplyTimeoutMs,
   });
 
+  // Other Agentry instances and Almanac services (docs/federation.md). The operator names them,
+  // so they are reached wherever they are, private networks included, unlike agents' URLs.
+  const federationDispatcher = new Agent();
+  const federation = new FederationService(
+    store,
+    clock,
+    new InstanceIdentity(store, clock, sealing),
+    almanac,
+    agents,
+    search,
+    federationDispatcher,
+    {
+      publicUrl: config.publicUrl,
+      peers: config.federation.peers,
+      upstreams: config.federation.upstreams,
+      timeoutMs: config.federation.timeoutMs,
+      cacheMs: config.federation.cacheSeconds * 1000,
+    },
+  );
+  almanac.resolvesFromAfar(federation);
+  deliveries.namesHomesWith((address) => federation.homeOf(address));
+
   const metrics = new Metrics();
   metrics.countHeldPolls(() => mailbox.heldPolls);
   metrics.countEvents(() => activity.counters.eventsIngested);
@@ -381,6 +406,7 @@ export function createContext(
   feed.attach(chat); // live chat sessions: entries recorded
   feed.attach(chatIdentities); // chat identities: teams deleted
   feed.attach(mcpSessions); // MCP sessions: ended in another process
+  feed.attach(federation); // published agents' registrations: relayed to the upstreams
 
   const rateLimits =
     options.serving && config.redisUrl && config.rateLimit.max > 0
@@ -511,6 +537,7 @@ export function createContext(
       probes,
       mcpSessions,
       a2a,
+      federation,
     },
     metrics,
     housekeeping,
@@ -530,6 +557,7 @@ export function createContext(
       await rateLimits?.close();
       await verifierPool?.close();
       await dispatcher.close();
+      await federationDispatcher.close();
       await store.close();
     },
   };

@@ -192,6 +192,25 @@ export interface Config {
    */
   openAgentRegistration: string | undefined;
   hosting: HostingConfig;
+  federation: FederationConfig;
+}
+
+/** A peer Agentry (docs/federation.md): where it answers and the address that signs for it. */
+export interface FederationPeer {
+  url: string;
+  address: string;
+}
+
+/** Federation with other Agentry instances and Almanac services (docs/federation.md). */
+export interface FederationConfig {
+  /** Agentry instances this one federates with (AGENTRY_PEERS); each is an upstream too. */
+  peers: FederationPeer[];
+  /** Plain Almanac API services asked and published to (AGENTRY_UPSTREAMS). */
+  upstreams: string[];
+  /** The longest wait for one upstream's answer. */
+  timeoutMs: number;
+  /** The longest a remote answer is kept (never past the record's own expiry). */
+  cacheSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -286,6 +305,7 @@ export const defaults: Config = {
     storageBytes: MiB,
     key: undefined,
   },
+  federation: { peers: [], upstreams: [], timeoutMs: 2000, cacheSeconds: 300 },
 };
 
 /** The largest `AGENTRY_HOSTING_STORAGE_BYTES`: a whole storage is read into memory at once. */
@@ -334,6 +354,51 @@ function parseTrustedProxies(raw: string): string[] {
     }
   }
   return entries;
+}
+
+/** An http(s) URL without its trailing slashes; undefined when it is not one. */
+function baseUrl(raw: string): string | undefined {
+  try {
+    const url = new URL(raw);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
+    return raw.replace(/\/+$/, '');
+  } catch {
+    return undefined;
+  }
+}
+
+function listOf(raw: string): string[] {
+  return raw
+    .split(',')
+    .map((part) => part.trim())
+    .filter((part) => part !== '');
+}
+
+/** `URL=agent1…` entries: each peer's URL and the instance address that signs its requests. */
+function parsePeers(raw: string): FederationPeer[] {
+  return listOf(raw).map((entry) => {
+    const at = entry.lastIndexOf('=');
+    const url = at > 0 ? baseUrl(entry.slice(0, at).trim()) : undefined;
+    const address = at > 0 ? entry.slice(at + 1).trim() : '';
+    if (url === undefined || !/^agent1[02-9ac-hj-np-z]{50,}$/.test(address)) {
+      throw new ConfigError(
+        `AGENTRY_PEERS must list peers as URL=agent1… (the peer's address, from its GET /v2/federation), separated by commas (got "${entry}").`,
+      );
+    }
+    return { url, address };
+  });
+}
+
+function parseUpstreams(raw: string): string[] {
+  return listOf(raw).map((entry) => {
+    const url = baseUrl(entry);
+    if (url === undefined) {
+      throw new ConfigError(
+        `AGENTRY_UPSTREAMS must list http(s) URLs separated by commas, such as https://agentverse.ai (got "${entry}").`,
+      );
+    }
+    return url;
+  });
 }
 
 function parseBoolean(name: string, raw: string): boolean {
@@ -468,6 +533,12 @@ export function loadConfig(overrides: ConfigOverrides = {}, env: Env = process.e
   config.assetsDir = read('AGENTRY_ASSETS_DIR')?.trim() || config.assetsDir;
 
   readHosting(config.hosting, read, int, bool);
+  const peers = read('AGENTRY_PEERS');
+  if (peers !== undefined) config.federation.peers = parsePeers(peers);
+  const upstreams = read('AGENTRY_UPSTREAMS');
+  if (upstreams !== undefined) config.federation.upstreams = parseUpstreams(upstreams);
+  int('AGENTRY_FEDERATION_TIMEOUT_MS', 1, (n) => (config.federation.timeoutMs = n));
+  int('AGENTRY_FEDERATION_CACHE_SECONDS', 0, (n) => (config.federation.cacheSeconds = n));
 
   Object.assign(config, stripUndefined(overrides));
   if (config.hosting.dir === '') config.hosting.dir = hostingDirBeside(config.databaseUrl);

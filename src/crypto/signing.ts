@@ -14,6 +14,7 @@ const PRIVATE_KEY_LENGTH = 32;
 export class SigningKey {
   readonly address: string;
   private readonly key: KeyObject;
+  private readonly publicKey: Buffer;
 
   private constructor(private readonly privateKey: Buffer) {
     if (privateKey.length !== PRIVATE_KEY_LENGTH) {
@@ -21,7 +22,8 @@ export class SigningKey {
     }
     const ecdh = createECDH('secp256k1');
     ecdh.setPrivateKey(privateKey);
-    this.address = agentAddressFromPublicKey(ecdh.getPublicKey(null, 'compressed'));
+    this.publicKey = ecdh.getPublicKey(null, 'compressed');
+    this.address = agentAddressFromPublicKey(this.publicKey);
     const point = ecdh.getPublicKey();
     this.key = createPrivateKey({
       key: {
@@ -59,6 +61,18 @@ export class SigningKey {
   /** ECDSA-SHA256 over `message`, as a `sig1…` string. */
   sign(message: Uint8Array): string {
     return encodeSignature(sign('sha256', message, { key: this.key, dsaEncoding: 'ieee-p1363' }));
+  }
+
+  /**
+   * An `attr:…` credential (PROTOCOL.md §4), as sent after `Authorization: Agent `: this key's
+   * public key, the window in unix seconds and a random nonce, signed.
+   */
+  attestation(validFrom: number, validTo: number): string {
+    const window = Buffer.alloc(16);
+    window.writeBigUInt64BE(BigInt(validFrom), 0);
+    window.writeBigUInt64BE(BigInt(validTo), 8);
+    const payload = Buffer.concat([this.publicKey, window, randomBytes(32)]);
+    return `attr:${payload.toString('base64')}:${this.sign(payload)}`;
   }
 
   /** The envelope, signed by this key (its sender must be this key's address). */

@@ -52,6 +52,14 @@ export interface AlmanacEntry {
   expiresAt: number;
   /** The domain the agent is assigned to. */
   domainName: string | null;
+  /** The peer or upstream that answered, for an entry resolved from afar (docs/federation.md). */
+  home?: string;
+}
+
+/** Where addresses this Almanac does not hold are resolved (the federation service). */
+export interface RemoteAlmanac {
+  /** The entry from afar; NotFoundError, saying why, when none is found. */
+  resolve(address: string, prefix?: AlmanacNetworkPrefix): Promise<AlmanacEntry & { home: string }>;
 }
 
 /** How a 400 detail names the signed message it is about. */
@@ -93,6 +101,8 @@ export interface OwnAddressBook {
 export class AlmanacService {
   /** The books of addresses this service answers for itself. */
   private readonly books: OwnAddressBook[] = [];
+  /** Where an address held nowhere here is looked for. */
+  private remote: RemoteAlmanac | undefined;
   /** Normalised URL of this service's submit endpoints → the agent type they imply. */
   private readonly ownEndpoints: ReadonlyMap<string, AlmanacAgentType>;
   /** Registrations on their way to the store, written a group per transaction. */
@@ -262,12 +272,20 @@ export class AlmanacService {
     throw olderThanStored(STATUS_UPDATE);
   }
 
-  /** The registration of an agent; 404 when there is none, it expired, or is on another network. */
-  async resolve(address: string, prefix?: AlmanacNetworkPrefix): Promise<AlmanacEntry> {
+  /**
+   * The registration of an agent; 404 when there is none, it expired, or is on another network.
+   * An address held nowhere here is looked for afar (docs/federation.md) unless `localOnly`.
+   */
+  async resolve(
+    address: string,
+    prefix?: AlmanacNetworkPrefix,
+    options: { localOnly?: boolean } = {},
+  ): Promise<AlmanacEntry> {
     const row = await this.store.repos.almanac.findResolvable(address);
     if (!row || row.expires_at <= this.clock.now()) {
       const listed = (await this.resolveListing(address)) ?? (await this.resolveOwn(address));
       if (listed) return listed;
+      if (this.remote && !options.localOnly) return this.remote.resolve(address, prefix);
     }
     if (
       !row ||
@@ -310,6 +328,19 @@ export class AlmanacService {
       expiresAt: this.clock.now() + REGISTRATION_LIFETIME_MS,
       domainName: (await this.store.repos.domains.list(undefined, address))[0]?.name ?? null,
     };
+  }
+
+  /** Addresses held nowhere here are looked for through `remote`. */
+  resolvesFromAfar(remote: RemoteAlmanac): void {
+    this.remote = remote;
+  }
+
+  /**
+   * Checks a registration that comes from afar (a peer's answer) as one sent here is checked:
+   * its time and its signature. The row it would be stored as; BadRequestError otherwise.
+   */
+  checkRegistration(attestation: AgentRegistrationAttestation): Promise<AlmanacRegistrationRow> {
+    return this.acceptRegistration(attestation, REGISTRATION);
   }
 
   /** Resolves the addresses of `book` to this service's mailbox endpoint. */

@@ -48,6 +48,9 @@ export interface ForwardAttempt {
  * When disabled, nothing is recorded; pending messages still show as submitted and stored.
  */
 export class DeliveryTrace {
+  /** Where a sender resolved from afar lives (docs/federation.md); none without federation. */
+  private homeOf: (address: string) => string | undefined = () => undefined;
+
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
@@ -209,7 +212,24 @@ export class DeliveryTrace {
 
   /** The trace of any agent, oldest first, for the operator (the command line): no owner check. */
   async listAsOperator(address: string, filter: DeliveryFilter): Promise<DeliveryEventRow[]> {
-    return this.store.repos.deliveries.list(address, filter);
+    return this.withHomes(await this.store.repos.deliveries.list(address, filter));
+  }
+
+  /** Senders' homes are read from `homeOf` (the federation service's memory of them). */
+  namesHomesWith(homeOf: (address: string) => string | undefined): void {
+    this.homeOf = homeOf;
+  }
+
+  /**
+   * A message whose sender this process resolved from afar says where the sender lives on its
+   * `submitted` row. Read when the trace is read, from memory: the submit path stays free of it.
+   */
+  private withHomes(rows: DeliveryEventRow[]): DeliveryEventRow[] {
+    return rows.map((row) => {
+      if (row.event !== 'submitted' || row.detail !== null || row.sender === null) return row;
+      const home = this.homeOf(row.sender);
+      return home === undefined ? row : { ...row, detail: `from ${home}` };
+    });
   }
 
   /**
@@ -233,7 +253,7 @@ export class DeliveryTrace {
       offset: 0,
     });
     if (rows.length === 0) throw new NotFoundError(TRACE_NOT_FOUND);
-    return rows;
+    return this.withHomes(rows);
   }
 
   /**

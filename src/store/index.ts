@@ -12,6 +12,7 @@ import { SearchRepository } from './repositories/search.js';
 import { DomainsRepository } from './repositories/domains.js';
 import { EnrolmentsRepository } from './repositories/enrolments.js';
 import { A2aRepository } from './repositories/a2a.js';
+import { FederationRepository } from './repositories/federation.js';
 import { McpSessionsRepository } from './repositories/mcp-sessions.js';
 import { ProbesRepository } from './repositories/probes.js';
 import { HostingRepository } from './repositories/hosting.js';
@@ -55,6 +56,7 @@ export interface Repositories {
   probes: ProbesRepository;
   mcpSessions: McpSessionsRepository;
   a2a: A2aRepository;
+  federation: FederationRepository;
 }
 
 function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories {
@@ -84,6 +86,7 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     probes: new ProbesRepository(db),
     mcpSessions: new McpSessionsRepository(db),
     a2a: new A2aRepository(db),
+    federation: new FederationRepository(db),
   };
 }
 

@@ -59,6 +59,8 @@ export interface Database {
   a2a_tasks: A2aTasksTable;
   a2a_contexts: A2aContextsTable;
   a2a_remote_agents: A2aRemoteAgentsTable;
+  federation_identity: FederationIdentityTable;
+  published_agents: PublishedAgentsTable;
 }
 
 export interface UsersTable {
@@ -751,4 +753,20 @@ export interface A2aRemoteAgentsTable {
   key_ciphertext: string;
   card_read_at: number;
   created_at: number;
+}
+
+/** This instance's agent key (docs/federation.md): one row, made on first need. */
+export interface FederationIdentityTable {
+  /** Always 1: there is one identity. */
+  id: number;
+  address: string;
+  /** The private key (hex), sealed with the server's sealing key. */
+  key_ciphertext: string;
+  created_at: number;
+}
+
+/** An agent its owner publishes to the peers and upstreams; no row: not published. */
+export interface PublishedAgentsTable {
+  address: string;
+  published_at: number;
 }

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { AppContext } from '../../context.js';
 import { signerOf } from '../../services/almanac.js';
+import { FEDERATED_LOOKUP_HEADER } from '../../services/federation/service.js';
 import {
   AgentRegistrationAttestation,
   AgentRegistrationAttestationBatch,
@@ -14,6 +15,9 @@ import {
 import { AddressParams, EmptyObject, errorResponses } from '../../wire/common.js';
 import { requireSame } from '../plugins/validation.js';
 import { almanacAgent } from '../../views/almanac.js';
+
+/** Names the peer or upstream an answer from afar came from (docs/federation.md). */
+const HOME_HEADER = 'x-agentry-home';
 
 /** No credentials anywhere: every write is signed by the agent it is about. */
 export function almanacRoutes(app: FastifyInstance, ctx: AppContext): void {
@@ -89,14 +93,20 @@ export function almanacRoutes(app: FastifyInstance, ctx: AppContext): void {
         tags: ['almanac'],
         summary: 'Resolve Agent',
         description:
-          "The agent's registration while it has not expired; 404 otherwise, or when `prefix` names another network.",
+          "The agent's registration while it has not expired; 404 otherwise, or when `prefix` names another network. An address held nowhere here is looked for at the peers and upstreams (docs/federation.md); an answer from afar carries the `x-agentry-home` header.",
         params: AddressParams,
         querystring: ResolveQuery,
         response: { 200: AlmanacAgent, ...errorResponses(404, 422) },
       },
     },
-    async (request) =>
-      almanacAgent(await almanac.resolve(request.params.address, request.query.prefix)),
+    async (request, reply) => {
+      const entry = await almanac.resolve(request.params.address, request.query.prefix, {
+        // Another Agentry looking for it: answered from what is held here, never passed on.
+        localOnly: request.headers[FEDERATED_LOOKUP_HEADER] !== undefined,
+      });
+      if (entry.home !== undefined) void reply.header(HOME_HEADER, entry.home);
+      return almanacAgent(entry);
+    },
   );
 
   r.post(
