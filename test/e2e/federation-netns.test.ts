@@ -16,6 +16,7 @@ import {
   type NetworkNamespace,
 } from '../kit/netns.js';
 import { agentryArgs, type ChildRun } from '../kit/process.js';
+import { TestIdentity } from '../kit/uagent.js';
 import { realClient, runScript, waitFor, type RunningScript } from '../kit/real-client.js';
 
 /**
@@ -376,9 +377,13 @@ describe(
               60_000,
             ).catch((err: Error) => assert.fail(`${err.message}\n${agentsSaid()}`));
             assert.equal(ping.sender, a1);
-            const replied = agentB!.lines.find((line) => line.replied === a1);
+            const replied = await waitFor(
+              () => agentB!.lines.find((line) => line.replied === a1),
+              'B1 to reply',
+              90_000,
+            ).catch((err: Error) => assert.fail(`${err.message}\n${agentsSaid()}`));
             assert.equal(
-              replied?.status,
+              replied.status,
               'delivered',
               `${JSON.stringify(replied)}\n${agentsSaid()}`,
             );
@@ -415,10 +420,12 @@ describe(
           });
 
           it('gives a caller that is not a peer nothing of B’s published agents', async () => {
-            // From the root namespace, unsigned and with a made-up signature: the peer route.
+            // From the root namespace: unsigned, with a made-up key, and signed by an agent
+            // key that is none of B's peers (as a peer signs, with its instance's key).
             const callers: Record<string, string>[] = [
               {},
               { authorization: `Bearer ${randomBytes(32).toString('hex')}` },
+              { authorization: TestIdentity.random().authorization() },
             ];
             for (const headers of callers) {
               const res = await call(b.url, 'GET', `/v2/federation/agents/${b1}`, { headers });
