@@ -292,6 +292,9 @@ describe('command line: the first hour', () => {
     );
     assert.match(text.output, /^pending messages +\d+/m);
     assert.match(text.output, /^MCP sessions +\d+ open \(\d+ used in the last hour\)$/m);
+    // The instance's identity, from the running server; no peers here.
+    assert.match(text.output, /^federation +instance agent1[0-9a-z]+; 0 published agents$/m);
+    assert.match(text.output, /^ {2}from afar no look-ups answered from afar$/m);
     const down = await runAgentryInBackground(['status', '--url', 'http://127.0.0.1:1', ...db]);
     assert.equal(down.code, 3);
     assert.match(down.output, /does not answer \(is "agentry serve" running\?\)/);

@@ -35,7 +35,9 @@ import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
  * - `user-or-any-agent`: any user's API key or any agent's attestation, about the caller's own
  *   things (the storage assets an agent makes);
  * - `agent`: only an agent's attestation, for the agent the body names;
- * - `agent-token`: only a v1 mailroom access token, for the agent it was issued to.
+ * - `agent-token`: only a v1 mailroom access token, for the agent it was issued to;
+ * - `peer`: only the attestation of a peer instance (AGENTRY_PEERS, docs/federation.md); any
+ *   other agent: 404, as for nothing at all.
  *
  * Scoped keys (read-only, limited to agents) are held to the same list: a read-only key is
  * refused every operation but GET and HEAD, a key limited to agents every operation that is
@@ -51,7 +53,8 @@ type Rule =
   | 'user-or-agent'
   | 'user-or-any-agent'
   | 'agent'
-  | 'agent-token';
+  | 'agent-token'
+  | 'peer';
 
 const RULES: Record<string, Rule> = {
   'GET /health': 'public',
@@ -224,6 +227,14 @@ const RULES: Record<string, Rule> = {
   'GET /.well-known/agent-cards.json': 'public',
   'GET /a2a/{address}/.well-known/agent-card.json': 'public',
   'POST /a2a/{address}': 'public',
+  // Federation: the instance's status to anyone; publishing to the owner; what peers ask, to
+  // peers alone (the federation test below, and test/http/federation.test.ts).
+  'GET /v2/federation': 'public',
+  'GET /v2/agents/{address}/federation': 'owner',
+  'PUT /v2/agents/{address}/federation': 'owner',
+  'GET /v2/federation/agents/{address}': 'peer',
+  'POST /v2/federation/search': 'peer',
+  'GET /v2/federation/search': 'user',
 };
 
 /**
@@ -408,6 +419,10 @@ const SUBJECTS: Record<string, Subject> = {
   'GET /.well-known/agent-cards.json': 'anyone',
   'GET /a2a/{address}/.well-known/agent-card.json': 'path',
   'POST /a2a/{address}': 'each-call',
+  'GET /v2/federation': 'anyone',
+  'GET /v2/agents/{address}/federation': 'path',
+  'PUT /v2/agents/{address}/federation': 'path',
+  'GET /v2/federation/search': 'none',
 };
 
 /** A hosted agent's code, storage key and secret name, as the paths and bodies name them. */
@@ -669,6 +684,12 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     if (operation.method === 'PUT' && operation.path === '/v2/agents/{address}/a2a') {
       return { access: 'public' };
     }
+    if (operation.method === 'PUT' && operation.path === '/v2/agents/{address}/federation') {
+      return { published: false };
+    }
+    if (operation.method === 'POST' && operation.path === '/v2/federation/search') {
+      return { search_text: 'taken over' };
+    }
     if (operation.method === 'PUT' && operation.path === '/v2/agents/{address}/probes') {
       return { interval_seconds: 86_400 };
     }
@@ -772,7 +793,8 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
 
   it('answers 403 with a detail to x-team from a non-member, or for no such team, on every operation for users', async () => {
     const forUsers = operations.filter(
-      ({ rule }) => rule !== 'public' && rule !== 'agent' && rule !== 'agent-token',
+      ({ rule }) =>
+        rule !== 'public' && rule !== 'agent' && rule !== 'agent-token' && rule !== 'peer',
     );
     for (const operation of forUsers) {
       for (const slug of [TEAM, 'no-such-team']) {
@@ -873,6 +895,21 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     }
   });
 
+  it("answers 404 to an agent that is not a peer, and 401 to a user's key, on every operation for peers", async () => {
+    const forPeers = operations.filter(({ rule }) => rule === 'peer');
+    assert.equal(forPeers.length, 2);
+    for (const operation of forPeers) {
+      const label = `${operation.method} ${operation.path}`;
+      for (const agent of [TestIdentity.random(), alice.agent]) {
+        const res = await send(operation, { authorization: agent.authorization(clock.now()) });
+        assert.equal(res.status, 404, `${label}: ${res.text}`);
+        assert.match(res.body.detail, /not a peer of this Agentry/, label);
+      }
+      const res = await send(operation, { key: t.userKey });
+      assert.equal(res.status, 401, `${label}: ${res.text}`);
+    }
+  });
+
   it('refuses a v1 access token on every operation but the v1 mailbox', async () => {
     const challenge = await call(t.url, 'POST', '/v1/auth/challenge', {
       body: { address: alice.agent.address },
@@ -906,7 +943,8 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
   /** Every operation a user's key may call (an agent-only one answers 401 to any key). */
   const forKeys = () =>
     operations.filter(
-      ({ rule }) => rule !== 'public' && rule !== 'agent' && rule !== 'agent-token',
+      ({ rule }) =>
+        rule !== 'public' && rule !== 'agent' && rule !== 'agent-token' && rule !== 'peer',
     );
 
   it('refuses a read-only key every operation but a read, and lets it read', async () => {
@@ -939,7 +977,7 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
 
   it('has a subject for every operation a key may call, and none for an operation gone', () => {
     const forKeyHolders = operations.filter(
-      ({ rule }) => rule !== 'agent' && rule !== 'agent-token',
+      ({ rule }) => rule !== 'agent' && rule !== 'agent-token' && rule !== 'peer',
     );
     const unlisted = forKeyHolders
       .map(({ method, path }) => `${method} ${path}`)
@@ -976,7 +1014,7 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
       const key = `${method} ${path}`;
       const row = rows.get(key);
       assert.ok(row, `docs/keys.md has a row for ${key}`);
-      if (rule === 'agent' || rule === 'agent-token') continue;
+      if (rule === 'agent' || rule === 'agent-token' || rule === 'peer') continue;
       const subject = SUBJECTS[key]!;
       const readOnly =
         subject === 'anyone'
@@ -1000,6 +1038,7 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
       (operation) =>
         operation.rule !== 'agent' &&
         operation.rule !== 'agent-token' &&
+        operation.rule !== 'peer' &&
         subjectOf(operation) !== 'anyone' &&
         subjectOf(operation) !== 'each-call',
     );

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { AGENT_STATUSES, type AgentStatusName } from '../../wire/activity.js';
+import type { FederationStatus } from '../../wire/federation.js';
 import { formatTime, isoTime, withJsonOption, withServices, withStoreOptions } from '../common.js';
 
 /** Agents read a page at a time for their statuses. */
@@ -19,6 +20,30 @@ async function probe(url: string): Promise<{ url: string; answers: boolean; deta
   } catch {
     return { url, answers: false, detail: 'does not answer (is "agentry serve" running?)' };
   }
+}
+
+/**
+ * The running server's view of its peers and upstreams (their health is what its process saw);
+ * undefined when it does not answer.
+ */
+async function federationOf(url: string): Promise<FederationStatus | undefined> {
+  try {
+    const res = await fetch(`${url}/v2/federation`, { signal: AbortSignal.timeout(3000) });
+    return res.ok ? ((await res.json()) as FederationStatus) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function healthWords(target: {
+  healthy: boolean;
+  last_ok_at: string | null;
+  last_error: string | null;
+}): string {
+  if (!target.healthy) return `unhealthy: ${target.last_error ?? 'failed'}`;
+  return target.last_ok_at === null
+    ? 'not asked yet'
+    : `healthy (last good answer ${target.last_ok_at})`;
 }
 
 /**
@@ -62,6 +87,8 @@ export function addStatusCommand(program: Command): void {
         const kind = row.event === 'forwarded' ? 'forward_failed' : row.event;
         counts[kind] = (counts[kind] ?? 0) + 1;
       }
+      const federation = server.answers ? await federationOf(server.url) : undefined;
+      const published = await ctx.services.federation.publishedCount();
       const summary = {
         server,
         database: ctx.config.databaseUrl.startsWith('sqlite:') ? 'sqlite' : 'postgres',
@@ -77,6 +104,14 @@ export function addStatusCommand(program: Command): void {
           status_code: row.status_code,
           detail: row.detail,
         })),
+        federation: {
+          address: federation?.address ?? null,
+          published_agents: published,
+          peers: federation?.peers ?? ctx.config.federation.peers,
+          upstreams:
+            federation?.upstreams ?? ctx.config.federation.upstreams.map((url) => ({ url })),
+          remote_lookups: federation?.remote_lookups ?? [],
+        },
       };
       if (flags.json) {
         console.log(JSON.stringify(summary));
@@ -100,6 +135,21 @@ export function addStatusCommand(program: Command): void {
       for (const row of failures.slice(0, SHOWN_FAILURES)) {
         lines.push(
           `  ${formatTime(Number(row.at))}  ${row.address}  ${row.event === 'forwarded' ? 'forward_failed' : row.event}${row.status_code === null ? '' : ` ${row.status_code}`}  ${row.detail ?? ''}`.trimEnd(),
+        );
+      }
+      lines.push(
+        `federation        ${federation ? `instance ${federation.address}` : 'instance unknown (the server does not answer)'}; ${published} published agent${published === 1 ? '' : 's'}`,
+      );
+      if (federation) {
+        for (const peer of federation.peers) {
+          lines.push(`  peer      ${peer.url}  ${peer.address}  ${healthWords(peer)}`);
+        }
+        for (const upstream of federation.upstreams) {
+          lines.push(`  upstream  ${upstream.url}  ${healthWords(upstream)}`);
+        }
+        const lookups = federation.remote_lookups;
+        lines.push(
+          `  from afar ${lookups.length === 0 ? 'no look-ups answered from afar' : `${lookups.length}${lookups.length === 100 ? '+' : ''} look-ups answered from afar, the last ${lookups[0]!.address} from ${lookups[0]!.home}`}`,
         );
       }
       console.log(lines.join('\n'));

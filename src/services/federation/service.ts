@@ -422,6 +422,11 @@ export class FederationService implements RemoteAlmanac, ChangeConsumer<'almanac
 
   // ---- The operator ------------------------------------------------------------------------
 
+  /** How many agents are published from this instance. */
+  publishedCount(): Promise<number> {
+    return this.store.repos.federation.countPublished();
+  }
+
   async status(): Promise<FederationStatus> {
     const health = (url: string) => {
       const known = this.health.of(url);
@@ -436,7 +441,7 @@ export class FederationService implements RemoteAlmanac, ChangeConsumer<'almanac
       url: this.policy.publicUrl,
       peers: this.policy.peers.map((peer) => ({ ...peer, ...health(peer.url) })),
       upstreams: this.policy.upstreams.map((url) => ({ url, ...health(url) })),
-      published_agents: await this.store.repos.federation.countPublished(),
+      published_agents: await this.publishedCount(),
       remote_lookups: this.records.recentLookups().map((lookup) => ({
         address: lookup.address,
         home: lookup.home,

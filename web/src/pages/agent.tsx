@@ -23,6 +23,7 @@ import {
   StatusReason,
 } from '../widgets';
 import { A2aPanel } from './a2a';
+import { FederationPanel } from './federation';
 import { Mailbox } from './mailbox';
 
 /**
@@ -148,6 +149,7 @@ export function AgentPage(props: { address: string }) {
         )}
       </section>
       <A2aPanel address={a.address} />
+      <FederationPanel address={a.address} />
       <Mailbox
         agent={a}
         path={path}
