@@ -32,7 +32,10 @@ import { realClient, runScript, waitFor, type RunningScript } from '../kit/real-
  * AGENTRY_TEST_PYTHON names, with the real uAgents 0.25.
  */
 const noNamespaces = namespacesUnavailable();
-const { python, skip: noClient } = realClient('AGENTRY_TEST_PYTHON', { series: '0.25' });
+const { python, skip: noClient } = realClient('AGENTRY_TEST_PYTHON', {
+  series: '0.25',
+  fallback: 'python3',
+});
 
 /** Where PostgreSQL's Unix socket is, as the server's packages put it. */
 const PG_SOCKET_DIR = '/var/run/postgresql';
