@@ -148,6 +148,8 @@ export function createNamespaceNetwork(count: number): NamespaceNetwork {
     if (destroyed) return;
     destroyed = true;
     process.off('exit', destroy);
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
     for (const namespace of namespaces) {
       for (const pid of namespace.pids()) {
         try {
@@ -161,8 +163,15 @@ export function createNamespaceNetwork(count: number): NamespaceNetwork {
     }
     ipQuietly('link', 'delete', bridge);
   };
-  // A test process that dies before its hooks run still takes the network down.
+  // A test process that ends before its hooks run (it fails, or is told to stop) still takes
+  // the network down; a signal is raised again once that is done, to end it as it would have.
+  const onSignal = (signal: NodeJS.Signals): void => {
+    destroy();
+    process.kill(process.pid, signal);
+  };
   process.on('exit', destroy);
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
   try {
     ip('link', 'add', bridge, 'type', 'bridge');
     ip('addr', 'add', `${subnet}.1/24`, 'dev', bridge);
