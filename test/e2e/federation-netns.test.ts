@@ -185,12 +185,14 @@ async function readyAgentIn(
   agent: RunningScript,
   instance: Instance,
 ): Promise<string> {
-  const address = (await waitFor(() => agent.lines[0], 'the agent to start')).address as string;
+  const address = (await waitFor(() => agent.lines[0], 'the agent to start', 120_000))
+    .address as string;
   const local = `http://127.0.0.1:${AGENT_PORT}`;
   await waitFor(
     async () =>
       outcome(await namespace.fetch(`${local}/agent_info`)) === '200' ? true : undefined,
     'the agent’s server',
+    120_000,
   );
   const connected = await namespace.fetch(`${local}/connect`, {
     method: 'POST',
