@@ -6,6 +6,7 @@ import {
 } from './activity.js';
 import { almanacScenario } from './almanac.js';
 import { chatRoundTripScenario, chatSessionsFollowingScenario } from './chat.js';
+import { federationScenario } from './federation.js';
 import { hostingScenario } from './hosting.js';
 import { identityScenario } from './identity.js';
 import { mailboxDeliveryScenario } from './mailbox-delivery.js';
@@ -28,6 +29,7 @@ export const scenarios: Scenario[] = [
   mailboxDeliveryScenario,
   mailboxHeldScenario,
   almanacScenario,
+  federationScenario,
   searchScenario,
   activityEventsScenario,
   activityStreamsScenario,

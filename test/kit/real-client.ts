@@ -85,14 +85,22 @@ export interface RunningScript {
   exited: Promise<number | null>;
 }
 
-/** Runs `script` (in `cwd`) with the interpreter `python`. */
+/**
+ * Runs `script` (in `cwd`) with the interpreter `python`, through `launcher` when given (a
+ * command line prefix, such as the one that runs it inside a network namespace).
+ */
 export function runScript(
   python: string,
   script: string,
   args: string[],
   cwd: string,
+  launcher: string[] = [],
 ): RunningScript {
-  const child = spawn(python, [script, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [command, ...prefix] = [...launcher, python];
+  const child = spawn(command!, [...prefix, script, ...args], {
+    cwd,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const lines: ScriptLine[] = [];
   let pending = '';
   let text = '';
