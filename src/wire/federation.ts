@@ -14,6 +14,14 @@ const Health = {
   last_error: Nullable(Type.String({ description: 'what went wrong last, in words' })),
 };
 
+/** What anyone may know of this instance: who it is and where. */
+export const FederationIdentity = Type.Object({
+  address: Type.String({ description: "this instance's address: it signs requests to peers" }),
+  url: Type.String({ description: "this instance's public URL (its peers' `home` for it)" }),
+  published_agents: Type.Integer({ description: 'agents published from this instance' }),
+});
+export type FederationIdentity = Static<typeof FederationIdentity>;
+
 export const FederationStatus = Type.Object({
   address: Type.String({ description: "this instance's address: it signs requests to peers" }),
   url: Type.String({ description: "this instance's public URL (its peers' `home` for it)" }),

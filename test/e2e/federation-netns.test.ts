@@ -297,7 +297,7 @@ describe(
             a.start({ AGENTRY_PEERS: `${b.url}=${b.address}` }),
             b.start({ AGENTRY_PEERS: `${a.url}=${a.address}` }),
           ]);
-          const told = await call(a.url, 'GET', '/v2/federation');
+          const told = await call(a.url, 'GET', '/v2/federation/health', { key: a.userKey });
           assert.equal(told.status, 200, told.text);
           assert.equal(told.body.address, a.address);
           assert.equal(told.body.url, a.url);

@@ -237,6 +237,7 @@ const RULES: Record<string, Rule> = {
   // Federation: the instance's status to anyone; publishing to the owner; what peers ask, to
   // peers alone (the federation test below, and test/http/federation.test.ts).
   'GET /v2/federation': 'public',
+  'GET /v2/federation/health': 'user-or-any-agent',
   'GET /v2/agents/{address}/federation': 'owner',
   'PUT /v2/agents/{address}/federation': 'owner',
   'GET /v2/federation/agents/{address}': 'peer',
@@ -434,6 +435,7 @@ const SUBJECTS: Record<string, Subject> = {
   'POST /v2/a2a/external-agents/{address}/refresh': 'path',
   'DELETE /v2/a2a/external-agents/{address}': 'path',
   'GET /v2/federation': 'anyone',
+  'GET /v2/federation/health': 'none',
   'GET /v2/agents/{address}/federation': 'path',
   'PUT /v2/agents/{address}/federation': 'path',
   'GET /v2/federation/search': 'none',

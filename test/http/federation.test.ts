@@ -184,7 +184,7 @@ describeOnEachDialect('federation', (dialect) => {
       assert.match(asked.body.detail, /is not published here/);
       const cached = await resolveAgent(a.url, agent.address);
       assert.equal(cached.status, 200, cached.text);
-      const status = await call(a.url, 'GET', '/v2/federation');
+      const status = await call(a.url, 'GET', '/v2/federation/health', { key: a.userKey });
       assert.deepEqual(
         status.body.remote_lookups
           .filter((lookup: { address: string }) => lookup.address === agent.address)
@@ -250,7 +250,17 @@ describeOnEachDialect('federation', (dialect) => {
     });
 
     it('shows the instance, its peers and their health', async () => {
-      const status = await call(a.url, 'GET', '/v2/federation');
+      // Anyone learns who the instance is; its peers, their health and its look-ups are for
+      // its users (and itself), not for another agent.
+      const identity = await call(a.url, 'GET', '/v2/federation');
+      assert.deepEqual(Object.keys(identity.body).sort(), ['address', 'published_agents', 'url']);
+      assert.equal((await call(a.url, 'GET', '/v2/federation/health')).status, 401);
+      const stranger = TestIdentity.random();
+      const foreign = await call(a.url, 'GET', '/v2/federation/health', {
+        authorization: stranger.authorization(),
+      });
+      assert.equal(foreign.status, 404, foreign.text);
+      const status = await call(a.url, 'GET', '/v2/federation/health', { key: a.userKey });
       assert.equal(status.status, 200, status.text);
       assert.match(status.body.address, /^agent1/);
       assert.equal(status.body.url, a.url);
@@ -312,7 +322,7 @@ describeOnEachDialect('federation', (dialect) => {
         assert.ok(performance.now() - started < TIMEOUT_MS * 3, 'a bounded wait');
         assert.equal(res.status, 404, res.text);
         assert.match(res.body.detail, reason);
-        const status = await call(a.url, 'GET', '/v2/federation');
+        const status = await call(a.url, 'GET', '/v2/federation/health', { key: a.userKey });
         assert.equal(status.body.upstreams[0].healthy, false);
         assert.match(status.body.upstreams[0].last_error, reason);
         // Nothing was kept: a good answer is taken at the next look-up.

@@ -23,12 +23,19 @@ async function probe(url: string): Promise<{ url: string; answers: boolean; deta
 }
 
 /**
- * The running server's view of its peers and upstreams (their health is what its process saw);
- * undefined when it does not answer.
+ * The running server's view of its peers and upstreams (their health is what its process saw),
+ * asked as the instance itself (`authorization`: signed with the instance key, which only its
+ * operator holds); undefined when it does not answer.
  */
-async function federationOf(url: string): Promise<FederationStatus | undefined> {
+async function federationOf(
+  url: string,
+  authorization: string,
+): Promise<FederationStatus | undefined> {
   try {
-    const res = await fetch(`${url}/v2/federation`, { signal: AbortSignal.timeout(3000) });
+    const res = await fetch(`${url}/v2/federation/health`, {
+      headers: { authorization },
+      signal: AbortSignal.timeout(3000),
+    });
     return res.ok ? ((await res.json()) as FederationStatus) : undefined;
   } catch {
     return undefined;
@@ -87,7 +94,9 @@ export function addStatusCommand(program: Command): void {
         const kind = row.event === 'forwarded' ? 'forward_failed' : row.event;
         counts[kind] = (counts[kind] ?? 0) + 1;
       }
-      const federation = server.answers ? await federationOf(server.url) : undefined;
+      const federation = server.answers
+        ? await federationOf(server.url, await ctx.services.federation.instanceAuthorization())
+        : undefined;
       const published = await ctx.services.federation.publishedCount();
       const summary = {
         server,

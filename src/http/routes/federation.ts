@@ -6,6 +6,7 @@ import { AddressParams, errorResponses } from '../../wire/common.js';
 import {
   FederatedSearchQuery,
   FederatedSearchResults,
+  FederationIdentity,
   FederationStatus,
   PeerRecord,
   PeerSearchRequest,
@@ -28,13 +29,28 @@ export function federationRoutes(app: FastifyInstance, ctx: AppContext): void {
       config: { auth: 'none' },
       schema: {
         tags: ['federation'],
-        summary: 'Get Federation Status',
+        summary: 'Get Federation Identity',
         description:
-          "This instance's address (name it in a peer's AGENTRY_PEERS) and public URL, the health of its peers and upstreams as this process last found them, how many agents it publishes, and the last look-ups it answered from afar.",
-        response: { 200: FederationStatus },
+          "This instance's address (name it in a peer's AGENTRY_PEERS), its public URL and how many agents it publishes.",
+        response: { 200: FederationIdentity },
       },
     },
-    () => federation.status(),
+    () => federation.identityView(),
+  );
+
+  r.get(
+    '/v2/federation/health',
+    {
+      config: { auth: 'user-or-any-agent' },
+      schema: {
+        tags: ['federation'],
+        summary: 'Get Federation Health',
+        description:
+          "This instance's identity, the health of its peers and upstreams as this process last found them, and the last look-ups it answered from afar: for a user's key, or the instance's own attestation (agentry status); any other agent: 404.",
+        response: { 200: FederationStatus, ...errorResponses(401, 403, 404) },
+      },
+    },
+    (request) => federation.statusFor(request.principal),
   );
 
   r.get(

@@ -1,5 +1,5 @@
 import type { Dispatcher } from 'undici';
-import type { UserPrincipal } from '../../auth/principal.js';
+import type { Principal, UserPrincipal } from '../../auth/principal.js';
 import type { FederationPeer } from '../../config/index.js';
 import { BadRequestError, DomainError, NotFoundError } from '../../errors.js';
 import type { ChangeConsumer, ChangeOf } from '../../infra/change-feed.js';
@@ -10,6 +10,7 @@ import { AlmanacAgent, type AgentRegistrationAttestation } from '../../wire/alma
 import { bodyChecker } from '../../wire/check.js';
 import { isoTimestamp, type Endpoint } from '../../wire/common.js';
 import {
+  type FederationIdentity,
   FederatedSearchResults,
   PeerRecord,
   type FederatedListing,
@@ -430,6 +431,34 @@ export class FederationService implements RemoteAlmanac, ChangeConsumer<'almanac
   /** How many agents are published from this instance. */
   publishedCount(): Promise<number> {
     return this.store.repos.federation.countPublished();
+  }
+
+  /** An `Authorization` header signed with the instance key: this instance calling. */
+  instanceAuthorization(): Promise<string> {
+    return this.identity.authorization();
+  }
+
+  /** Who this instance is, as anyone may know it. */
+  async identityView(): Promise<FederationIdentity> {
+    return {
+      address: await this.identity.address(),
+      url: this.policy.publicUrl,
+      published_agents: await this.publishedCount(),
+    };
+  }
+
+  /**
+   * This process's view of its peers and upstreams and the look-ups it answered from afar:
+   * for a user of this Agentry, or the instance itself (its operator's `agentry status`, signed
+   * with the instance key); anyone else is answered as if there were nothing here.
+   */
+  async statusFor(principal: Principal): Promise<FederationStatus> {
+    if (principal.kind === 'agent' && principal.address !== (await this.identity.address())) {
+      throw new NotFoundError(
+        'The federation health is for the users of this Agentry and for the instance itself',
+      );
+    }
+    return this.status();
   }
 
   async status(): Promise<FederationStatus> {

@@ -83,7 +83,7 @@ function healthWords(target: Health): string {
  * serving process last found them, and the look-ups it answered from afar.
  */
 export function FederationPage() {
-  const status = useLoad(() => api<FederationStatus>('GET', '/v2/federation'), []);
+  const status = useLoad(() => api<FederationStatus>('GET', '/v2/federation/health'), []);
   if (status.error) return <p class="error">{status.error}</p>;
   const s = status.value;
   if (!s) return <p>Loading…</p>;
