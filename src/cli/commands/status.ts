@@ -29,14 +29,29 @@ async function probe(url: string): Promise<{ url: string; answers: boolean; deta
  */
 async function federationOf(
   url: string,
-  authorization: string,
+  authorization: string | undefined,
 ): Promise<FederationStatus | undefined> {
+  if (authorization === undefined) return undefined;
   try {
     const res = await fetch(`${url}/v2/federation/health`, {
       headers: { authorization },
       signal: AbortSignal.timeout(3000),
     });
     return res.ok ? ((await res.json()) as FederationStatus) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * How this command asks the server as the instance itself; undefined when the instance key
+ * cannot be opened here (no sealing key on PostgreSQL): the rest of the status is still told.
+ */
+async function instanceAuthorization(ctx: {
+  services: { federation: { instanceAuthorization(): Promise<string> } };
+}): Promise<string | undefined> {
+  try {
+    return await ctx.services.federation.instanceAuthorization();
   } catch {
     return undefined;
   }
@@ -95,7 +110,7 @@ export function addStatusCommand(program: Command): void {
         counts[kind] = (counts[kind] ?? 0) + 1;
       }
       const federation = server.answers
-        ? await federationOf(server.url, await ctx.services.federation.instanceAuthorization())
+        ? await federationOf(server.url, await instanceAuthorization(ctx))
         : undefined;
       const published = await ctx.services.federation.publishedCount();
       const summary = {
@@ -147,7 +162,7 @@ export function addStatusCommand(program: Command): void {
         );
       }
       lines.push(
-        `federation        ${federation ? `instance ${federation.address}` : 'instance unknown (the server does not answer)'}; ${published} published agent${published === 1 ? '' : 's'}`,
+        `federation        ${federation ? `instance ${federation.address}` : server.answers ? 'instance unknown (its key cannot be opened here: set AGENTRY_HOSTING_KEY as the server has it)' : 'instance unknown (the server does not answer)'}; ${published} published agent${published === 1 ? '' : 's'}`,
       );
       if (federation) {
         for (const peer of federation.peers) {
