@@ -2,7 +2,7 @@ import { randomInt, randomUUID } from 'node:crypto';
 import { Value } from '@sinclair/typebox/value';
 import type { Principal } from '../auth/principal.js';
 import type { EnvelopeFields } from '../crypto/index.js';
-import { BadRequestError, ConflictError, NotFoundError, QuotaExceededError } from '../errors.js';
+import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
 import type { ChangeConsumer, ChangeFeed, ChangeOf } from '../infra/change-feed.js';
 import type { Clock } from '../infra/clock.js';
 import type { Logger } from '../logger.js';
@@ -29,7 +29,7 @@ import type { AdmittedEnvelope } from './envelopes.js';
 import type { SearchService } from './search.js';
 import { chatEntryView } from '../views/chat.js';
 import { ReplyReader, type ReplyPiece } from './chat-reply.js';
-import { usagePeriod, type UsageService } from './usage.js';
+import type { UsageService } from './usage.js';
 
 export interface ChatPolicy {
   /** This service's public URL: chat identities are reached at its mailbox submit endpoint. */
@@ -284,7 +284,7 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
   ): Promise<{ to: string; messageId: string; failure: string | null }> {
     const ownerId = ownerOf(principal);
     const to = await this.addressOf(agent);
-    await this.charge(ownerId);
+    await this.usage.chargeMessage(ownerId);
     const identity = await this.identity(ownerId);
     const parties = { id: randomUUID(), owner_id: ownerId, identity: identity.address, agent: to };
     const envelope = this.envelope(
@@ -361,7 +361,7 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
     content: ChatContent[],
     msgId: string = randomUUID(),
   ): Promise<{ message: ChatEntryRow; failure: ChatEntryRow | null }> {
-    await this.charge(session.owner_id);
+    await this.usage.chargeMessage(session.owner_id);
     const identity = (await this.identities.at(session.identity))!;
     this.remember(session);
     const now = this.clock.now();
@@ -445,7 +445,7 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
       if (await this.store.repos.chat.hasEntry(session.id, 'in', 'message', body.msg_id)) {
         return true;
       }
-      await this.charge(session.owner_id);
+      await this.usage.chargeMessage(session.owner_id);
       await this.record(session.id, [
         {
           session_id: session.id,
@@ -496,22 +496,6 @@ export class ChatService implements ChangeConsumer<'chat.recorded'> {
     }
     throw new BadRequestError(
       'A chat identity takes chat protocol messages and acknowledgements only (AgentChatProtocol 0.3.0)',
-    );
-  }
-
-  /** Counts a message of the session's owner against their monthly quota; 406 past it. */
-  private async charge(ownerId: string): Promise<void> {
-    const period = usagePeriod(this.clock.now());
-    const { usage } = this.store.repos;
-    if (await usage.chargeMessage(ownerId, period, this.usage.defaultLimits.messagesPerMonth)) {
-      return;
-    }
-    const [limits, counters] = await Promise.all([
-      this.usage.limitsFor(ownerId),
-      usage.period(ownerId, period),
-    ]);
-    throw new QuotaExceededError(
-      `Message quota reached ${counters.num_messages} / ${limits.messagesPerMonth}`,
     );
   }
 

@@ -1,4 +1,5 @@
 import type { Quotas } from '../config/index.js';
+import { QuotaExceededError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
 import type { Repositories, Store } from '../store/index.js';
 import type { PeriodCounters, QuotaOverrides, StoredTotals } from '../store/repositories/usage.js';
@@ -34,6 +35,23 @@ export class UsageService {
     /** The limits of a user without overrides. */
     readonly defaultLimits: Quotas,
   ) {}
+
+  /**
+   * Counts one message of the owner's (one Agentry sends or takes for them: chat, external A2A
+   * agents) against their monthly quota; 406 past it.
+   */
+  async chargeMessage(ownerId: string): Promise<void> {
+    const period = usagePeriod(this.clock.now());
+    const { usage } = this.store.repos;
+    if (await usage.chargeMessage(ownerId, period, this.defaultLimits.messagesPerMonth)) return;
+    const [limits, counters] = await Promise.all([
+      this.limitsFor(ownerId),
+      usage.period(ownerId, period),
+    ]);
+    throw new QuotaExceededError(
+      `Message quota reached ${counters.num_messages} / ${limits.messagesPerMonth}`,
+    );
+  }
 
   /** Effective limits of a user: overrides where set, else the configured defaults. */
   async limitsFor(userId: string, repos: Repositories = this.store.repos): Promise<Quotas> {

@@ -7,7 +7,6 @@ import {
   BadRequestError,
   ConflictError,
   NotFoundError,
-  QuotaExceededError,
   RequestValidationError,
 } from '../../errors.js';
 import type { ChangeConsumer, ChangeOf } from '../../infra/change-feed.js';
@@ -30,7 +29,7 @@ import type { Courier } from '../courier.js';
 import type { DeliveryTrace } from '../deliveries.js';
 import type { AdmittedEnvelope } from '../envelopes.js';
 import type { LocalRecipient } from '../mailbox.js';
-import { usagePeriod, type UsageService } from '../usage.js';
+import type { UsageService } from '../usage.js';
 import { messageUuid } from '../mailbox.js';
 import type { ExternalA2aCalls } from './external-call.js';
 import { skillsReadme, type CardReader, type ReadCard } from './external-card.js';
@@ -211,7 +210,7 @@ export class ExternalA2aAgents
     const uuid = messageUuid(envelope, admitted.digest);
     if (this.taken.has(uuid)) return true;
     // Counted as a message to any agent of the owner's is: past the quota, refused (406).
-    await this.charge(remote.owner_id);
+    await this.usage.chargeMessage(remote.owner_id);
     this.remember(uuid);
     const heard: Heard = {
       uuid,
@@ -347,22 +346,6 @@ export class ExternalA2aAgents
       );
     }
     return read;
-  }
-
-  /** Counts a message against the owner's monthly quota; 406 past it. */
-  private async charge(ownerId: string): Promise<void> {
-    const period = usagePeriod(this.clock.now());
-    const { usage } = this.store.repos;
-    if (await usage.chargeMessage(ownerId, period, this.usage.defaultLimits.messagesPerMonth)) {
-      return;
-    }
-    const [limits, counters] = await Promise.all([
-      this.usage.limitsFor(ownerId),
-      usage.period(ownerId, period),
-    ]);
-    throw new QuotaExceededError(
-      `Message quota reached ${counters.num_messages} / ${limits.messagesPerMonth}`,
-    );
   }
 
   private keyOf(remote: Pick<A2aRemoteAgentRow, 'address' | 'key_ciphertext'>): SigningKey {
