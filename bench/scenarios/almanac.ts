@@ -1,6 +1,7 @@
 import { runLoad, runPaced, type HttpRequest } from '../lib/load.js';
 import { throughputMeasure } from '../lib/report.js';
 import { signInWorkers } from '../lib/signing.js';
+import { TestIdentity } from '../../test/kit/uagent.js';
 import type { Scenario } from './scenario.js';
 
 const REGISTRANTS = 50;
@@ -9,6 +10,10 @@ const SATURATING_REGISTRATIONS = 10_000;
 /** A steady load well within what either store serves: 20 a second from each registrant. */
 const PACED_RATE = 1_000;
 const PACED_REGISTRATIONS = 5_000;
+/** Look-ups as `ctx.send` makes them (`GET /v1/almanac/agents/{address}`), from 16 clients. */
+const LOOKUP_CLIENTS = 16;
+const WARMUP_LOOKUPS = 2_000;
+const LOOKUPS = 10_000;
 
 let workload: Promise<string[]> | undefined;
 
@@ -38,7 +43,10 @@ function registrations(): Promise<string[]> {
  * agent the Almanac has not seen (a signature check and an upsert each): first as fast as
  * the service answers, which gives its capacity (and latencies that are mostly the queue of
  * 50: a closed loop's mean latency is 50 ÷ throughput), then at a steady 1,000 a second,
- * which gives the latency a registrant sees under load.
+ * which gives the latency a registrant sees under load. Then look-ups, as a sender's resolver
+ * makes them, by 16 clients as fast as the service answers: of the agents registered (the
+ * local path), and of addresses nobody registered (the 404 a sender meets before anything
+ * else is asked).
  */
 export const almanacScenario: Scenario = {
   name: 'almanac',
@@ -70,6 +78,32 @@ export const almanacScenario: Scenario = {
       request: registrationOf(WARMUP_REGISTRATIONS + SATURATING_REGISTRATIONS),
       cpuOfPid: service.pid,
     });
+    // The agents registered above, and as many addresses that never were.
+    const addresses = bodies
+      .slice(WARMUP_REGISTRATIONS, WARMUP_REGISTRATIONS + SATURATING_REGISTRATIONS)
+      .map((body) =>
+        addressOf((JSON.parse(body) as { agent_identifier: string }).agent_identifier),
+      );
+    const strangers = Array.from(
+      { length: 1_000 },
+      (_, i) => TestIdentity.fromSeed(`bench almanac stranger ${i}`).address,
+    );
+    const lookup =
+      (of: string[], expectStatus: number) => async (requests: number, cpuOfPid?: number) =>
+        runLoad({
+          url: service.url,
+          connections: LOOKUP_CLIENTS,
+          expectStatus,
+          until: { requests },
+          request: (index) => ({
+            method: 'GET',
+            path: `/v1/almanac/agents/${of[(index * 7919) % of.length]}`,
+          }),
+          ...(cpuOfPid !== undefined && { cpuOfPid }),
+        });
+    await lookup(addresses, 200)(WARMUP_LOOKUPS);
+    const found = await lookup(addresses, 200)(LOOKUPS, service.pid);
+    const missed = await lookup(strangers, 404)(LOOKUPS, service.pid);
     return [
       throughputMeasure(
         {
@@ -87,6 +121,27 @@ export const almanacScenario: Scenario = {
         },
         paced,
       ),
+      throughputMeasure(
+        {
+          id: 'almanac.lookup.found',
+          label: `almanac: look-up of a registered agent, ${LOOKUP_CLIENTS} clients`,
+          store: dialect,
+        },
+        found,
+      ),
+      throughputMeasure(
+        {
+          id: 'almanac.lookup.missed',
+          label: `almanac: look-up of an address nobody registered (404), ${LOOKUP_CLIENTS} clients`,
+          store: dialect,
+        },
+        missed,
+      ),
     ];
   },
 };
+
+/** The address an Almanac identifier names (`agent://agent1…`, or the address alone). */
+function addressOf(identifier: string): string {
+  return identifier.slice(identifier.lastIndexOf('/') + 1);
+}

@@ -2,10 +2,14 @@ import { SigningKey, seal, unseal } from '../crypto/index.js';
 import type { ChangeConsumer, ChangeOf } from '../infra/change-feed.js';
 import type { Clock } from '../infra/clock.js';
 import type { HostingKey } from '../infra/hosting-key.js';
+import { RecentSet } from '../infra/recent-set.js';
 import type { Store } from '../store/index.js';
 import { CHAT_PROTOCOL_DIGEST } from '../wire/chat.js';
 import type { OwnAddressBook } from './almanac.js';
 import type { ChatIdentityRow } from '../store/repositories/chat.js';
+
+/** How many addresses found not to be chat identities a process remembers. */
+const STRANGERS_KEPT = 50_000;
 
 /**
  * The identities users and teams chat from (docs/chat.md): an agent key Agentry holds, sealed at
@@ -18,6 +22,11 @@ export class ChatIdentities implements ChangeConsumer<'team.deleted'>, OwnAddres
   /** Identities found, by address (never changed once made; gone only with their owner). */
   private readonly byAddress = new Map<string, ChatIdentityRow>();
   private readonly byOwner = new Map<string, ChatIdentityRow>();
+  /**
+   * Addresses found not to be chat identities: an identity's address is a key made with it, so
+   * none asked for before can become one.
+   */
+  private readonly strangers = new RecentSet<string>(STRANGERS_KEPT);
   /** Keys opened, by address. */
   private readonly keys = new Map<string, SigningKey>();
 
@@ -49,8 +58,13 @@ export class ChatIdentities implements ChangeConsumer<'team.deleted'>, OwnAddres
   async at(address: string): Promise<ChatIdentityRow | undefined> {
     const known = this.byAddress.get(address);
     if (known) return known;
+    if (this.strangers.has(address)) return undefined;
     const found = await this.store.repos.chat.findIdentityByAddress(address);
-    return found && this.remember(found);
+    if (!found) {
+      this.strangers.add(address);
+      return undefined;
+    }
+    return this.remember(found);
   }
 
   /** A chat identity speaks the chat protocol (and is reached at this service's mailbox). */

@@ -12,6 +12,7 @@ import {
 import type { ChangeConsumer, ChangeOf } from '../../infra/change-feed.js';
 import type { Clock } from '../../infra/clock.js';
 import type { HostingKey } from '../../infra/hosting-key.js';
+import { RecentSet } from '../../infra/recent-set.js';
 import type { Logger } from '../../logger.js';
 import type { Store } from '../../store/index.js';
 import type { A2aRemoteAgentRow } from '../../store/repositories/a2a.js';
@@ -45,6 +46,8 @@ export interface ExternalA2aPolicy {
 const NAME_MAX = 32;
 const DESCRIPTION_MAX = 300;
 const README_MAX = 80_000;
+/** How many addresses found not to be external agents a process remembers. */
+const STRANGERS_KEPT = 50_000;
 /** How many messages' uuids are remembered, so that one sent again is answered once. */
 const REMEMBERED_MESSAGES = 10_000;
 
@@ -64,6 +67,11 @@ export class ExternalA2aAgents
   readonly kinds = ['agent.deleted'] as const;
   /** Addresses known to be external agents (never changed once made; gone when deleted). */
   private readonly known = new Set<string>();
+  /**
+   * Addresses found not to be external agents: an external agent's address is a key made when
+   * it is registered, so none asked for before can become one.
+   */
+  private readonly strangers = new RecentSet<string>(STRANGERS_KEPT);
   /** Keys opened, by address. */
   private readonly keys = new Map<string, SigningKey>();
   /** The latest messages taken, by uuid: a message submitted again is not answered again. */
@@ -170,7 +178,11 @@ export class ExternalA2aAgents
   /** An external agent speaks the chat protocol (and is reached at this service's mailbox). */
   async protocolsOf(address: string): Promise<string[] | undefined> {
     if (this.known.has(address)) return [CHAT_PROTOCOL_DIGEST];
-    if (!(await this.store.repos.a2a.findRemote(address))) return undefined;
+    if (this.strangers.has(address)) return undefined;
+    if (!(await this.store.repos.a2a.findRemote(address))) {
+      this.strangers.add(address);
+      return undefined;
+    }
     this.known.add(address);
     return [CHAT_PROTOCOL_DIGEST];
   }
