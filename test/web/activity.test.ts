@@ -197,6 +197,8 @@ describeOnEachDialect('what agents are doing, in the console', (dialect) => {
         .locator('li[data-kind="message.stored"]')
         .first()
         .waitFor({ state: 'detached' });
+      // The filtered page replaces the list: its entry is there once it has been read.
+      await timeline.locator('li[data-kind="event.error"]').waitFor();
       assert.deepEqual(await kinds(page), ['event.error']);
       await page.getByLabel('Time', { exact: true }).selectOption({ label: 'Last hour' });
       await page.getByLabel('Kinds').selectOption({ label: 'Messages' });
