@@ -6,7 +6,6 @@ import {
   Role,
   TaskState,
   type Message,
-  type Part,
   type TaskArtifactUpdateEvent,
 } from '@a2a-js/sdk';
 import {
@@ -20,6 +19,7 @@ import {
   type RequestContext,
 } from '@a2a-js/sdk/server';
 import { LegacyJsonRpcTransportHandler } from '@a2a-js/sdk/compat/v0_3/server';
+import { a2aMessage, textOfParts, textPart } from '../../src/services/a2a/parts.js';
 import { closeNow, listenOnLoopback } from './loopback.js';
 
 /** How the sample agent answers a message's text. */
@@ -151,7 +151,7 @@ export async function startSampleA2aAgent(options: SampleAgentOptions = {}): Pro
 
   const executor: AgentExecutor = {
     execute: async (context: RequestContext, bus: ExecutionEventBus) => {
-      const text = textOf(context.userMessage.parts);
+      const text = textOfParts(context.userMessage.parts);
       heard.push({ text, contextId: context.contextId });
       const reply = state.reply;
       switch (reply.kind) {
@@ -369,15 +369,6 @@ function now(): string {
   return new Date().toISOString();
 }
 
-function textPart(text: string): Part {
-  return {
-    content: { $case: 'text', value: text },
-    metadata: undefined,
-    filename: '',
-    mediaType: 'text/plain',
-  };
-}
-
 /** The artifact a task's answer is: one text part. */
 function answerArtifact(
   base: { taskId: string; contextId: string; metadata: undefined },
@@ -398,19 +389,6 @@ function answerArtifact(
   };
 }
 
-function textOf(parts: Part[]): string {
-  return parts.map((part) => (part.content?.$case === 'text' ? part.content.value : '')).join('');
-}
-
 function agentMessage(context: RequestContext, text: string): Message {
-  return {
-    messageId: randomUUID(),
-    contextId: context.contextId,
-    taskId: '',
-    role: Role.ROLE_AGENT,
-    parts: [textPart(text)],
-    metadata: undefined,
-    extensions: [],
-    referenceTaskIds: [],
-  };
+  return a2aMessage(Role.ROLE_AGENT, [textPart(text)], { contextId: context.contextId });
 }

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { Role, type Message, type Task, type TaskState } from '@a2a-js/sdk';
 import {
   ClientFactory,
@@ -6,6 +5,7 @@ import {
   JsonRpcTransportFactory,
   type Client,
 } from '@a2a-js/sdk/client';
+import { a2aMessage, textOfParts, textPart } from '../../src/services/a2a/parts.js';
 
 /** A fetch that carries an API key as its Bearer token (none: as anyone). */
 export function keyedFetch(key: string | undefined): typeof fetch {
@@ -32,30 +32,12 @@ export async function a2aClient(baseUrl: string, key?: string): Promise<Client> 
 
 /** A user's text message, in a context when one is given. */
 export function userMessage(text: string, contextId = ''): Message {
-  return {
-    messageId: randomUUID(),
-    contextId,
-    taskId: '',
-    role: Role.ROLE_USER,
-    parts: [
-      {
-        content: { $case: 'text', value: text },
-        metadata: undefined,
-        filename: '',
-        mediaType: 'text/plain',
-      },
-    ],
-    metadata: undefined,
-    extensions: [],
-    referenceTaskIds: [],
-  };
+  return a2aMessage(Role.ROLE_USER, [textPart(text)], { contextId });
 }
 
 /** The text of a message's text parts, joined. */
 export function textOfMessage(message: Message | undefined): string {
-  return (message?.parts ?? [])
-    .flatMap((part) => (part.content?.$case === 'text' ? [part.content.value] : []))
-    .join('');
+  return textOfParts(message?.parts);
 }
 
 /** What a send answered, as a task (Agentry always answers with one). */

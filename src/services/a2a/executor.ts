@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { Role, TaskState, type Message, type Part, type Task, type TaskStatus } from '@a2a-js/sdk';
 import {
   AgentEvent,
@@ -15,6 +14,7 @@ import type { Store } from '../../store/index.js';
 import { chatEntryView } from '../../views/chat.js';
 import type { ChatService } from '../chat.js';
 import { ReplyReader, type ReplyPiece } from '../chat-reply.js';
+import { a2aMessage, filePart, textOfParts, textPart } from './parts.js';
 
 /** The artifact a task's reply is carried in (a streamed reply: chunk after chunk). */
 const REPLY_ARTIFACT = 'reply';
@@ -260,15 +260,17 @@ export class ChatExecutor implements AgentExecutor {
       case 'failed':
         return {
           state: TaskState.TASK_STATE_FAILED,
-          message: message(taskId, contextId, [textPart(reader.failure!)]),
+          message: a2aMessage(Role.ROLE_AGENT, [textPart(reader.failure!)], { taskId, contextId }),
           timestamp: at,
         };
       case 'ended':
         return {
           state: TaskState.TASK_STATE_COMPLETED,
-          message: message(taskId, contextId, [
-            textPart('The agent ended the conversation without a reply'),
-          ]),
+          message: a2aMessage(
+            Role.ROLE_AGENT,
+            [textPart('The agent ended the conversation without a reply')],
+            { taskId, contextId },
+          ),
           timestamp: at,
         };
       default:
@@ -286,7 +288,10 @@ export class ChatExecutor implements AgentExecutor {
       contextId,
       status: {
         state,
-        message: text === undefined ? undefined : message(taskId, contextId, [textPart(text)]),
+        message:
+          text === undefined
+            ? undefined
+            : a2aMessage(Role.ROLE_AGENT, [textPart(text)], { taskId, contextId }),
         timestamp: this.now(),
       },
       metadata: undefined,
@@ -307,40 +312,7 @@ function callerOf(context: ServerCallContext): A2aCaller {
 
 /** The text an A2A message carries, its text parts joined (the route checks there is some). */
 export function textOf(message: Message): string {
-  return message.parts
-    .flatMap((part) => (part.content?.$case === 'text' ? [part.content.value] : []))
-    .join('\n');
-}
-
-function textPart(text: string): Part {
-  return {
-    content: { $case: 'text', value: text },
-    metadata: undefined,
-    filename: '',
-    mediaType: 'text/plain',
-  };
-}
-
-function filePart(uri: string): Part {
-  return {
-    content: { $case: 'url', value: uri },
-    metadata: undefined,
-    filename: '',
-    mediaType: '',
-  };
-}
-
-function message(taskId: string, contextId: string, parts: Part[]): Message {
-  return {
-    messageId: randomUUID(),
-    contextId,
-    taskId,
-    role: Role.ROLE_AGENT,
-    parts,
-    metadata: undefined,
-    extensions: [],
-    referenceTaskIds: [],
-  };
+  return textOfParts(message.parts, '\n');
 }
 
 /** The agent's reply as one A2A message: its text, joined, and its files. */
@@ -353,7 +325,7 @@ function agentMessage(taskId: string, contextId: string, reader: ReplyReader): M
       for (const resource of [part.resource].flat()) parts.push(filePart(resource.uri));
     }
   }
-  return message(taskId, contextId, parts);
+  return a2aMessage(Role.ROLE_AGENT, parts, { taskId, contextId });
 }
 
 /** The reply artifact as the pieces read make it whole. */

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   AgentCard,
@@ -17,6 +16,7 @@ import {
 import { fetch as undiciFetch, type Dispatcher } from 'undici';
 import type { A2aRemoteAgentRow } from '../../store/repositories/a2a.js';
 import { unreachable } from './external-card.js';
+import { a2aMessage, textPart } from './parts.js';
 
 export interface A2aCallPolicy {
   /** How long the agent may take to answer, polls of an unfinished task included. */
@@ -95,7 +95,7 @@ export class ExternalA2aCalls {
       let result: SendMessageResult = await client.sendMessage(
         {
           tenant: '',
-          message: userMessage(contextId, text),
+          message: a2aMessage(Role.ROLE_USER, [textPart(text)], { contextId }),
           configuration: undefined,
           metadata: undefined,
         },
@@ -165,26 +165,6 @@ function cardFor(agent: CalledAgent): AgentCard {
         protocolVersion: agent.protocol_version,
       },
     ],
-  };
-}
-
-function userMessage(contextId: string, text: string): Message {
-  return {
-    messageId: randomUUID(),
-    contextId,
-    taskId: '',
-    role: Role.ROLE_USER,
-    parts: [
-      {
-        content: { $case: 'text', value: text },
-        metadata: undefined,
-        filename: '',
-        mediaType: 'text/plain',
-      },
-    ],
-    metadata: undefined,
-    extensions: [],
-    referenceTaskIds: [],
   };
 }
 
