@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Role, TaskState, type Message, type Part, type Task, type TaskStatus } from '@a2a-js/sdk';
 import {
   AgentEvent,
@@ -133,13 +134,11 @@ export class ChatExecutor implements AgentExecutor {
       let replied = false;
       const asked = await this.chat.ask(caller.speaksAs, { session }, textOf(request.userMessage), {
         timeoutMs: this.policy.replyTimeoutMs,
-        msgId: taskId,
+        // A task's first message is known by the task's id: a later reply completes it.
+        msgId: request.task ? randomUUID() : taskId,
         signal: abort.signal,
-        progress: (step) => {
-          if (step.endsWith('acknowledged the message')) {
-            bus.publish(this.status(taskId, contextId, TaskState.TASK_STATE_WORKING));
-          }
-        },
+        acknowledged: () =>
+          bus.publish(this.status(taskId, contextId, TaskState.TASK_STATE_WORKING)),
         pieces: (pieces) => {
           for (const update of artifactUpdates(pieces, replied)) {
             replied = true;
