@@ -183,3 +183,61 @@ describeOnEachDialect('presence across a restart', (dialect) => {
     }
   });
 });
+
+/**
+ * Two processes decide an agent's status at once (a replica's flush and another's sweep, each
+ * from the row as it read it): the one whose write no longer matches the stored status decides
+ * again from the row as it is now, so that a later view is never lost to an earlier one.
+ */
+describeOnEachDialect('presence decided by two processes at once', (dialect) => {
+  it('records the status from the row as it is now when another status was recorded since it read it', async () => {
+    const clock = new ManualClock();
+    const t = await startTestServer({
+      dialect,
+      clock,
+      config: { agentActiveSeconds: 5, agentIdleSeconds: 600 },
+    });
+    try {
+      const agent = await newRegisteredAgent(hostOf(t), t.userKey);
+      const polled = await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
+        authorization: agent.authorization(clock.now()),
+      });
+      assert.equal(polled.status, 200, polled.text);
+      await flushPresence(t);
+      const activity = t.server.ctx.store.repos.activity;
+      const stored = async () => (await activity.presence([agent.address])).get(agent.address);
+      assert.equal((await stored())?.status, 'idle');
+
+      // Its polls stop. Between the sweep's read and its write, another process records the
+      // agent active from what it had read before (it saw it working).
+      clock.advance(20_000);
+      const original = activity.changeStatus.bind(activity);
+      let interleaved = false;
+      activity.changeStatus = async (address, from, to, at) => {
+        if (!interleaved && address === agent.address) {
+          interleaved = true;
+          assert.equal(await original(address, 'idle', 'active', at), true);
+        }
+        return original(address, from, to, at);
+      };
+      try {
+        await t.server.ctx.services.activity.sweep();
+      } finally {
+        activity.changeStatus = original;
+      }
+      assert.equal(interleaved, true);
+      assert.equal((await stored())?.status, 'unreachable');
+      const res = await call(t.url, 'GET', `/v2/agents/${agent.address}/activity?kind=status`, {
+        key: t.userKey,
+      });
+      const changes = (res.body.entries as TimelineEntry[]).map((e) => e.summary);
+      assert.equal(
+        changes.filter((c) => c.includes('→ unreachable')).length,
+        1,
+        changes.join('\n'),
+      );
+    } finally {
+      await t.close();
+    }
+  });
+});

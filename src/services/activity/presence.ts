@@ -414,11 +414,21 @@ export class Presence {
     row: Partial<PresenceView> | undefined,
     now: number,
   ): Promise<boolean> {
-    const { status, reason } = statusOf(row, now, this.policy);
-    const previous = row?.status ?? null;
+    let { status, reason } = statusOf(row, now, this.policy);
+    let previous = row?.status ?? null;
     if (status === previous) return false;
-    if (!(await this.store.repos.activity.changeStatus(address, previous, status, now)))
-      return false;
+    // Another process (or this one's flush) recorded a status since `row` was read: what it
+    // saw may be older than what this one did (a message waiting since), so the status is
+    // decided again from the row as it is now, until one write takes or nothing changes.
+    for (let attempt = 1; ; attempt++) {
+      if (await this.store.repos.activity.changeStatus(address, previous, status, now)) break;
+      if (attempt === 3) return false;
+      const fresh = await this.store.repos.activity.presence([address]);
+      row = this.known(fresh.get(address), address);
+      ({ status, reason } = statusOf(row, now, this.policy));
+      previous = row?.status ?? null;
+      if (status === previous) return false;
+    }
     // An agent's first status is where it starts, not a change.
     if (previous === null && status === 'offline') return false;
     await this.record([
