@@ -3,6 +3,7 @@ import type {
   HostedAgentInfo,
   HostedCode,
   HostedLogEntry,
+  HostingStatus as HostingStatusInfo,
   SecretInfo,
 } from '../services/hosting/index.js';
 import { isoTimestamp } from '../wire/common.js';
@@ -11,6 +12,7 @@ import type {
   AgentLog,
   AgentSummaryV1,
   AgentV1,
+  HostingStatus,
   PublicAgentV1,
   Secret,
 } from '../wire/hosting.js';
@@ -109,5 +111,15 @@ export function secretView(secret: SecretInfo): Static<typeof Secret> {
     secret: MASKED_SECRET,
     timestamp: isoTimestamp(secret.createdAt),
     address: secret.address,
+  };
+}
+
+export function hostingStatusView(status: HostingStatusInfo): Static<typeof HostingStatus> {
+  return {
+    ready: status.ready,
+    runners: status.runners,
+    python: status.python ?? null,
+    reason: status.reason ?? null,
+    enable: status.enable ?? null,
   };
 }

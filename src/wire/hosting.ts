@@ -241,3 +241,21 @@ export const StorageQuery = Type.Object({
 });
 
 export const StorageItemUpdate = Type.Object({ value: Type.String() });
+
+export const HostingStatus = Type.Object(
+  {
+    ready: Type.Boolean({ description: 'whether hosted agents can run on this deployment' }),
+    runners: Type.Integer({ minimum: 0, description: 'runners alive on this database' }),
+    python: Nullable(
+      Type.String({ description: 'the interpreter this server runs hosted agents with' }),
+    ),
+    reason: Nullable(Type.String({ description: 'why hosted agents cannot run; null when ready' })),
+    enable: Nullable(
+      Type.String({
+        description:
+          'the one command (or setting) with which the operator lets them run; null when ready',
+      }),
+    ),
+  },
+  { description: 'Whether hosted agents can run here (Agentry’s addition)' },
+);

@@ -80,7 +80,11 @@ describeOnEachDialect('Hosting API', (dialect) => {
 
     const start = await send('POST', `/v1/hosting/agents/${address}/start`);
     assert.equal(start.status, 409, start.text);
-    assert.match(start.body.detail, /no code yet/);
+    // Said as the console and a script both understand it: no call to make.
+    assert.equal(
+      start.body.detail,
+      `Hosted agent ${address} has no code yet: save its code (an agent.py) before starting it`,
+    );
 
     const put = await send('PUT', `/v1/hosting/agents/${address}/code`, { body: { code: CODE } });
     assert.equal(put.status, 200, put.text);
@@ -533,6 +537,16 @@ describeOnEachDialect('Hosting API without a hosting key', (dialect) => {
           assert.match(res.body.detail, /AGENTRY_HOSTING_KEY/);
           const agents = await call(t.url, 'GET', '/v2/agents', { key: t.userKey });
           assert.deepEqual(agents.body, []);
+          // The console says so before anyone tries, with the setting that lets them.
+          const status = await call(t.url, 'GET', '/v1/hosting/status', { key: t.userKey });
+          assert.equal(status.status, 200, status.text);
+          assert.deepEqual(status.body, {
+            ready: false,
+            runners: 0,
+            python: null,
+            reason: 'this database has no hosting key to seal the agents’ keys with',
+            enable: 'AGENTRY_HOSTING_KEY=$(openssl rand -hex 32)',
+          });
         } else {
           assert.equal(res.status, 200, res.text);
         }
@@ -541,4 +555,60 @@ describeOnEachDialect('Hosting API without a hosting key', (dialect) => {
       }
     },
   );
+});
+
+describeOnEachDialect('Hosting status', (dialect) => {
+  let t: TestServer;
+  before(async () => {
+    t = await startTestServer({ dialect, config: { hosting: hostingWithKey() } });
+  });
+  after(() => t.close());
+
+  it('says hosted agents cannot run without a runner, why, and the setting; ready once one is alive', async () => {
+    const before = await call(t.url, 'GET', '/v1/hosting/status', { key: t.userKey });
+    assert.equal(before.status, 200, before.text);
+    assert.deepEqual(before.body, {
+      ready: false,
+      runners: 0,
+      python: null,
+      reason: 'AGENTRY_HOSTING_PYTHON is not set',
+      enable: 'AGENTRY_HOSTING_PYTHON=<a Python with uagents installed>',
+    });
+    // An agent started meanwhile waits, and says for what.
+    const made = await call(t.url, 'POST', '/v1/hosting/agents', {
+      key: t.userKey,
+      body: { name: 'waiting' },
+    });
+    const address = made.body.address as string;
+    await call(t.url, 'PUT', `/v1/hosting/agents/${address}/code`, {
+      key: t.userKey,
+      body: { code: CODE },
+    });
+    const started = await call(t.url, 'POST', `/v1/hosting/agents/${address}/start`, {
+      key: t.userKey,
+    });
+    assert.equal(
+      started.body.state_reason,
+      'Waiting for a runner: none is running (AGENTRY_HOSTING_PYTHON is not set; to run hosted agents: AGENTRY_HOSTING_PYTHON=<a Python with uagents installed>)',
+    );
+
+    // A runner (an `agentry runner` elsewhere, say) says it is alive.
+    await t.server.ctx.services.hosting.heartbeat('runner-elsewhere', 'other-host', 10);
+    const after = await call(t.url, 'GET', '/v1/hosting/status', { key: t.userKey });
+    assert.deepEqual(after.body, {
+      ready: true,
+      runners: 1,
+      python: null,
+      reason: null,
+      enable: null,
+    });
+  });
+
+  it('refuses a query it does not take with 422', async () => {
+    const res = await call(t.url, 'GET', '/v1/hosting/status?no_cache=perhaps', {
+      key: t.userKey,
+    });
+    assert.equal(res.status, 422, res.text);
+    assert.deepEqual(res.body.detail[0].loc, ['query', 'no_cache']);
+  });
 });

@@ -212,7 +212,7 @@ describeOnEachDialect('hosting store', (dialect) => {
         [
           'event.info',
           'system',
-          'Hosted agent stopped: Waiting for a runner: none is running (the operator sets AGENTRY_HOSTING_PYTHON, or starts "agentry runner")',
+          'Hosted agent stopped: Waiting for a runner: none is running (AGENTRY_HOSTING_PYTHON is not set; to run hosted agents: AGENTRY_HOSTING_PYTHON=<a Python with uagents installed>)',
         ],
         ['event.info', 'system', 'Hosted agent compiling'],
         ['event.info', 'system', 'Hosted agent running'],

@@ -8,6 +8,7 @@ import {
   agentLogView,
   agentSummaryView,
   agentV1View,
+  hostingStatusView,
   publicAgentView,
   secretView,
 } from '../../views/hosting.js';
@@ -21,6 +22,7 @@ import {
   AgentV1,
   HostedAgentParams,
   HostingQuery,
+  HostingStatus,
   HostingTeamParams,
   NewAgent,
   PublicAgentV1,
@@ -195,6 +197,21 @@ export const hostingRoutes: FastifyPluginAsync<HostingRoutesOptions> = async (
       };
     },
   });
+
+  // About the deployment, not an owner: served once, not again for each team.
+  if (!forTeam) {
+    add({
+      method: 'GET',
+      path: '/status',
+      summary: 'Get Hosting Status',
+      description:
+        'Whether hosted agents can run on this deployment (a runner is alive, or this server runs them, and there is a key to seal their seeds), and otherwise why not and the one command with which the operator lets them (Agentry’s addition).',
+      params: 'none',
+      response: HostingStatus,
+      errors: [401, 403, 422],
+      handle: async () => hostingStatusView(await hosting.status()),
+    });
+  }
 
   add({
     method: 'POST',

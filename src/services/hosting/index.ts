@@ -7,6 +7,8 @@ import type { AgentsService } from '../agents.js';
 import { HostingCore } from './core.js';
 import type {
   AgentNetwork,
+  HostingHere,
+  HostingStatus,
   HeldAgentState,
   HostedAgentInfo,
   HostedAgentListQuery,
@@ -24,6 +26,7 @@ import type {
 } from './model.js';
 import { OwnerSide } from './owner.js';
 import { RunnerSide } from './runners.js';
+import { HostingReadiness } from './readiness.js';
 import { HostedSecrets } from './secrets.js';
 import { HostedStorage } from './storage.js';
 
@@ -50,6 +53,7 @@ export class HostingService {
   private readonly secretKeeper: HostedSecrets;
   private readonly storage: HostedStorage;
   private readonly runners: RunnerSide;
+  private readonly readiness: HostingReadiness;
 
   constructor(
     store: Store,
@@ -62,10 +66,33 @@ export class HostingService {
     logger: Logger,
   ) {
     this.core = new HostingCore(store, clock, agents, timeline, key, policy, changes, logger);
-    this.owner = new OwnerSide(this.core);
+    this.readiness = new HostingReadiness(this.core);
+    this.owner = new OwnerSide(this.core, this.readiness);
     this.secretKeeper = new HostedSecrets(this.core);
     this.storage = new HostedStorage(this.core);
     this.runners = new RunnerSide(this.core);
+  }
+
+  // ---- Whether hosted agents can run here (readiness.ts) -----------------------------------
+
+  /** Records whether this serving process runs hosted agents, as it found at its start. */
+  setHere(here: HostingHere): void {
+    this.readiness.set(here);
+  }
+
+  /** Whether hosted agents can run here, as this process found at start (and the key allows). */
+  localStatus(): Omit<HostingStatus, 'runners'> {
+    return this.readiness.local();
+  }
+
+  /** Whether hosted agents can run on this deployment now, and otherwise how to let them. */
+  status(): Promise<HostingStatus> {
+    return this.readiness.status();
+  }
+
+  /** Reads (or makes) the hosting key now; the key file's path when this made it. */
+  prepareKey(): string | undefined {
+    return this.core.key.prepare();
   }
 
   // ---- The owner's side (owner.ts) ---------------------------------------------------------

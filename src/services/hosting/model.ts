@@ -163,3 +163,31 @@ export const MAX_LOG_ENTRY = 4000;
 export const LATEST_LOG_LINES = 1000;
 /** A runner not heard of for this long is not counted as live. */
 export const RUNNER_LIVE_MS = 30_000;
+
+/**
+ * Whether this serving process runs hosted agents, as it found at its start
+ * (docs/hosting.md, "Running agents").
+ */
+export type HostingHere =
+  /** It runs them with this interpreter (with uagents installed). */
+  | { kind: 'here'; python: string; pythonVersion?: string; uagents?: string }
+  /** `agentry runner` processes run them (AGENTRY_HOSTING_RUNNER=separate). */
+  | { kind: 'separate' }
+  /** It runs none: why, and the one command that changes that. */
+  | { kind: 'off'; reason: string; enable: string };
+
+/** Whether hosted agents can run on this deployment, and otherwise how to let them. */
+export interface HostingStatus {
+  ready: boolean;
+  /** Runners alive on this database (this process among them when it is one). */
+  runners: number;
+  /** The interpreter this process runs agents with, when it does. */
+  python: string | undefined;
+  /** Why they cannot run, when they cannot. */
+  reason: string | undefined;
+  /** The one command (or setting) that lets them run, when they cannot. */
+  enable: string | undefined;
+}
+
+/** The command that makes a hosting key for a deployment that needs it set. */
+export const MAKE_HOSTING_KEY = 'AGENTRY_HOSTING_KEY=$(openssl rand -hex 32)';

@@ -4,6 +4,7 @@ import { ConflictError } from '../../errors.js';
 import type { HostedAgentChanges, HostedLogRow } from '../../store/repositories/hosting.js';
 import { parseCode } from './checks.js';
 import { info, sealContext, type HostingCore } from './core.js';
+import type { HostingReadiness } from './readiness.js';
 import {
   LATEST_LOG_LINES,
   type AgentNetwork,
@@ -23,7 +24,10 @@ import {
  * 404 for an agent that is not the owner's, as for none at all.
  */
 export class OwnerSide {
-  constructor(private readonly core: HostingCore) {}
+  constructor(
+    private readonly core: HostingCore,
+    private readonly readiness: HostingReadiness,
+  ) {}
 
   /**
    * Makes a new agent for the owner: a fresh seed (sealed at once), its listing and mailbox,
@@ -184,7 +188,7 @@ export class OwnerSide {
     const row = await this.core.owned(ownerId, address);
     if (row.code === null) {
       throw new ConflictError(
-        `Hosted agent ${address} has no code yet: put its code first (PUT /v1/hosting/agents/${address}/code)`,
+        `Hosted agent ${address} has no code yet: save its code (an agent.py) before starting it`,
       );
     }
     const live = row.state === 'running' || row.state === 'compiling' || row.state === 'crashed';
@@ -193,15 +197,15 @@ export class OwnerSide {
     if (row.desired_state === 'running' && (live || starting)) return info(row);
     const changes: HostedAgentChanges = { desired_state: 'running', restarts: 0 };
     if (!live) {
-      const runners = await this.core.liveRunnerCount();
+      const status = await this.readiness.status();
       Object.assign(changes, { runner_id: null, lease_expires_at: null });
       await this.core.store.repos.hosting.update(address, changes);
       await this.core.changeState(
         row,
         'stopped',
-        runners === 0
-          ? 'Waiting for a runner: none is running (the operator sets AGENTRY_HOSTING_PYTHON, or starts "agentry runner")'
-          : 'Waiting for a runner to start it',
+        status.ready
+          ? 'Waiting for a runner to start it'
+          : `Waiting for a runner: none is running (${status.reason}; to run hosted agents: ${status.enable})`,
       );
     } else {
       await this.core.store.repos.hosting.update(address, changes);
