@@ -10,11 +10,34 @@ import {
 } from './context.js';
 import { limitConnectionsPerAddress } from './infra/connection-limit.js';
 import type { Logger } from './logger.js';
+import type { PythonSearch } from './runner/python.js';
 import type { HostingRunner } from './runner/runner.js';
+import type { HostingHere } from './services/hosting/index.js';
 import type { NewUser } from './services/users.js';
 
 export interface ServerOptions {
   overrides?: ContextOverrides;
+  /**
+   * What the serving command found when it looked for a Python that runs hosted agents (it
+   * sets `hosting.python` to the one it found): said at start and on the console.
+   */
+  python?: PythonSearch;
+}
+
+/** Whether this process runs hosted agents, from its settings and what was found. */
+function hostingHere(config: Config, search: PythonSearch | undefined): HostingHere | undefined {
+  if (config.hosting.runner === 'separate') return { kind: 'separate' };
+  if (config.hosting.python !== undefined) {
+    return {
+      kind: 'here',
+      python: config.hosting.python,
+      pythonVersion: search?.python?.pythonVersion,
+      uagents: search?.python?.uagents,
+    };
+  }
+  return search?.reason === undefined
+    ? undefined
+    : { kind: 'off', reason: search.reason, enable: search.enable };
 }
 
 /** A {@link BackgroundLoop} under way: one run at a time, each scheduled as the last ends. */
@@ -70,6 +93,8 @@ export class Server {
   private endGrace: (() => void) | undefined;
   /** The runner of hosted agents, when this process runs them. */
   private runner: HostingRunner | undefined;
+  /** The hosting key file this start made, if it made one. */
+  hostingKeyMade: string | undefined;
 
   private constructor(
     readonly ctx: AppContext,
@@ -78,6 +103,8 @@ export class Server {
     readonly bootstrapped: NewUser | undefined,
     /** The migrations this start applied, oldest first. */
     readonly migrated: string[],
+    /** Whether this process runs hosted agents, as it found at start. */
+    readonly hosting: HostingHere | undefined,
   ) {}
 
   static async create(config: Config, options: ServerOptions = {}): Promise<Server> {
@@ -96,7 +123,9 @@ export class Server {
       await ctx.rateLimits?.connect();
       const bootstrapped = config.bootstrapUser ? await ctx.services.users.bootstrap() : undefined;
       const app = await buildApp(ctx);
-      return new Server(ctx, app, bootstrapped, migrated);
+      const hosting = hostingHere(config, options.python);
+      if (hosting !== undefined) ctx.services.hosting.setHere(hosting);
+      return new Server(ctx, app, bootstrapped, migrated, hosting);
     } catch (err) {
       await ctx.close();
       throw err;
@@ -121,6 +150,13 @@ export class Server {
     if (config.hosting.python !== undefined && config.hosting.runner === 'serve') {
       this.runner = createHostingRunner(this.ctx);
       await this.runner.prepare();
+      // Its agents' seeds are sealed with it: made now, as the first user is, not on demand.
+      try {
+        this.hostingKeyMade = this.ctx.services.hosting.prepareKey();
+      } catch (err) {
+        // A key file that cannot be used is said by each call that needs it, as before.
+        logger.warn({ err }, 'hosting key unusable');
+      }
     }
     // A long queue of connections not yet accepted: thousands of agents may reconnect at once
     // (after another replica stopped); the kernel caps it (net.core.somaxconn).

@@ -17,18 +17,36 @@ const KEY_TEXT = /^[0-9a-f]{64}$/;
 
 /**
  * The key that seals hosted agents' seeds and secrets. It is read (or made) when first needed,
- * so that a server that hosts nothing never writes a key file; without one, sealing answers
- * 503 with the sentence that says what to set.
+ * or at the start of a server that runs hosted agents, so that a server that hosts nothing
+ * never writes a key file; without one, sealing answers 503 with the sentence that says what to
+ * set.
  */
 export class HostingKey {
   private key: Buffer | undefined;
+  /** The key file this process made, if it made one. */
+  private madeFile: string | undefined;
 
   constructor(private readonly source: HostingKeySource) {}
+
+  /** Whether this deployment has a key (set, kept beside the database, or in memory). */
+  get available(): boolean {
+    return this.source.kind !== 'missing';
+  }
 
   /** The 32-byte key; ServiceUnavailableError when this deployment has none. */
   get(): Buffer {
     this.key ??= this.load();
     return this.key;
+  }
+
+  /**
+   * Reads the key now, making its file if there is none (as a first start makes the first
+   * user); answers the file's path when this call made it.
+   */
+  prepare(): string | undefined {
+    if (!this.available || this.key !== undefined) return undefined;
+    this.get();
+    return this.madeFile;
   }
 
   private load(): Buffer {
@@ -41,8 +59,11 @@ export class HostingKey {
         throw new ServiceUnavailableError(
           'Agentry needs a key to seal the agent keys it holds (hosted agents’ seeds and secrets, chat identities): the operator sets AGENTRY_HOSTING_KEY (64 hexadecimal digits, the same on every replica; "openssl rand -hex 32" makes one)',
         );
-      case 'file':
-        return readOrMakeKeyFile(this.source.path);
+      case 'file': {
+        const { key, made } = readOrMakeKeyFile(this.source.path);
+        if (made) this.madeFile = this.source.path;
+        return key;
+      }
     }
   }
 }
@@ -51,7 +72,7 @@ export class HostingKey {
  * Reads the key file, or makes it with a new key, readable by its owner alone. Of two
  * processes making it at once, one writes it (`wx`) and the other reads what it wrote.
  */
-function readOrMakeKeyFile(path: string): Buffer {
+function readOrMakeKeyFile(path: string): { key: Buffer; made: boolean } {
   const hex = randomBytes(32).toString('hex');
   try {
     const fd = openSync(path, 'wx', 0o600);
@@ -60,7 +81,7 @@ function readOrMakeKeyFile(path: string): Buffer {
     } finally {
       closeSync(fd);
     }
-    return Buffer.from(hex, 'hex');
+    return { key: Buffer.from(hex, 'hex'), made: true };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
   }
@@ -80,5 +101,5 @@ function readOrMakeKeyFile(path: string): Buffer {
       'The hosting key file beside the database (<database>.hosting-key) may be read by others than its owner: the operator makes it private (chmod 600)',
     );
   }
-  return Buffer.from(text, 'hex');
+  return { key: Buffer.from(text, 'hex'), made: false };
 }

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { loadConfig, redactUrl, type Config } from '../../config/index.js';
+import { findHostingPython } from '../../runner/python.js';
 import type { Server } from '../../server.js';
 import { checkDatabase, claimSqliteFile, sqlitePath } from '../../store/database.js';
 import { integer, storeOverrides, withLogOptions, withStoreOptions } from '../common.js';
@@ -32,6 +33,12 @@ export function addServeCommand(program: Command): void {
         logFormat: flags.logFormat,
         logRequests: flags.logRequests,
       });
+      // Hosted agents run where the machine's Python can run them: looked for while the rest
+      // of the start goes on (a Python start; uagents is not imported).
+      const searching =
+        config.hosting.python === undefined && config.hosting.runner === 'serve'
+          ? findHostingPython()
+          : undefined;
       // One error that says what to do, before anything else tries the database.
       try {
         await checkDatabase(config.databaseUrl, { create: true });
@@ -44,7 +51,9 @@ export function addServeCommand(program: Command): void {
       }
       // Loaded here: the HTTP stack is for serving; admin commands start faster without it.
       const { Server } = await import('../../server.js');
-      const server = await Server.create(config).catch((err: unknown) => {
+      const python = await searching;
+      if (python?.python) config.hosting.python = python.python.python;
+      const server = await Server.create(config, { python }).catch((err: unknown) => {
         throw asUsageError(err, config.databaseUrl);
       });
       closeOnSignals(server);
@@ -84,6 +93,8 @@ export function startupBlock(server: Server, config: Config, address: string): s
         : ''
     }`,
   ];
+  const hosted = hostingLine(server);
+  if (hosted !== undefined) lines.push(`  Hosted     ${hosted}`);
   if (server.bootstrapped) {
     const { user, token } = server.bootstrapped;
     lines.push(
@@ -95,6 +106,12 @@ export function startupBlock(server: Server, config: Config, address: string): s
       `Use it as "Authorization: Bearer <key>", or sign in to the console with it. Make more with "agentry keys add ${user.name}".`,
     );
   }
+  if (server.hostingKeyMade !== undefined) {
+    lines.push(
+      '',
+      `First start: made the hosting key ${server.hostingKeyMade}, which seals hosted agents' keys and secrets. Back it up apart from the database.`,
+    );
+  }
   if (loopback) {
     lines.push(
       '',
@@ -102,6 +119,30 @@ export function startupBlock(server: Server, config: Config, address: string): s
     );
   }
   return `${lines.join('\n')}\n\n`;
+}
+
+/**
+ * Whether hosted agents run, in a line: with which Python, or why not and the one command
+ * that lets them.
+ */
+function hostingLine(server: Server): string | undefined {
+  if (server.hosting === undefined) return undefined;
+  if (server.hosting.kind === 'separate') {
+    return 'agents run in "agentry runner" processes (AGENTRY_HOSTING_RUNNER=separate)';
+  }
+  const status = server.ctx.services.hosting.localStatus();
+  if (!status.ready) {
+    return `off: ${status.reason}. To run hosted agents: ${status.enable}, then start again`;
+  }
+  const { python, pythonVersion, uagents } = server.hosting as Extract<
+    Server['hosting'],
+    { kind: 'here' }
+  >;
+  const versions = [
+    pythonVersion && `Python ${pythonVersion}`,
+    uagents && `uagents ${uagents}`,
+  ].filter(Boolean);
+  return `ready: agents run with ${python}${versions.length > 0 ? ` (${versions.join(', ')})` : ''}`;
 }
 
 /**
