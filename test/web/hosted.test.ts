@@ -29,6 +29,17 @@ const AGENT_PY = [
   '',
 ].join('\n');
 
+/** The code a hosted agent made in the console starts with. */
+const TEMPLATE = [
+  'from uagents import Context',
+  '',
+  '',
+  '@agent.on_interval(period=10.0)',
+  'async def hello(ctx: Context):',
+  '    ctx.logger.info(f"Hello from {agent.name}")',
+  '',
+].join('\n');
+
 describeOnEachDialect('web console: hosted agents', (dialect) => {
   let t: TestServer;
   let browser: Browser;
@@ -142,6 +153,14 @@ describeOnEachDialect('web console: hosted agents', (dialect) => {
       const address = decodeURIComponent(new URL(page.url()).hash.replace('#/hosted/', ''));
       assert.match(address, /^agent1q/);
       await page.getByTestId('hosted-state').locator('[data-state="stopped"]').waitFor();
+      // The template is its code, saved: nothing to save before it can start.
+      await page.getByTestId('code-state').getByText('Saved', { exact: true }).waitFor();
+      const template = await call(t.url, 'GET', `/v1/hosting/agents/${address}/code`, { key });
+      assert.equal(template.status, 200, template.text);
+      assert.deepEqual(JSON.parse(template.body.code), [
+        { name: 'agent.py', language: 'python', value: TEMPLATE },
+      ]);
+      assert.equal(await page.getByTestId('code-digest').textContent(), template.body.digest);
 
       // A file added, renamed and deleted again; agent.py can be neither.
       await page.getByLabel('New file name').fill('scratch.py');
@@ -322,4 +341,62 @@ describeOnEachDialect('web console: hosted agents', (dialect) => {
     assert.deepEqual(own.body.items, []);
     assert.deepEqual(problems, []);
   });
+  it('Start saves the code in the editor first, then starts the agent with it', opts, async () => {
+    const key = await t.addUser(`starter-${dialect}`);
+    const { page, problems } = await openConsole(key, '#/hosted');
+    await page.getByLabel('New agent name').fill('eager bot');
+    await page.getByRole('button', { name: 'Create hosted agent' }).click();
+    await page.getByTestId('code-state').getByText('Saved', { exact: true }).waitFor();
+    const address = decodeURIComponent(new URL(page.url()).hash.replace('#/hosted/', ''));
+
+    await typeInto(page, 'agent.py', AGENT_PY);
+    await page.getByText('Unsaved changes').waitFor();
+    await page.getByRole('button', { name: 'Start', exact: true }).click();
+    await page.getByTestId('code-state').getByText('Saved', { exact: true }).waitFor();
+    await page
+      .getByTestId('hosted-state')
+      .getByText(/^Waiting for a runner/)
+      .waitFor();
+
+    const code = await call(t.url, 'GET', `/v1/hosting/agents/${address}/code`, { key });
+    assert.deepEqual(JSON.parse(code.body.code), [
+      { name: 'agent.py', language: 'python', value: AGENT_PY },
+    ]);
+    const started = await hosted(key, address);
+    assert.equal(started.running, true);
+    assert.equal(started.code_digest, code.body.digest);
+    assert.equal(await page.getByRole('alert').count(), 0, 'no error beside Start');
+    assert.deepEqual(problems, []);
+  });
+
+  // Last: a runner said to be alive makes the server ready for the tests after it.
+  it(
+    'says before the first agent whether hosted agents can run here, and the setting that lets them',
+    opts,
+    async () => {
+      const key = await t.addUser(`ready-${dialect}`);
+      const { page, problems } = await openConsole(key, '#/hosted');
+      await page.getByText('No hosted agents yet').waitFor();
+      const status = page.getByTestId('hosting-status');
+      await status.waitFor();
+      assert.equal(await status.getAttribute('data-ready'), 'false');
+      assert.match(
+        (await status.textContent()) ?? '',
+        /^Hosted agents cannot run on this server yet: AGENTRY_HOSTING_PYTHON is not set\./,
+      );
+      assert.equal(
+        await page.getByTestId('hosting-enable').textContent(),
+        'AGENTRY_HOSTING_PYTHON=<a Python with uagents installed>',
+      );
+      await page.getByRole('button', { name: 'Copy command' }).waitFor();
+
+      // A runner (an `agentry runner` on another machine, say) is alive: now they can.
+      await t.server.ctx.services.hosting.heartbeat(`runner-${dialect}`, 'elsewhere', 10);
+      await page.reload();
+      const ready = page.locator('[data-testid="hosting-status"][data-ready="true"]');
+      await ready.getByText('Hosted agents run on this server.').waitFor();
+      assert.equal(await page.getByTestId('hosting-enable').count(), 0);
+      assert.deepEqual(problems, []);
+    },
+  );
 });

@@ -128,6 +128,7 @@ export type HostedCode = Static<typeof hosting.AgentCode>;
 export type HostedLogLine = Static<typeof hosting.AgentLog>;
 export type HostedSecret = Static<typeof hosting.Secret>;
 export type HostedStateName = (typeof hosting.HOSTED_STATE_NAMES)[number];
+export type HostingStatus = Static<typeof hosting.HostingStatus>;
 export type { DeliveryEventView } from '../../src/wire/deliveries';
 export type { Domain as DomainRecord } from '../../src/wire/domains';
 export type { StoredEnvelope } from '../../src/wire/mailbox';

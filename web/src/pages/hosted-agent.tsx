@@ -32,6 +32,8 @@ export function HostedAgentPage(props: { address: string }) {
   /** The outcome of the last action on the agent, done or refused. */
   const [notice, setNotice] = useState<string | undefined>();
   const act = useAction({ onError: setNotice });
+  /** Saves the code in the editor when it has unsaved changes (set by the editor). */
+  const saveUnsaved = useRef<(() => Promise<void>) | undefined>(undefined);
 
   if (agent.error && !agent.value) return <p class="error">{agent.error}</p>;
   const a = agent.value;
@@ -41,6 +43,8 @@ export function HostedAgentPage(props: { address: string }) {
   const startOrStop = (what: 'start' | 'stop') =>
     act.run(async () => {
       setNotice(undefined);
+      // The agent starts with the code as the editor shows it.
+      if (what === 'start') await saveUnsaved.current?.();
       await api<HostedAgent>('POST', `${path}/${what}`);
       agent.reload();
     });
@@ -115,7 +119,7 @@ export function HostedAgentPage(props: { address: string }) {
           </p>
         )}
       </section>
-      <HostedCode path={path} onSaved={agent.reload} />
+      <HostedCode path={path} onSaved={agent.reload} saveUnsaved={saveUnsaved} />
       <HostedSecrets address={address} />
       <HostedLogs path={path} />
     </>

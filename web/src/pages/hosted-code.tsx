@@ -15,7 +15,7 @@ export interface CodeFile {
 const MAIN_FILE = 'agent.py';
 
 /** What a new agent's code starts as: `agent` is made by Agentry before the file runs. */
-const STARTER: CodeFile[] = [
+export const STARTER: CodeFile[] = [
   {
     name: MAIN_FILE,
     language: 'python',
@@ -62,9 +62,14 @@ function parseFiles(code: string): CodeFile[] {
 
 /**
  * The agent's code: its files in tabs, one editor, add, rename and delete a file, and save
- * (which answers the new digest). `onSaved` hears each save.
+ * (which answers the new digest). `onSaved` hears each save; `saveUnsaved` is set, while the
+ * editor holds changes not saved, to what saves them (so that Start saves them first).
  */
-export function HostedCode(props: { path: string; onSaved: () => void }) {
+export function HostedCode(props: {
+  path: string;
+  onSaved: () => void;
+  saveUnsaved?: { current: (() => Promise<void>) | undefined };
+}) {
   const { path } = props;
   const loaded = useLoad(() => api<SavedCode>('GET', `${path}/code`), [path]);
   const [files, setFiles] = useState<CodeFile[] | undefined>();
@@ -145,7 +150,7 @@ export function HostedCode(props: { path: string; onSaved: () => void }) {
     setActive(MAIN_FILE);
     setProblem(undefined);
   };
-  const submit = save.submit(async () => {
+  const saveNow = async () => {
     if (!files.some((f) => f.name === MAIN_FILE)) {
       throw new Error(`The code needs a file ${MAIN_FILE}: the agent starts from it`);
     }
@@ -153,7 +158,9 @@ export function HostedCode(props: { path: string; onSaved: () => void }) {
     setSaved(code);
     setDigest(answer.digest);
     props.onSaved();
-  });
+  };
+  const submit = save.submit(saveNow);
+  if (props.saveUnsaved) props.saveUnsaved.current = unsaved ? saveNow : undefined;
 
   return (
     <Section>

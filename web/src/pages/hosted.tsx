@@ -1,6 +1,14 @@
 import { useState } from 'preact/hooks';
-import { api, encode, type HostedAgentSummary, type HostedStateName } from '../api';
+import {
+  api,
+  encode,
+  type HostedAgentSummary,
+  type HostedStateName,
+  type HostingStatus,
+} from '../api';
 import { useAction, useEvery, useLoad } from '../hooks';
+import { Copy } from '../widgets';
+import { STARTER } from './hosted-code';
 
 interface HostedAgentPage {
   items: HostedAgentSummary[];
@@ -65,6 +73,10 @@ export function HostedPage() {
   const create = useAction();
   const submit = create.submit(async () => {
     const made = await api<HostedAgentSummary>('POST', '/v1/hosting/agents', { name: name.trim() });
+    // It starts from the template, saved: ready to start as it is.
+    await api('PUT', `/v1/hosting/agents/${encode(made.address)}/code`, {
+      code: JSON.stringify(STARTER),
+    });
     location.hash = `#/hosted/${encode(made.address)}`;
   });
   return (
@@ -74,6 +86,7 @@ export function HostedPage() {
         Agents that Agentry runs for you: write their code here, add secrets, start them, and read
         their logs. Each is also an ordinary agent, listed under Agents.
       </p>
+      <HostingReadiness />
       <form class="filters" onSubmit={submit}>
         <input
           name="name"
@@ -119,5 +132,36 @@ export function HostedPage() {
         </table>
       )}
     </section>
+  );
+}
+
+/**
+ * Whether hosted agents can run on this server; when they cannot, why, and the one command
+ * with which the operator lets them.
+ */
+function HostingReadiness() {
+  const status = useLoad(() => api<HostingStatus>('GET', '/v1/hosting/status'), []);
+  const s = status.value;
+  if (!s) return null;
+  if (s.ready) {
+    return (
+      <p class="ok" data-testid="hosting-status" data-ready="true">
+        Hosted agents run on this server{s.python ? ` (with ${s.python})` : ''}.
+      </p>
+    );
+  }
+  return (
+    <div class="once" data-testid="hosting-status" data-ready="false">
+      <p>
+        Hosted agents cannot run on this server yet: {s.reason}. You can create them and write their
+        code; they run once the operator has done this where Agentry runs, and started it again:
+      </p>
+      {s.enable && (
+        <p>
+          <code data-testid="hosting-enable">{s.enable}</code>{' '}
+          <Copy text={s.enable} what="command" />
+        </p>
+      )}
+    </div>
   );
 }
