@@ -18,10 +18,12 @@ import type { NewUser } from './services/users.js';
 export interface ServerOptions {
   overrides?: ContextOverrides;
   /**
-   * What the serving command found when it looked for a Python that runs hosted agents (it
-   * sets `hosting.python` to the one it found): said at start and on the console.
+   * A search under way for a Python that runs hosted agents (the serving command starts it
+   * when `hosting.python` is not set): awaited once the app is built, so that it costs the
+   * start nothing; the interpreter it finds becomes `hosting.python`, and what it found is
+   * said at start and on the console.
    */
-  python?: PythonSearch;
+  python?: Promise<PythonSearch>;
 }
 
 /** Whether this process runs hosted agents, from its settings and what was found. */
@@ -123,7 +125,11 @@ export class Server {
       await ctx.rateLimits?.connect();
       const bootstrapped = config.bootstrapUser ? await ctx.services.users.bootstrap() : undefined;
       const app = await buildApp(ctx);
-      const hosting = hostingHere(config, options.python);
+      const search = await options.python;
+      if (search?.python && config.hosting.python === undefined) {
+        config.hosting.python = search.python.python;
+      }
+      const hosting = hostingHere(config, search);
       if (hosting !== undefined) ctx.services.hosting.setHere(hosting);
       return new Server(ctx, app, bootstrapped, migrated, hosting);
     } catch (err) {

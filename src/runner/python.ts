@@ -34,9 +34,12 @@ export function pythonCandidates(directory = process.cwd()): string[] {
   return [...(existsSync(venv) ? [venv] : []), 'python3'];
 }
 
-/** Prints the interpreter, its version, and uagents' release (or `-`, or `none`), as JSON. */
+/**
+ * Prints the interpreter, its version, whether uagents is installed and its release, as JSON;
+ * importing as little as it can.
+ */
 const PROBE = [
-  'import importlib.util, json, platform, sys',
+  'import importlib.util, json, sys',
   'found = importlib.util.find_spec("uagents") is not None',
   'release = None',
   'if found:',
@@ -45,7 +48,8 @@ const PROBE = [
   '        release = importlib.metadata.version("uagents")',
   '    except Exception:',
   '        pass',
-  'print(json.dumps({"python": sys.executable, "version": platform.python_version(), "found": found, "release": release}))',
+  'version = ".".join(str(part) for part in sys.version_info[:3])',
+  'print(json.dumps({"python": sys.executable, "version": version, "found": found, "release": release}))',
 ].join('\n');
 
 interface Probe {

@@ -35,7 +35,7 @@ export function addServeCommand(program: Command): void {
       });
       // Hosted agents run where the machine's Python can run them: looked for while the rest
       // of the start goes on (a Python start; uagents is not imported).
-      const searching =
+      const python =
         config.hosting.python === undefined && config.hosting.runner === 'serve'
           ? findHostingPython()
           : undefined;
@@ -51,8 +51,6 @@ export function addServeCommand(program: Command): void {
       }
       // Loaded here: the HTTP stack is for serving; admin commands start faster without it.
       const { Server } = await import('../../server.js');
-      const python = await searching;
-      if (python?.python) config.hosting.python = python.python.python;
       const server = await Server.create(config, { python }).catch((err: unknown) => {
         throw asUsageError(err, config.databaseUrl);
       });
