@@ -271,6 +271,7 @@ export function createContext(
       syncTimeoutMs: config.proxySyncTimeoutMs,
       replyLimitBytes: config.envelopeBodyLimitBytes,
       forwardBatchSize: 32,
+      submitUrl: almanac.ownEndpoint('proxy'),
     },
     deliveries,
     outages,

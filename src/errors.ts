@@ -100,7 +100,11 @@ export class GatewayTimeoutError extends DomainError {
 }
 
 export class ServiceUnavailableError extends DomainError {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    /** When to try again (sent as `Retry-After`), when that is known. */
+    readonly retryAfterSeconds?: number,
+  ) {
     super('unavailable', message);
   }
 }

@@ -5,6 +5,7 @@ import type { Clock } from '../infra/clock.js';
 import { PrivateTargetError } from '../infra/outbound.js';
 import type { Store } from '../store/index.js';
 import type { ClaimedForward } from '../store/repositories/mailbox.js';
+import type { Endpoint } from '../wire/common.js';
 import type { Envelope } from '../wire/mailbox.js';
 import type { DeliveryTrace } from './deliveries.js';
 import { UNKNOWN_TARGET, type EnvelopeAdmission } from './envelopes.js';
@@ -20,6 +21,8 @@ export interface ProxyPolicy {
   replyLimitBytes: number;
   /** Most kept messages one process forwards at once. */
   forwardBatchSize: number;
+  /** Where senders reach the agents it forwards to: its own submit URL. */
+  submitUrl: string;
 }
 
 /** What the target answered to a synchronous exchange, relayed as is. */
@@ -190,6 +193,18 @@ export class ProxyService {
     if (failed) throw failed.reason;
     const ended = outcomes.some((outcome) => outcome.status === 'fulfilled' && outcome.value);
     return ended || claimed.length === this.policy.forwardBatchSize;
+  }
+
+  /**
+   * Where a sender reaches a proxy agent (`GET /v1/proxy/resolve/{agent_address}`): this
+   * proxy, for an agent with a URL to forward to; 404 for any other. The URL itself is its
+   * owner's to know.
+   */
+  async resolve(address: string): Promise<Endpoint> {
+    if (!(await this.isReady(address))) {
+      throw new NotFoundError(`Agent ${address} has no URL for this proxy to forward to`);
+    }
+    return { url: this.policy.submitUrl, weight: 1 };
   }
 
   /** Whether the agent has a URL to forward to (the readiness probe). */

@@ -16,6 +16,7 @@ import type { Endpoint } from '../wire/common.js';
 import { isoTimestamp } from '../wire/common.js';
 import {
   INTERACTION_THRESHOLDS,
+  RELEVANCY_CUTOFFS,
   type AgentGeoSearchCriteria,
   type AgentSearchCriteria,
   type AlmanacSearchRecord,
@@ -296,22 +297,11 @@ export class SearchService {
   }
 
   /**
-   * The search asked, in the store's terms; undefined when it can match nothing. What cannot
-   * be honoured here (semantic search, a relevancy cutoff) answers 422.
+   * The search asked, in the store's terms; undefined when it can match nothing. Semantic
+   * search is served by the full-text ranking; a relevancy cutoff keeps the matches scoring
+   * at least its share of the best one.
    */
   private agentSearch(criteria: AgentSearchCriteria): AgentSearch | undefined {
-    if (criteria.semantic_search === true) {
-      throw RequestValidationError.single(
-        ['body', 'semantic_search'],
-        'Value error, semantic search is not offered here: send false (full-text search ranks by relevance)',
-      );
-    }
-    if (criteria.cutoff !== undefined && criteria.cutoff !== 'none') {
-      throw RequestValidationError.single(
-        ['body', 'cutoff'],
-        'Value error, relevancy cutoffs are not offered here: send none',
-      );
-    }
     const now = this.clock.now();
     const text = (criteria.search_text ?? '').trim();
     let address: string | undefined;
@@ -354,6 +344,7 @@ export class SearchService {
       ...(location !== undefined && { location }),
       hasReadme: filters.has_readme === true,
       ...(minInteractions !== undefined && { minInteractions }),
+      cutoff: RELEVANCY_CUTOFFS[criteria.cutoff ?? 'none'],
       sort: criteria.sort ?? 'relevancy',
       direction: criteria.direction ?? 'asc',
       offset: criteria.offset ?? 0,

@@ -1,13 +1,25 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { AgentAddress, Nullable, StringEnum, Timestamp, WireString } from './common.js';
 
-/** Most events one `POST /v1/events` carries (uAgents sends batches of at most 50). */
+/**
+ * Most events of one `POST /v1/events` stored (uAgents sends batches of at most 50); the rest
+ * of a longer batch is shed.
+ */
 export const MAX_EVENTS_PER_BATCH = 100;
-/** The largest body `POST /v1/events` takes. */
-export const EVENTS_BODY_LIMIT_BYTES = 1024 * 1024;
+/** The longest text of each field of an event kept; longer is cut to it. */
+export const EVENT_TEXT_LIMITS = { message: 4000, exception: 500, traceback: 65_536 } as const;
+/**
+ * The largest body `POST /v1/events` takes: room for a full batch with every text at its
+ * limit, so that what the client sends is answered 200 (a 413 would drop it unseen).
+ */
+export const EVENTS_BODY_LIMIT_BYTES = 8 * 1024 * 1024;
 
-const Text = (maxLength: number, description?: string) =>
-  Nullable(Type.String({ maxLength, ...(description ? { description } : {}) }));
+const Text = (field: keyof typeof EVENT_TEXT_LIMITS, description: string) =>
+  Nullable(
+    Type.String({
+      description: `${description}; kept up to ${EVENT_TEXT_LIMITS[field]} characters, longer is cut`,
+    }),
+  );
 
 /**
  * The process an agent runs in, as uagents-core reports it. Kept as sent, for the owner's
@@ -48,9 +60,9 @@ export const BatchEvent = Type.Object({
   timestamp: WireString('moment', {
     description: 'when it happened (ISO-8601; no offset means UTC)',
   }),
-  message: Type.Optional(Text(4000, 'one line a person reads')),
-  exception: Type.Optional(Text(500, 'the exception’s class (error events)')),
-  traceback: Type.Optional(Text(65_536, 'the traceback (error events)')),
+  message: Type.Optional(Text('message', 'one line a person reads')),
+  exception: Type.Optional(Text('exception', 'the exception’s class (error events)')),
+  traceback: Type.Optional(Text('traceback', 'the traceback (error events)')),
   metadata: Type.Optional(
     Nullable(
       Type.Object(
@@ -68,13 +80,19 @@ export type BatchEvent = Static<typeof BatchEvent>;
 /** The body of `POST /v1/events` (uagents-core `AgentBatchEvents`). */
 export const AgentBatchEvents = Type.Object({
   platform: Type.Optional(EventPlatform),
-  events: Type.Array(BatchEvent, { maxItems: MAX_EVENTS_PER_BATCH }),
+  events: Type.Array(BatchEvent, {
+    description: `the first ${MAX_EVENTS_PER_BATCH} are stored, the rest shed (and counted)`,
+  }),
 });
 export type AgentBatchEvents = Static<typeof AgentBatchEvents>;
 
 export const EventsAccepted = Type.Object({
   accepted: Type.Integer({ description: 'events stored' }),
   duplicates: Type.Integer({ description: 'events whose id was stored before' }),
+  shed: Type.Integer({
+    description: `events not stored: those after the first ${MAX_EVENTS_PER_BATCH} of the batch`,
+  }),
+  cut: Type.Integer({ description: 'events stored with a text cut to its limit' }),
 });
 
 /** Every kind of timeline entry (docs/activity.md). */

@@ -72,6 +72,16 @@ export const INTERACTION_THRESHOLDS = {
   '10m': 10_000_000,
   '100m': 100_000_000,
 } as const;
+/**
+ * The Search API's relevancy cutoffs, and the share of the best match's relevance a result
+ * must reach under each.
+ */
+export const RELEVANCY_CUTOFFS = {
+  none: 0,
+  permissive: 0.25,
+  balanced: 0.5,
+  strict: 0.75,
+} as const;
 export const MAX_SEARCH_TAGS = 20;
 export const MAX_TAG_LENGTH = 64;
 
@@ -150,9 +160,10 @@ const searchFields = {
   ),
   direction: Type.Optional(StringEnum(['asc', 'desc'], { default: 'asc' })),
   cutoff: Type.Optional(
-    StringEnum(['none', 'permissive', 'balanced', 'strict'], {
+    StringEnum(Object.keys(RELEVANCY_CUTOFFS) as (keyof typeof RELEVANCY_CUTOFFS)[], {
       default: 'none',
-      description: 'only none: full-text relevance has no cutoff here (others answer 422)',
+      description:
+        'with search_text, drops the results scoring below a share of the best result’s full-text relevance: none keeps every match, permissive drops those below 25 % of the best score, balanced below 50 %, strict below 75 % (the best is that of the agents the text and filters match); without text, no effect',
     }),
   ),
   search_text: Type.Optional(
@@ -169,7 +180,8 @@ const searchFields = {
   semantic_search: Type.Optional(
     Type.Boolean({
       default: false,
-      description: 'only false: there is no semantic search here (true answers 422)',
+      description:
+        'true is served by the full-text ranking (there is no semantic index here): the same results as false',
     }),
   ),
   rerank: Type.Optional(

@@ -139,10 +139,10 @@ describeOnEachDialect('agent activity', (dialect) => {
       ];
       const first = await postEvents(agent, batch(events));
       assert.equal(first.status, 200, first.text);
-      assert.deepEqual(first.body, { accepted: 3, duplicates: 0 });
+      assert.deepEqual(first.body, { accepted: 3, duplicates: 0, shed: 0, cut: 0 });
       // Sent again (a retry after a lost answer): nothing stored twice.
       const again = await postEvents(agent, batch(events));
-      assert.deepEqual(again.body, { accepted: 0, duplicates: 3 });
+      assert.deepEqual(again.body, { accepted: 0, duplicates: 3, shed: 0, cut: 0 });
 
       const { entries } = await timeline(agent.address, '?kind=event');
       assert.deepEqual(
@@ -233,21 +233,11 @@ describeOnEachDialect('agent activity', (dialect) => {
           /kind/,
         ],
         [
-          'more events than a batch takes',
+          'a body past what any batch within the limits needs',
           () =>
             postEvents(
               agent,
-              batch(Array.from({ length: 101 }, () => errorEvent(new Date(clock.now())))),
-            ),
-          422,
-          /events/,
-        ],
-        [
-          'a body over the limit',
-          () =>
-            postEvents(
-              agent,
-              batch([errorEvent(new Date(), { traceback: 'x'.repeat(1100 * 1024) })]),
+              batch([errorEvent(new Date(), { traceback: 'x'.repeat(9 * 1024 * 1024) })]),
             ),
           413,
           /./,
@@ -281,7 +271,7 @@ describeOnEachDialect('agent activity', (dialect) => {
       await waitFor(async () => (await count('agentry_activity_streams')) === open);
     });
 
-    it('answers 429 to a flood, after its budget for the minute', async () => {
+    it('answers a flood past its budget for the minute 503 with Retry-After, which the client retries', async () => {
       const agent = await newRegisteredAgent(hostOf(t), t.userKey);
       const fifty = () =>
         batch(
@@ -289,11 +279,49 @@ describeOnEachDialect('agent activity', (dialect) => {
         );
       assert.equal((await postEvents(agent, fifty())).status, 200);
       assert.equal((await postEvents(agent, fifty())).status, 200);
-      const flood = await postEvents(agent, fifty());
-      assert.equal(flood.status, 429, flood.text);
-      assert.ok(Number(flood.headers.get('retry-after')) > 0);
+      // The events sender retries a 5xx or a 401 with backoff and drops any other refusal.
+      const flood = fifty();
+      const refused = await postEvents(agent, flood);
+      assert.equal(refused.status, 503, refused.text);
+      assert.ok(Number(refused.headers.get('retry-after')) > 0);
+      assert.match(refused.body.detail, /more than 120 events this minute/);
       clock.advance(60_000);
-      assert.equal((await postEvents(agent, fifty())).status, 200);
+      const retried = await postEvents(agent, flood);
+      assert.equal(retried.status, 200, retried.text);
+      assert.equal(retried.body.accepted, 50);
+      assert.equal((await timeline(agent.address, '?kind=event&limit=200')).entries.length, 150);
+    });
+
+    it('takes a batch larger than it keeps, storing what fits and counting what it sheds or cuts', async () => {
+      const agent = await newRegisteredAgent(hostOf(t), t.userKey);
+      // Fifty crashes with long tracebacks: 3 MiB, a batch uagents-core sends as it is.
+      const long = (n: number) =>
+        `Traceback (most recent call last):\n${'  File "agent.py", line 1, in f\n'.repeat(n)}RecursionError: ${n}\n`;
+      const crashes = Array.from({ length: 50 }, () =>
+        errorEvent(new Date(clock.now()), { traceback: long(1800) }),
+      );
+      const big = await postEvents(agent, batch(crashes));
+      assert.equal(big.status, 200, big.text);
+      assert.deepEqual(big.body, { accepted: 50, duplicates: 0, shed: 0, cut: 0 });
+
+      const tooLong = errorEvent(new Date(clock.now()), {
+        traceback: long(3000),
+        message: 'm'.repeat(5000),
+      });
+      const extra = Array.from({ length: 100 }, () =>
+        errorEvent(new Date(clock.now()), { kind: 'info' }),
+      );
+      clock.advance(60_000);
+      const over = await postEvents(agent, batch([tooLong, ...extra]));
+      assert.equal(over.status, 200, over.text);
+      assert.deepEqual(over.body, { accepted: 100, duplicates: 0, shed: 1, cut: 1 });
+      const stored = (await timeline(agent.address, '?kind=event.error&limit=200')).entries.find(
+        (entry) => entry.summary?.startsWith('mmm'),
+      )!;
+      assert.equal(stored.summary!.length, 4000);
+      const traceback = (stored.data as { traceback: string }).traceback;
+      assert.equal(traceback.length, 65_536);
+      assert.ok(traceback.endsWith('RecursionError: 3000\n'), 'the end of a traceback is kept');
     });
   });
 

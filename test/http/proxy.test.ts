@@ -192,6 +192,43 @@ describeOnEachDialect('proxy', (dialect) => {
     assert.equal(deliveriesTo('/ok').length, before);
   });
 
+  it('resolves a proxy agent to this proxy at /v1/proxy/resolve, as the hosted API answers, and an envelope sent there reaches it', async () => {
+    const agent = await agentAt('/resolved');
+    // The hosted API reference's own example: requests.get(url), nothing more.
+    const resolve = (address: string) =>
+      fetch(`${t.url}/v1/proxy/resolve/${address}`, {
+        headers: { accept: '*/*', 'user-agent': 'python-requests/2.32.3' },
+      });
+    const res = await resolve(agent.address);
+    const text = await res.text();
+    assert.equal(res.status, 200, text);
+    const resolved = JSON.parse(text) as { url: string; weight: number };
+    assert.deepEqual(resolved, { url: `${t.url}/v2/agents/proxy/submit`, weight: 1 });
+    assert.ok(!text.includes(endpoint.url), 'the agent’s own URL stays with its owner');
+
+    const envelope = signedFor(agent.address);
+    const sent = await fetch(resolved.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(envelope),
+    });
+    assert.equal(sent.status, 200, await sent.text());
+    const delivered = deliveriesTo('/resolved');
+    assert.equal(delivered.length, 1);
+    assert.deepEqual(JSON.parse(delivered[0]!.body), envelope);
+
+    // An agent without a URL, one not registered here: 404; not an address: 422.
+    const without = await agentAt(undefined);
+    for (const address of [without.address, TestIdentity.random().address]) {
+      const missing = await call(t.url, 'GET', `/v1/proxy/resolve/${address}`);
+      assert.equal(missing.status, 404, missing.text);
+      assert.match(missing.body.detail, /no URL for this proxy to forward to/);
+    }
+    const malformed = await call(t.url, 'GET', '/v1/proxy/resolve/agent1nope');
+    assert.equal(malformed.status, 422, malformed.text);
+    assert.deepEqual(malformed.body.detail[0].loc, ['path', 'agent_address']);
+  });
+
   it('answers the readiness probe for agents with and without a URL', async () => {
     const [withUrl, without] = [await agentAt('/ok'), await agentAt(undefined)];
     const probe = async (method: string, address?: string) =>

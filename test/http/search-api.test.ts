@@ -70,6 +70,17 @@ function assertValid(name: string, value: unknown, what: string): void {
   );
 }
 
+/** JSON as Python's `json.dumps` writes it (what `requests` sends): spaces after separators. */
+function pythonJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(pythonJson).join(', ')}]`;
+  if (typeof value === 'object' && value !== null) {
+    return `{${Object.entries(value)
+      .map(([key, inner]) => `${JSON.stringify(key)}: ${pythonJson(inner)}`)
+      .join(', ')}}`;
+  }
+  return JSON.stringify(value);
+}
+
 /** A request as the generated client sends it: every field of the model, defaults included. */
 function searchRequest(fields: Record<string, unknown> = {}) {
   const { filters, ...rest } = fields;
@@ -383,10 +394,73 @@ describeOnEachDialect('search api (agentverse-client)', (dialect) => {
     assert.equal(unresponsive.unresponsive, true);
   });
 
+  it('answers the skills’ search, semantic and with a balanced cutoff, keeping the matches that score near the best', async () => {
+    // Both match the word; one in its name (the heaviest field), the other in its readme alone.
+    const word = `gull${dialect}`;
+    const strong = TestIdentity.random();
+    const faint = TestIdentity.random();
+    await registerAgent(hostOf(t), t.userKey, strong, {
+      listing: { name: `${word} finder`, profile: { description: `Finds a ${word}` } },
+    });
+    await registerAgent(hostOf(t), t.userKey, faint, {
+      listing: {
+        name: 'Quay keeper',
+        profile: { readme: `Once saw a ${word} fly by.` },
+        metadata: { tags: ['quay'] },
+      },
+    });
+    // Running, as the skills' `state: active` asks.
+    for (const agent of [strong, faint]) {
+      await registerInAlmanac(t.url, agent, {
+        timestamp: now(),
+        endpoints: [{ url: `${t.url}/v2/agents/mailbox/submit`, weight: 1 }],
+      });
+    }
+    // The request Fetch.ai's agentverse-skills send, as Python's requests writes it.
+    const skills = (fields: Record<string, unknown>) =>
+      call(t.url, 'POST', '/v1/search/agents', {
+        key: t.userKey,
+        rawBody: pythonJson({
+          search_text: word,
+          semantic_search: true,
+          limit: 5,
+          offset: 0,
+          sort: 'relevancy',
+          direction: 'desc',
+          cutoff: 'balanced',
+          exclude_geo_agents: true,
+          source: 'agentverse',
+          filters: { state: ['active'] },
+          ...fields,
+        }),
+      });
+    const found = async (fields: Record<string, unknown>) => {
+      const res = await skills(fields);
+      assert.equal(res.status, 200, res.text);
+      assertValid('AgentSearchResponse', res.body, `answer of ${JSON.stringify(fields)}`);
+      return (res.body as { agents: { address: string }[]; total: number }).agents.map(
+        (agent) => agent.address,
+      );
+    };
+    assert.deepEqual(await found({}), [strong.address]);
+    // Without a cutoff every match comes back, the best first; semantic or not, the same.
+    assert.deepEqual(await found({ cutoff: 'none' }), [strong.address, faint.address]);
+    assert.deepEqual(await found({ cutoff: 'none', semantic_search: false }), [
+      strong.address,
+      faint.address,
+    ]);
+    assert.deepEqual(await found({ cutoff: 'strict' }), [strong.address]);
+    // The best is among the agents the filters keep: with the strong one filtered out, the
+    // faint one is the best there is.
+    assert.deepEqual(await found({ cutoff: 'strict', filters: { tags: ['quay'] } }), [
+      faint.address,
+    ]);
+  });
+
   it("refuses with 422 what it cannot honour, in the spec's error shape", async () => {
     const refused: Record<string, unknown>[] = [
-      { semantic_search: true },
-      { cutoff: 'strict' },
+      { cutoff: 'total' },
+      { semantic_search: 'yes' },
       { filters: { colour: ['blue'] } },
       { filters: { protocol_digest: ['not-a-digest'] } },
       { filters: { n_interactions: '5k' } },

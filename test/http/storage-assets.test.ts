@@ -346,6 +346,50 @@ describeOnEachDialect('storage assets', (dialect) => {
     assert.equal(await storedBytes(t.userKey), before - image.length);
   });
 
+  it('opens the agent-storage:// link examples build, for whoever may read the asset', async () => {
+    // The image agents' way: create with a key, share with the sender of the request, and
+    // name the asset `agent-storage://{storage_url}/{asset_id}` in a ResourceContent.
+    const image = png(20, 10);
+    const storage = asUser(t.userKey);
+    const id = await storage.createAsset('picture', image, 'image/png');
+    await storage.setPermissions(id, b.address, true, false);
+    const uri = `agent-storage://${storageUrl()}/${id}`;
+    // A reader drops the scheme and fetches the rest, as Python's requests does.
+    const link = uri.slice('agent-storage://'.length);
+    assert.equal(link, `${t.url}/v1/storage/${id}`);
+    const open = (headers: Record<string, string>) =>
+      fetch(link, {
+        headers: { accept: '*/*', 'user-agent': 'python-requests/2.32.3', ...headers },
+      });
+
+    for (const authorization of [agentAuth(b), `Bearer ${t.userKey}`]) {
+      const res = await open({ authorization });
+      assert.equal(res.status, 200, await res.clone().text());
+      assert.equal(res.headers.get('content-type'), 'image/png');
+      assert.equal(res.headers.get('content-security-policy'), 'sandbox');
+      assert.ok(Buffer.from(await res.arrayBuffer()).equals(image));
+    }
+    // Asked for JSON, it answers as the contents route does.
+    const json = await call(t.url, 'GET', `/v1/storage/${id}`, {
+      authorization: agentAuth(b),
+      headers: { accept: 'application/json' },
+    });
+    assert.equal(json.status, 200, json.text);
+    assert.equal(json.body.asset_id, id);
+    assert.equal(json.body.mime_type, 'image/png');
+    assert.ok(Buffer.from(json.body.contents, 'base64').equals(image));
+
+    // Nobody else: another agent, another user (404, as for nothing), no credentials (401).
+    for (const authorization of [agentAuth(c), `Bearer ${carolKey}`]) {
+      const res = await open({ authorization });
+      assert.equal(res.status, 404, await res.text());
+    }
+    assert.equal((await open({})).status, 401);
+    const malformed = await call(t.url, 'GET', '/v1/storage/not-an-asset', { key: t.userKey });
+    assert.equal(malformed.status, 422, malformed.text);
+    assert.deepEqual(malformed.body.detail[0].loc, ['path', 'asset_id']);
+  });
+
   it('refuses an agent registered to no one the storage of anyone (403), and ExternalStorage with it', async () => {
     const stray = TestIdentity.random();
     const res = await sdkUpload(t, clock, stray, Buffer.from('hello'), 'text/plain');

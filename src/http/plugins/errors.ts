@@ -4,6 +4,7 @@ import {
   DomainError,
   RateLimitedError,
   RequestValidationError,
+  ServiceUnavailableError,
   UnauthenticatedError,
   type DomainErrorKind,
   type ValidationIssue,
@@ -53,7 +54,10 @@ function toErrorAnswer(err: unknown, requestId: string): ErrorAnswer {
   if (err instanceof DomainError) {
     const answer: ErrorAnswer = { status: statusOf[err.kind], body: { detail: err.message } };
     if (err instanceof UnauthenticatedError) answer.headers = { 'www-authenticate': err.scheme };
-    if (err instanceof RateLimitedError) {
+    if (
+      (err instanceof RateLimitedError || err instanceof ServiceUnavailableError) &&
+      err.retryAfterSeconds !== undefined
+    ) {
       answer.headers = { 'retry-after': String(err.retryAfterSeconds) };
     }
     return answer;

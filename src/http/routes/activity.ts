@@ -33,9 +33,9 @@ export function activityRoutes(app: FastifyInstance, ctx: AppContext): void {
         tags: ['activity'],
         summary: 'Report Agent Events',
         description:
-          'A registered agent reports events about itself (errors with their traceback, information, messages sent and received), as uagents-core sends them. An event id sent again is stored once. Agent attestation only.',
+          'A registered agent reports events about itself (errors with their traceback, information, messages sent and received), as uagents-core sends them. An event id sent again is stored once. What could never fit is taken and counted: events past the first 100 of a batch are shed, texts past their limits are cut. Past the agent’s budget for the minute, 503 with `Retry-After` (the client retries a 5xx, and loses a batch answered with any other refusal). Agent attestation only.',
         body: AgentBatchEvents,
-        response: { 200: EventsAccepted, ...errorResponses(401, 404, 413, 422, 429) },
+        response: { 200: EventsAccepted, ...errorResponses(401, 404, 413, 422, 503) },
       },
     },
     async (request) => {

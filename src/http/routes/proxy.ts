@@ -4,6 +4,7 @@ import type { AppContext } from '../../context.js';
 import type { ProxyService } from '../../services/proxy.js';
 import { EmptyObject, errorResponses } from '../../wire/common.js';
 import { Envelope } from '../../wire/mailbox.js';
+import { ProxyEndpoint, ProxyResolveParams } from '../../wire/proxy.js';
 import { readinessProbe } from './readiness.js';
 
 /**
@@ -48,6 +49,22 @@ export function proxyRoutes(app: FastifyInstance, ctx: AppContext): void {
       },
     },
     (request, reply) => forwardSubmitted(proxy, request.body, request, reply),
+  );
+
+  r.get(
+    '/v1/proxy/resolve/:agent_address',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['proxy'],
+        summary: 'Get Proxy Agent Endpoint',
+        description:
+          'Where a sender reaches a proxy agent: this proxy’s submit URL, for an agent with a URL to forward to; 404 for an agent without one, or not registered here. The agent’s own URL is shown to its owner alone (`GET /v2/agents/{address}`).',
+        params: ProxyResolveParams,
+        response: { 200: ProxyEndpoint, ...errorResponses(404, 422) },
+      },
+    },
+    (request) => proxy.resolve(request.params.agent_address),
   );
 
   readinessProbe(

@@ -99,7 +99,7 @@ export function searchRoutes(app: FastifyInstance, ctx: AppContext): void {
           summary:
             path === '/v1/search' ? 'Search Agents (uagents.experimental.search)' : 'Search Agents',
           description:
-            'Registry listings ranked by the full-text relevance of names, handles, descriptions and readmes, or ordered by creation, modification or interactions; `address:<agent1…>` finds one agent. Every filter is applied; semantic search and relevancy cutoffs, which are not offered, answer 422. The answer is kept for a day under its `search_id`, for `POST /v1/search/agents/click`.',
+            'Registry listings ranked by the full-text relevance of names, handles, descriptions and readmes, or ordered by creation, modification or interactions; `address:<agent1…>` finds one agent. Every filter is applied; a relevancy `cutoff` drops the matches scoring below its share of the best one, and `semantic_search` is served by the same full-text ranking. The answer is kept for a day under its `search_id`, for `POST /v1/search/agents/click`.',
           body: AgentSearchCriteria,
           response: { 200: SearchResults, ...errorResponses(422) },
         },

@@ -220,6 +220,34 @@ export async function storageAssetsRoutes(app: FastifyInstance, ctx: AppContext)
     },
   );
 
+  r.get(
+    '/v1/storage/:asset_id',
+    {
+      config: { auth: 'user-or-any-agent' },
+      schema: {
+        tags: ['storage'],
+        summary: 'Open Asset',
+        description:
+          'Where an `agent-storage://` link leads: examples name an asset `agent-storage://<storage URL>/<asset_id>`, and a reader drops the scheme and fetches the rest. Answers the contents as they are, with the asset’s MIME type (sandboxed, never run as a page of this site); with an `Accept` header that asks for JSON, as `GET /v1/storage/assets/{asset_id}/contents/` answers them. For its owner, the agent that made it and the agents it is shared with for reading; 404 for anyone else, and while it has no contents.',
+        params: AssetParams,
+        response: { 200: AssetDownload, ...errorResponses(401, 403, 404, 422) },
+      },
+    },
+    async (request, reply) => {
+      const { asset, contents } = await assets.download(
+        callerOf(request.principal),
+        request.params.asset_id,
+      );
+      if (/json/i.test(request.headers.accept ?? '')) return downloadView(asset, contents);
+      // Whatever was uploaded, a browser opening the link runs nothing of it on this origin.
+      return reply
+        .type(rawTypeOf(asset))
+        .header('content-security-policy', 'sandbox')
+        .header('x-content-type-options', 'nosniff')
+        .send(contents as never);
+    },
+  );
+
   // The upload of contents takes any Content-Type: JSON as the clients send it, anything else
   // as the contents themselves. Its parsers are its own, in a scope of its own.
   await app.register(async (scope) => {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Principal } from '../../auth/principal.js';
-import { NotFoundError, RateLimitedError } from '../../errors.js';
+import { NotFoundError, ServiceUnavailableError } from '../../errors.js';
 import { inBatches } from '../../infra/batches.js';
 import type { ChangeConsumer, ChangeFeed, ChangeOf } from '../../infra/change-feed.js';
 import type { Clock } from '../../infra/clock.js';
@@ -19,7 +19,10 @@ import {
 import type { Ownership } from '../../store/repositories/deliveries.js';
 import {
   DEFAULT_STATS_BUCKETS,
+  EVENT_TEXT_LIMITS,
+  MAX_EVENTS_PER_BATCH,
   type AgentBatchEvents,
+  type BatchEvent,
   type AgentStatusName,
   type StatsBucket,
 } from '../../wire/activity.js';
@@ -40,6 +43,29 @@ export interface ActivityPolicy extends PresencePolicy {
   retentionMs: number;
   /** Events an agent may report a minute (per process). */
   eventsPerMinute: number;
+}
+
+/** What a batch of events came to: stored, stored before, shed, and stored with a text cut. */
+export interface EventsTaken {
+  accepted: number;
+  duplicates: number;
+  shed: number;
+  cut: number;
+}
+
+/** The event with each text cut to its limit; the same object when none was longer. */
+function withTextsCut(event: BatchEvent): BatchEvent {
+  let cut: BatchEvent | undefined;
+  for (const field of Object.keys(EVENT_TEXT_LIMITS) as (keyof typeof EVENT_TEXT_LIMITS)[]) {
+    const text = event[field];
+    if (typeof text === 'string' && text.length > EVENT_TEXT_LIMITS[field]) {
+      cut ??= { ...event };
+      // A traceback ends with what was raised: its end is kept.
+      const limit = EVENT_TEXT_LIMITS[field];
+      cut[field] = field === 'traceback' ? text.slice(-limit) : text.slice(0, limit);
+    }
+  }
+  return cut ?? event;
 }
 
 /** What the timeline answers: entries with their place, and where the next (older) page starts. */
@@ -100,20 +126,24 @@ export class ActivityService implements AgentHistory {
    * caller is `address`). Only a registered agent has an owner to show them to; an event id
    * sent before is stored once.
    */
-  async ingest(
-    address: string,
-    batch: AgentBatchEvents,
-  ): Promise<{ accepted: number; duplicates: number }> {
+  async ingest(address: string, batch: AgentBatchEvents): Promise<EventsTaken> {
     if (!(await this.store.repos.agents.isRegistered(address))) {
       throw new NotFoundError(
         `Agent ${address} is not registered here: register it before sending events`,
       );
     }
-    this.spendBudget(address, batch.events.length);
+    // What no retry could make fit is shed and counted: the client drops a batch answered
+    // with a 4xx unseen, and would send it again forever after a 5xx.
+    const events = batch.events.slice(0, MAX_EVENTS_PER_BATCH);
+    const shed = batch.events.length - events.length;
+    this.spendBudget(address, events.length);
     const now = this.clock.now();
     const oldest = now - this.policy.retentionMs;
     const platform = batch.platform ?? null;
-    const rows: NewActivity[] = batch.events.map((event) => {
+    let cut = 0;
+    const rows: NewActivity[] = events.map((raw) => {
+      const event = withTextsCut(raw);
+      if (event !== raw) cut += 1;
       const reported = momentMs(event.timestamp);
       // A clock far off would put the event out of place (or out of retention): it is filed
       // when it arrived, with the time the agent gave beside it.
@@ -151,10 +181,17 @@ export class ActivityService implements AgentHistory {
         this.logger.info({ agent: address, error: error.message }, 'agent reported an error');
       }
     }
-    return { accepted: stored.length, duplicates: rows.length - stored.length };
+    if (shed > 0 || cut > 0) {
+      this.logger.warn({ agent: address, shed, cut }, 'agent reported more than is kept');
+    }
+    return { accepted: stored.length, duplicates: rows.length - stored.length, shed, cut };
   }
 
-  /** Counts events against the agent's budget for this minute; 429 past it. */
+  /**
+   * Counts events against the agent's budget for this minute. Past it, 503 with the seconds
+   * to the next minute: the client retries a 5xx (any other refusal loses the batch), and its
+   * ids keep a batch sent again from being stored twice.
+   */
   private spendBudget(address: string, events: number): void {
     const minute = Math.floor(this.clock.now() / 60_000);
     if (minute !== this.budgetMinute) {
@@ -163,7 +200,10 @@ export class ActivityService implements AgentHistory {
     }
     const spent = (this.eventBudget.get(address) ?? 0) + events;
     if (spent > this.policy.eventsPerMinute) {
-      throw new RateLimitedError(60 - Math.floor((this.clock.now() % 60_000) / 1000));
+      throw new ServiceUnavailableError(
+        `Agent ${address} reported more than ${this.policy.eventsPerMinute} events this minute: send them again later`,
+        60 - Math.floor((this.clock.now() % 60_000) / 1000),
+      );
     }
     this.eventBudget.set(address, spent);
   }

@@ -57,11 +57,19 @@ export interface AgentSearch extends Page {
   hasReadme: boolean;
   /** At least this many interactions in all. */
   minInteractions?: number;
+  /**
+   * With text: the share (0 to 1) of the best matching listing's relevance a listing must
+   * reach (the relevancy cutoff); 0 or absent keeps every match.
+   */
+  cutoff?: number;
   sort: SearchSort;
   direction: 'asc' | 'desc';
   /** Only listings with a geolocation, unpaged (the caller measures distances and pages). */
   geo?: boolean;
 }
+
+/** A search with the relevance its cutoff asks for, once the best score is known. */
+type CutSearch = AgentSearch & { minScore?: number | undefined };
 
 /** A registry listing as search answers it. */
 export interface AgentSearchRow {
@@ -301,12 +309,13 @@ export class SearchRepository {
    */
   async searchAgents(search: AgentSearch): Promise<{ rows: AgentSearchRow[]; total: number }> {
     const run = async (db: Kysely<Database>) => {
-      const rows = await this.pageQuery(search, db).execute();
+      const cut: CutSearch = { ...search, minScore: await this.minScore(search, db) };
+      const rows = await this.pageQuery(cut, db).execute();
       if (search.geo) return { rows, total: rows.length };
       // A full page from the start is everything; otherwise the database counts.
       if (search.offset === 0 && rows.length < search.limit) return { rows, total: rows.length };
       const counted = await db
-        .selectFrom(this.filteredQuery(search, db).select('a.address').as('f'))
+        .selectFrom(this.filteredQuery(cut, db).select('a.address').as('f'))
         .select(sql<number>`count(*)`.as('n'))
         .executeTakeFirstOrThrow();
       return { rows, total: Number(counted.n) };
@@ -326,6 +335,21 @@ export class SearchRepository {
         success_rate: row.success_rate === null ? null : Number(row.success_rate),
       })),
     };
+  }
+
+  /**
+   * The relevance a listing must reach under the search's cutoff: that share of the best
+   * score among the listings its text and filters match. Undefined without a cutoff.
+   */
+  private async minScore(search: AgentSearch, db: Kysely<Database>): Promise<number | undefined> {
+    if (!search.text || !search.cutoff) return undefined;
+    // The best row rather than max(): SQLite ranks only where the full-text match is queried.
+    const best = await this.filteredQuery(search, db)
+      .select(sql<number>`m.score`.as('score'))
+      .orderBy(sql`m.score`, 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return best === undefined ? undefined : search.cutoff * Number(best.score);
   }
 
   /** JSON helpers of each database, on columns holding JSON text. */
@@ -384,7 +408,7 @@ export class SearchRepository {
   }
 
   /** The listings matching the search's text and filters (their columns chosen by the caller). */
-  private filteredQuery(search: AgentSearch, db: Kysely<Database>) {
+  private filteredQuery(search: CutSearch, db: Kysely<Database>) {
     const json = this.json();
     const { status, type, unresponsive, total, hasGeo } = this.expressions(search);
     const listingMetadata = sql`a.metadata`;
@@ -402,6 +426,7 @@ export class SearchRepository {
         'a.address',
       );
     }
+    if (search.minScore !== undefined) query = query.where(sql`m.score`, '>=', search.minScore);
     if (search.address !== undefined) query = query.where('a.address', '=', search.address);
     if (search.states.length > 0) {
       const states = search.states;
@@ -468,7 +493,7 @@ export class SearchRepository {
     return query;
   }
 
-  private pageQuery(search: AgentSearch, db: Kysely<Database>) {
+  private pageQuery(search: CutSearch, db: Kysely<Database>) {
     const { status, type, unresponsive, total, recent, successRate } = this.expressions(search);
     let query = this.filteredQuery(search, db).select([
       'a.address',
