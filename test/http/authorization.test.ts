@@ -117,6 +117,9 @@ const RULES: Record<string, Rule> = {
   'GET /v1/almanac/recent': 'public',
   'GET /v1/almanac/domains/{name}': 'public',
   'GET /v1/almanac/search/available_name': 'public',
+  'POST /v1/almanac/handles/available': 'public',
+  'GET /v2/almanac/handles/{handle}/available': 'public',
+  'GET /v2/almanac/handles/{handle}/generate': 'public',
   'GET /v2/almanac/resolve/{id}': 'public',
   'GET /v2/users/domains': 'user',
   'POST /v2/users/domains': 'user',
@@ -323,6 +326,9 @@ const SUBJECTS: Record<string, Subject> = {
   'GET /v1/almanac/recent': 'anyone',
   'GET /v1/almanac/domains/{name}': 'anyone',
   'GET /v1/almanac/search/available_name': 'anyone',
+  'POST /v1/almanac/handles/available': 'anyone',
+  'GET /v2/almanac/handles/{handle}/available': 'anyone',
+  'GET /v2/almanac/handles/{handle}/generate': 'anyone',
   'GET /v2/almanac/resolve/{id}': 'anyone',
   'GET /v2/users/domains': 'none',
   'POST /v2/users/domains': 'none',
@@ -669,6 +675,7 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
       .replace('{domain_name}', things.domain)
       .replace('{slug}', TEAM)
       .replace('{user}', 'admin')
+      .replace('{handle}', 'alice-handle')
       .replace('{digest}', 'proto:' + '0'.repeat(64));
   }
 
