@@ -37,6 +37,7 @@ import { keysRoutes } from './http/routes/keys.js';
 import { hostingRoutes } from './http/routes/hosting.js';
 import { teamsRoutes } from './http/routes/teams.js';
 import { mailboxRoutes } from './http/routes/mailbox.js';
+import { handlesRoutes } from './http/routes/handles.js';
 import { mailroomRoutes } from './http/routes/mailroom.js';
 import { mcpRoutes } from './http/routes/mcp.js';
 import { proxyRoutes } from './http/routes/proxy.js';
@@ -201,6 +202,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   almanacRoutes(app, ctx);
   almanacSearchRoutes(app, ctx);
   almanacDomainsRoutes(app, ctx);
+  handlesRoutes(app, ctx);
   resolveRoutes(app, ctx);
   domainsRoutes(app, ctx);
   searchRoutes(app, ctx);

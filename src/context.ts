@@ -30,6 +30,7 @@ import { DeliveryTrace } from './services/deliveries.js';
 import { ActivityService } from './services/activity/index.js';
 import { InteractionsService } from './services/interactions.js';
 import { EnrolmentsService } from './services/enrolments.js';
+import { HandlesService } from './services/handles.js';
 import { HostingService } from './services/hosting/index.js';
 import { HostingKey, type HostingKeySource } from './infra/hosting-key.js';
 import { KeysService } from './services/keys.js';
@@ -77,6 +78,7 @@ export interface Services {
   webhooks: WebhooksService;
   storageAssets: StorageAssetsService;
   enrolments: EnrolmentsService;
+  handles: HandlesService;
   hosting: HostingService;
   access: AccessWatch;
   chat: ChatService;
@@ -299,6 +301,7 @@ export function createContext(
     config.publicUrl,
     config.openAgentRegistration,
   );
+  const handles = new HandlesService(store);
 
   const hosting = new HostingService(
     store,
@@ -562,6 +565,7 @@ export function createContext(
       webhooks,
       storageAssets,
       enrolments,
+      handles,
       hosting,
       access,
       chat,

@@ -35,6 +35,30 @@ const PROXY_SUBMIT_PATH = '/v2/agents/proxy/submit';
 const V1_MAILBOX_SUBMIT_PATH = '/v1/submit';
 const V1_PROXY_SUBMIT_PATH = '/v1/proxy/submit';
 
+const MANIFEST_NOT_FOUND = 'manifest not found';
+
+/** A digest with its prefix (`proto:`, `model:`), whether it came with it or not. */
+function prefixed(prefix: string, digest: string): string {
+  return digest.startsWith(prefix) ? digest : `${prefix}${digest}`;
+}
+
+/**
+ * Orders versions such as `1.10.0` after `1.9`: part by part, numerically where both parts
+ * are numbers, else as text.
+ */
+function compareVersions(a: string, b: string): number {
+  const left = a.split('.');
+  const right = b.split('.');
+  for (let i = 0; i < Math.max(left.length, right.length); i++) {
+    const x = left[i] ?? '0';
+    const y = right[i] ?? '0';
+    const order =
+      /^\d+$/.test(x) && /^\d+$/.test(y) ? Number(x) - Number(y) : x < y ? -1 : x > y ? 1 : 0;
+    if (order !== 0) return Math.sign(order);
+  }
+  return 0;
+}
+
 export type AlmanacAgentType = 'uagent' | 'mailbox' | 'proxy';
 
 /** An agent's unexpired registration, as resolution reads it. */
@@ -378,22 +402,57 @@ export class AlmanacService {
    */
   async publishManifest(manifest: ProtocolManifest): Promise<void> {
     const digest = manifest.metadata.digest;
-    await this.store.repos.almanac.storeManifest({
-      digest,
-      manifest: JSON.stringify(manifest),
-      // A manifest whose digest cannot be computed (a number JSON cannot hold exactly) is
-      // not verified, like any other that does not hash to its digest.
-      verified: unlessMalformed(() => protocolManifestDigest(manifest)) === digest ? 1 : 0,
-      stored_at: this.clock.now(),
-    });
+    await this.store.repos.almanac.storeManifest(
+      {
+        digest,
+        manifest: JSON.stringify(manifest),
+        // A manifest whose digest cannot be computed (a number JSON cannot hold exactly) is
+        // not verified, like any other that does not hash to its digest.
+        verified: unlessMalformed(() => protocolManifestDigest(manifest)) === digest ? 1 : 0,
+        stored_at: this.clock.now(),
+        name: manifest.metadata.name,
+        version: manifest.metadata.version,
+      },
+      manifest.models.map((model) => model.digest),
+    );
   }
 
   /** Accepts the digest with or without its `proto:` prefix: Agentverse's links use the hex alone. */
   async findManifest(digest: string): Promise<ProtocolManifest> {
-    const key = digest.startsWith('proto:') ? digest : `proto:${digest}`;
-    const row = await this.store.repos.almanac.findManifest(key);
-    if (!row) throw new NotFoundError('manifest not found');
+    const row = await this.store.repos.almanac.findManifest(prefixed('proto:', digest));
+    if (!row) throw new NotFoundError(MANIFEST_NOT_FOUND);
     return JSON.parse(row.manifest) as ProtocolManifest;
+  }
+
+  /**
+   * The latest version of the protocol a name names: of the manifests that hash to their
+   * digest, if any does (anyone may publish a manifest under any name), the highest version,
+   * then the one stored last.
+   */
+  async findManifestByName(name: string): Promise<ProtocolManifest> {
+    const named = await this.store.repos.almanac.manifestsNamed(name);
+    const [latest] = named.sort(
+      (a, b) =>
+        b.verified - a.verified ||
+        compareVersions(b.version ?? '', a.version ?? '') ||
+        b.stored_at - a.stored_at,
+    );
+    if (!latest) throw new NotFoundError(MANIFEST_NOT_FOUND);
+    return this.findManifest(latest.digest);
+  }
+
+  /**
+   * A model (`{digest, schema}`) by its digest, with or without `model:`, as a stored manifest
+   * holds it; one that hashes to its digest is read first.
+   */
+  async findModel(digest: string): Promise<ProtocolManifest['models'][number]> {
+    const model = prefixed('model:', digest);
+    const row = await this.store.repos.almanac.manifestWithModel(model);
+    const found = row
+      ? (JSON.parse(row.manifest) as ProtocolManifest).models.find((m) => m.digest === model)
+      : undefined;
+    if (!found) throw new NotFoundError('model not found');
+    return found;
   }
 
   /** Drops expired registrations and stale statuses; called by the housekeeping timer. */

@@ -4,6 +4,7 @@ import { ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
 import type { Store } from '../store/index.js';
 import type { EnrolmentRow } from '../store/repositories/enrolments.js';
+import { handleFromName } from './handles.js';
 import type { UsersService } from './users.js';
 
 /** An enrolled address as its owner sees it. */
@@ -19,25 +20,6 @@ export type ProvisionedAgent = EnrolmentInfo & { agentUri: string };
 
 function infoOf(row: EnrolmentRow): EnrolmentInfo {
   return { address: row.address, name: row.name, handle: row.handle, createdAt: row.created_at };
-}
-
-const HANDLE_ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
-
-/**
- * A handle made from a name: its letters and digits in dash-separated lower-case words, cut
- * short, then a random word, so that two agents of one name do not collide.
- */
-export function handleFromName(name: string): string {
-  const words = name
-    .normalize('NFKD')
-    .replace(/\p{M}/gu, '')
-    .toLowerCase()
-    .replace(/[^a-z0-9]+/g, '-')
-    .replace(/^-+|-+$/g, '')
-    .slice(0, 32)
-    .replace(/-+$/, '');
-  const suffix = Array.from(randomBytes(6), (b) => HANDLE_ALPHABET[b & 31]).join('');
-  return `${words || 'agent'}-${suffix}`;
 }
 
 /**

@@ -424,6 +424,21 @@ export class MailboxService {
     this.trace.changed(address);
   }
 
+  /** Acknowledges every message waiting in the mailbox: none is listed again. */
+  async deleteAll(principal: Principal, address: string): Promise<void> {
+    const { mailbox } = this.store.repos;
+    const found = await mailbox.find(address);
+    if (!found || !mayRead(principal, found)) throw new NotFoundError(MAILBOX_NOT_FOUND);
+    const now = this.clock.now();
+    const deleted = await mailbox.acknowledgeAll(
+      address,
+      now,
+      this.trace.enabled ? now : undefined,
+    );
+    if (principal.kind === 'agent') this.trace.seen(address, 'call', true);
+    if (deleted > 0) this.trace.changed(address);
+  }
+
   /** The mailbox's quarantined messages, for its owner only. */
   async listQuarantined(
     principal: Principal,

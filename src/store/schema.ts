@@ -17,6 +17,7 @@ export interface Database {
   almanac_registrations: AlmanacRegistrationsTable;
   almanac_statuses: AlmanacStatusesTable;
   almanac_manifests: AlmanacManifestsTable;
+  almanac_manifest_models: AlmanacManifestModelsTable;
   messages: MessagesTable;
   replays: ReplaysTable;
   quarantined_messages: QuarantinedMessagesTable;
@@ -202,6 +203,17 @@ export interface AlmanacManifestsTable {
   /** 1 when the manifest hashes to its digest. */
   verified: number;
   stored_at: number;
+  /** `metadata.name` and `metadata.version` as the manifest gives them. */
+  name: string | null;
+  version: string | null;
+}
+
+/** One row per model a stored manifest holds: a model's digest finds its manifests. */
+export interface AlmanacManifestModelsTable {
+  /** `model:` and 64 hex digits, as the manifest names it. */
+  model: string;
+  /** The manifest's digest. */
+  digest: string;
 }
 
 export interface MessagesTable {

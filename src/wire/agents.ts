@@ -13,14 +13,14 @@ import {
 
 const Name = Type.String({ minLength: 1, maxLength: 32, description: "Agent's public name" });
 
-const Handle = Nullable(
-  Type.String({
-    minLength: 1,
-    maxLength: 40,
-    pattern: '^[a-z0-9]+(-[a-z0-9]+)*$',
-    description: 'Unique across the service: lower-case letters and digits in dash-separated words',
-  }),
-);
+export const AgentHandle = Type.String({
+  minLength: 1,
+  maxLength: 40,
+  pattern: '^[a-z0-9]+(-[a-z0-9]+)*$',
+  description: 'Unique across the service: lower-case letters and digits in dash-separated words',
+});
+
+const Handle = Nullable(AgentHandle);
 
 const URL_MAX_LENGTH = 4000;
 

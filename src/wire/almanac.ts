@@ -78,6 +78,12 @@ export const AlmanacAgent = Type.Object({
 });
 export type AlmanacAgent = Static<typeof AlmanacAgent>;
 
+/** A model of a manifest: its digest (`model:` and hex) and its JSON schema. */
+export const ProtocolModel = Type.Object(
+  { digest: Type.String(), schema: Type.Object({}, { additionalProperties: true }) },
+  { additionalProperties: true },
+);
+
 export const ProtocolManifest = Type.Object(
   {
     version: Type.String(),
@@ -89,12 +95,7 @@ export const ProtocolManifest = Type.Object(
       },
       { additionalProperties: true },
     ),
-    models: Type.Array(
-      Type.Object(
-        { digest: Type.String(), schema: Type.Object({}, { additionalProperties: true }) },
-        { additionalProperties: true },
-      ),
-    ),
+    models: Type.Array(ProtocolModel),
     interactions: Type.Array(
       Type.Object(
         {
@@ -115,4 +116,22 @@ export type ProtocolManifest = Static<typeof ProtocolManifest>;
 
 export const ManifestDigestParams = Type.Object({
   digest: Type.String({ description: 'proto:<64 hex digits>, or the hex digits alone' }),
+});
+
+export const V2ManifestDigestParams = Type.Object({
+  digest: Type.String({
+    pattern: '^(proto:)?[0-9a-f]{64}$',
+    description: 'the protocol digest: 64 hex digits, with or without proto:',
+  }),
+});
+
+export const ManifestNameParams = Type.Object({
+  name: Type.String({ minLength: 1, maxLength: 200, description: "the protocol's name" }),
+});
+
+export const ModelDigestParams = Type.Object({
+  digest: Type.String({
+    pattern: '^(model:)?[0-9a-f]{64}$',
+    description: 'the model digest: 64 hex digits, with or without model:',
+  }),
 });

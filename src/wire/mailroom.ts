@@ -82,11 +82,20 @@ export const V1Agent = Type.Object({
 });
 export type V1Agent = Static<typeof V1Agent>;
 
-export const V1_MAILBOX_PAGE_SIZE = 50;
+export const V1_PAGE_SIZE = 50;
 
-export const V1MailboxQuery = Type.Object({
+/** A page of a v1 list (`fastapi-pagination`'s `page` and `size`). */
+export const V1PageQuery = Type.Object({
   page: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000, default: 1 })),
-  size: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: V1_MAILBOX_PAGE_SIZE })),
+  size: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: V1_PAGE_SIZE })),
+});
+
+export const V1AgentPage = Type.Object({
+  items: Type.Array(V1Agent),
+  total: Nullable(Type.Integer()),
+  page: Type.Integer(),
+  size: Type.Integer(),
+  pages: Nullable(Type.Integer()),
 });
 
 export const V1MailboxPage = Type.Object({

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { loadConfig } from '../../src/config/index.js';
-import { almanacSigningBytes } from '../../src/crypto/index.js';
+import { almanacSigningBytes, protocolManifestDigest } from '../../src/crypto/index.js';
+import { clientCall } from '../kit/agentverse-client.js';
 import { hostOf, registerAgent } from '../kit/agents.js';
 import {
   postRegistration,
@@ -614,6 +615,100 @@ describeOnEachDialect('almanac', (dialect) => {
       const bad = await publish({ ...greeter, metadata: { ...greeter.metadata, digest: 'x' } });
       assert.equal(bad.status, 422);
       assert.deepEqual(bad.body.detail[0].loc, ['body', 'metadata', 'digest']);
+    });
+
+    /**
+     * A manifest of greeter's models with the given interactions and metadata version, under
+     * the digest it hashes to (the digest covers no metadata).
+     */
+    function greeterVersion(version: string, interactions: typeof greeter.interactions) {
+      const content = { ...greeter, interactions };
+      const digest = protocolManifestDigest(content);
+      return { ...content, metadata: { ...greeter.metadata, version, digest } };
+    }
+    const v2 = (path: string) => clientCall(t.url, 'GET', `/v2/almanac/manifest${path}`);
+
+    it('answers v2 by digest the manifest v1 answers, with or without proto:', async () => {
+      for (const key of [hex, greeter.metadata.digest]) {
+        const res = await v2(`/${key}`);
+        assert.equal(res.status, 200, res.text);
+        assert.deepEqual(res.body, greeter);
+      }
+      const unknown = await v2(`/${'0'.repeat(64)}`);
+      assert.equal(unknown.status, 404, unknown.text);
+      assert.deepEqual(unknown.body, { detail: 'manifest not found' });
+    });
+
+    it('stores a manifest uploaded to v2, found by v1 as by v2', async () => {
+      const uploaded = greeterVersion('1.0.1', [greeter.interactions[0]!]);
+      const res = await clientCall(t.url, 'POST', '/v2/almanac/manifest', { body: uploaded });
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(res.body, {});
+      assert.deepEqual((await fetchManifest(uploaded.metadata.digest)).body, uploaded);
+      assert.deepEqual((await v2(`/${uploaded.metadata.digest.slice(6)}`)).body, uploaded);
+    });
+
+    it('answers by name the highest version of the manifests that hash to their digest', async () => {
+      const nine = greeterVersion('1.9.0', [greeter.interactions[1]!]);
+      const ten = greeterVersion('1.10.0', []);
+      // Anyone may claim a name: a manifest that does not hash to its digest is no version.
+      const squatter = {
+        ...greeter,
+        metadata: { ...greeter.metadata, version: '9.0.0', digest: `proto:${'e'.repeat(64)}` },
+      };
+      for (const manifest of [ten, squatter, nine]) {
+        assert.equal((await publish(manifest)).status, 200);
+      }
+      const res = await v2('/name/greeter');
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(res.body, ten);
+      // A name only manifests that cannot be verified claim answers the highest of them.
+      const unverified = {
+        ...squatter,
+        metadata: { ...squatter.metadata, name: 'only claimed', digest: `proto:${'d'.repeat(64)}` },
+      };
+      assert.equal((await publish(unverified)).status, 200);
+      const claimed = await v2(`/name/${encodeURIComponent('only claimed')}`);
+      assert.equal(claimed.status, 200, claimed.text);
+      assert.deepEqual(claimed.body, unverified);
+      const unknown = await v2('/name/nobody-published-this');
+      assert.equal(unknown.status, 404, unknown.text);
+    });
+
+    it('answers a model by its digest as the manifest that hashes to its digest holds it', async () => {
+      const [model] = greeter.models;
+      // Published first, a manifest that does not hash to its digest gives the model another schema.
+      const forged = {
+        ...greeter,
+        metadata: { ...greeter.metadata, name: 'forger', digest: `proto:${'f'.repeat(64)}` },
+        models: [{ digest: model!.digest, schema: { title: 'Forged' } }],
+      };
+      assert.equal((await publish(forged)).status, 200);
+      for (const key of [model!.digest, model!.digest.slice('model:'.length)]) {
+        const res = await v2(`/model/${key}`);
+        assert.equal(res.status, 200, res.text);
+        assert.deepEqual(res.body, model);
+      }
+      const unknown = await v2(`/model/${'0'.repeat(64)}`);
+      assert.equal(unknown.status, 404, unknown.text);
+      assert.deepEqual(unknown.body, { detail: 'model not found' });
+    });
+
+    it('refuses v2 digests that are not 64 hex digits with 422', async () => {
+      for (const path of [
+        '/xyz',
+        `/${'A'.repeat(64)}`,
+        '/model/model:12',
+        `/model/${'g'.repeat(64)}`,
+      ]) {
+        const res = await v2(path);
+        assert.equal(res.status, 422, `${path}: ${res.text}`);
+        assert.deepEqual(res.body.detail[0].loc, ['path', 'digest']);
+      }
+      const bad = await clientCall(t.url, 'POST', '/v2/almanac/manifest', {
+        body: { version: '1.0' },
+      });
+      assert.equal(bad.status, 422, bad.text);
     });
   });
 

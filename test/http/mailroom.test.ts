@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { EnvelopeFields } from '../../src/crypto/index.js';
 import { messageUuid } from '../../src/services/mailbox.js';
+import { clientCall } from '../kit/agentverse-client.js';
 import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call, type JsonResponse } from '../kit/http.js';
@@ -469,6 +470,127 @@ describeOnEachDialect('v1 mailroom', (dialect) => {
       const res = await call(t.url, 'GET', '/v1/mailbox', { authorization });
       assert.equal(res.status, 401, res.text);
     }
+  });
+
+  it('lists and reads the user’s agents in the v1 shape, as the v1 agents client asks', async () => {
+    const doraKey = await t.addUser('dora');
+    const first = new Uagents022Agent(t.url, TestIdentity.random());
+    await first.connect(doraKey, 'mailbox', null, {
+      name: 'first',
+      readme: '# First',
+      avatarUrl: null,
+    });
+    // Listed oldest registration first.
+    clock.advance(1000);
+    const second = new Uagents022Agent(t.url, TestIdentity.random());
+    await second.connect(doraKey, 'proxy', `${endpoint.url}/second`);
+    const envelope = envelopeFrom(TestIdentity.random(), first.address, 'waiting');
+    assert.equal((await submit('/v1/submit', envelope)).status, 200);
+    const authorization = `Bearer ${doraKey}`;
+
+    const listed = await clientCall(t.url, 'GET', '/v1/agents?page=1&size=50', { authorization });
+    assert.equal(listed.status, 200, listed.text);
+    const firstShape = {
+      address: first.address,
+      name: 'first',
+      pending_messages: 1,
+      bytes_transferred: 0,
+      previous_bytes_transferred: 0,
+      readme: '# First',
+      avatar_url: null,
+      short_description: null,
+      agent_type: 'mailbox',
+    };
+    assert.deepEqual(listed.body, {
+      items: [
+        firstShape,
+        {
+          ...firstShape,
+          address: second.address,
+          name: `agent ${second.address.slice(-8)}`,
+          pending_messages: 0,
+          readme: null,
+          agent_type: 'proxy',
+        },
+      ],
+      total: null,
+      page: 1,
+      size: 50,
+      pages: null,
+    });
+    const paged = await clientCall(t.url, 'GET', '/v1/agents?page=2&size=1', { authorization });
+    assert.deepEqual(
+      paged.body.items.map((agent: { address: string }) => agent.address),
+      [second.address],
+    );
+
+    const one = await clientCall(t.url, 'GET', `/v1/agents/${first.address}`, { authorization });
+    assert.equal(one.status, 200, one.text);
+    assert.deepEqual(one.body, firstShape);
+    // Another user's agent, or none at all, is not found.
+    for (const [key, address] of [
+      [bobKey, first.address],
+      [doraKey, TestIdentity.random().address],
+    ] as const) {
+      const res = await clientCall(t.url, 'GET', `/v1/agents/${address}`, {
+        authorization: `Bearer ${key}`,
+      });
+      assert.equal(res.status, 404, res.text);
+    }
+    for (const query of ['page=0', 'size=101', 'size=x']) {
+      const res = await clientCall(t.url, 'GET', `/v1/agents?${query}`, { authorization });
+      assert.equal(res.status, 422, `${query}: ${res.text}`);
+      assert.equal(res.body.detail[0].loc[0], 'query');
+    }
+  });
+
+  it('reads one message and deletes them all with the agent’s token, as the v1 mailbox client asks', async () => {
+    const agent = await connectedMailboxAgent();
+    const other = await connectedMailboxAgent();
+    await agent.getAccessToken();
+    await other.getAccessToken();
+    const sender = TestIdentity.random();
+    const envelopes = ['one', 'two'].map((text) => envelopeFrom(sender, agent.address, text));
+    for (const envelope of envelopes)
+      assert.equal((await submit('/v1/submit', envelope)).status, 200);
+    const uuid = messageUuid(envelopes[0]!);
+    const token = (who: Uagents022Agent) => ({ authorization: `token ${who.accessToken}` });
+
+    const read = await clientCall(t.url, 'GET', `/v1/mailbox/${uuid}`, token(agent));
+    assert.equal(read.status, 200, read.text);
+    assert.equal(read.body.uuid, uuid);
+    assert.deepEqual(read.body.envelope, envelopes[0]);
+    assert.deepEqual(Object.keys(read.body), ['uuid', 'envelope', 'received_at', 'expires_at']);
+    // Only the token's own agent reads it; neither the owner's key nor an attestation is a token.
+    assert.equal((await clientCall(t.url, 'GET', `/v1/mailbox/${uuid}`, token(other))).status, 404);
+    for (const authorization of [
+      `Bearer ${t.userKey}`,
+      agent.identity.authorization(clock.now()),
+    ]) {
+      const res = await clientCall(t.url, 'GET', `/v1/mailbox/${uuid}`, { authorization });
+      assert.equal(res.status, 401, res.text);
+    }
+    const malformed = await clientCall(t.url, 'GET', '/v1/mailbox/not-a-uuid', token(agent));
+    assert.equal(malformed.status, 422, malformed.text);
+    assert.deepEqual(malformed.body.detail[0].loc, ['path', 'uuid']);
+
+    // Another agent's delete-all leaves these messages alone.
+    const othersDelete = await clientCall(t.url, 'DELETE', '/v1/mailbox', token(other));
+    assert.equal(othersDelete.status, 200, othersDelete.text);
+    assert.equal((await agent.poll()).body.items.length, 2);
+
+    const deleted = await clientCall(t.url, 'DELETE', '/v1/mailbox', token(agent));
+    assert.equal(deleted.status, 200, deleted.text);
+    assert.deepEqual(deleted.body, {});
+    assert.deepEqual((await agent.poll()).body.items, []);
+    assert.equal((await clientCall(t.url, 'GET', `/v1/mailbox/${uuid}`, token(agent))).status, 404);
+    const listing = await call(t.url, 'GET', `/v2/agents/${agent.address}`, { key: t.userKey });
+    assert.deepEqual(listing.body.mailbox, { pending_messages: 0, bytes_stored: 0 });
+    // Acknowledged, a message sent again is not delivered again.
+    assert.equal((await submit('/v1/submit', envelopes[1]!)).status, 200);
+    assert.deepEqual((await agent.poll()).body.items, []);
+    const unauthenticated = await clientCall(t.url, 'DELETE', '/v1/mailbox');
+    assert.equal(unauthenticated.status, 401, unauthenticated.text);
   });
 
   it('disconnects: the listing and mailbox go, and the token finds no mailbox', async () => {

@@ -280,4 +280,39 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
       await scratch.drop();
     }
   });
+  it('0037 indexes the manifests stored before by name and by model', async () => {
+    const scratch = await createTestDatabase(dialect);
+    const old = Store.open(scratch.url);
+    try {
+      await migrateTo('0033_federation', old);
+      const model = `model:${'1'.repeat(64)}`;
+      const manifest = (digest: string, name: unknown, models: unknown[]) => ({
+        digest,
+        manifest: JSON.stringify({ version: '1.0', metadata: { name, version: '0.2' }, models }),
+        verified: 1,
+        stored_at: 1,
+      });
+      await old.db
+        .insertInto('almanac_manifests')
+        .values([
+          manifest(`proto:${'a'.repeat(64)}`, 'weather', [{ digest: model, schema: {} }]),
+          // Nothing of a manifest that names no name and holds no model is made up.
+          manifest(`proto:${'b'.repeat(64)}`, 7, [{ schema: {} }]),
+        ] as never)
+        .execute();
+
+      await old.migrate();
+      const named = await old.repos.almanac.manifestsNamed('weather');
+      assert.deepEqual(
+        named.map((row) => [row.digest, row.version]),
+        [[`proto:${'a'.repeat(64)}`, '0.2']],
+      );
+      assert.equal((await old.repos.almanac.manifestWithModel(model))?.digest, named[0]!.digest);
+      const unnamed = await old.repos.almanac.findManifest(`proto:${'b'.repeat(64)}`);
+      assert.equal(unnamed?.name, null);
+    } finally {
+      await old.close();
+      await scratch.drop();
+    }
+  });
 });

@@ -9,8 +9,12 @@ import {
   AgentStatusUpdate,
   AlmanacAgent,
   ManifestDigestParams,
+  ManifestNameParams,
+  ModelDigestParams,
   ProtocolManifest,
+  ProtocolModel,
   ResolveQuery,
+  V2ManifestDigestParams,
 } from '../../wire/almanac.js';
 import { AddressParams, EmptyObject, errorResponses } from '../../wire/common.js';
 import { requireSame } from '../plugins/validation.js';
@@ -140,5 +144,70 @@ export function almanacRoutes(app: FastifyInstance, ctx: AppContext): void {
       },
     },
     (request) => almanac.findManifest(request.params.digest),
+  );
+
+  // Almanac v2's manifest paths: the same manifests, also found by name and by model.
+  r.post(
+    '/v2/almanac/manifest',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['almanac'],
+        summary: 'Upload Manifest V2',
+        description: 'The same as POST /v1/almanac/manifests.',
+        body: ProtocolManifest,
+        response: { 200: EmptyObject, ...errorResponses(422) },
+      },
+    },
+    async (request) => {
+      await almanac.publishManifest(request.body);
+      return {};
+    },
+  );
+
+  r.get(
+    '/v2/almanac/manifest/:digest',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['almanac'],
+        summary: 'Get Manifest V2',
+        description: 'A manifest by its protocol digest.',
+        params: V2ManifestDigestParams,
+        response: { 200: ProtocolManifest, ...errorResponses(404, 422) },
+      },
+    },
+    (request) => almanac.findManifest(request.params.digest),
+  );
+
+  r.get(
+    '/v2/almanac/manifest/name/:name',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['almanac'],
+        summary: 'Get Manifest By Name V2',
+        description:
+          "The latest version of the protocol the name names (its manifest's `metadata.name`): of the manifests that hash to their digest if any does, the highest version.",
+        params: ManifestNameParams,
+        response: { 200: ProtocolManifest, ...errorResponses(404, 422) },
+      },
+    },
+    (request) => almanac.findManifestByName(request.params.name),
+  );
+
+  r.get(
+    '/v2/almanac/manifest/model/:digest',
+    {
+      config: { auth: 'none' },
+      schema: {
+        tags: ['almanac'],
+        summary: 'Get Protocol Model V2',
+        description: 'A model by its digest, as a stored manifest holds it: `{digest, schema}`.',
+        params: ModelDigestParams,
+        response: { 200: ProtocolModel, ...errorResponses(404, 422) },
+      },
+    },
+    (request) => almanac.findModel(request.params.digest),
   );
 }

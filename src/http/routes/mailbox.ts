@@ -16,7 +16,7 @@ import { quarantinedEnvelopeView, storedEnvelopeJson } from '../../views/mailbox
 import { readinessProbe } from './readiness.js';
 
 /** Sends JSON text as is; the route's response schema documents its shape. */
-function sendJsonText(reply: FastifyReply, json: string): FastifyReply {
+export function sendJsonText(reply: FastifyReply, json: string): FastifyReply {
   return reply.type('application/json').send(json);
 }
 

@@ -10,23 +10,26 @@ import {
   isoTimestamp,
   Success,
 } from '../../wire/common.js';
-import { Envelope } from '../../wire/mailbox.js';
+import { Envelope, StoredEnvelope } from '../../wire/mailbox.js';
 import {
   V1AccessToken,
   V1Agent,
+  V1AgentPage,
   V1AgentUpdates,
   V1ChallengeProof,
   V1ChallengeRequest,
   V1ChallengeResponse,
-  V1_MAILBOX_PAGE_SIZE,
+  V1_PAGE_SIZE,
   V1MailboxPage,
-  V1MailboxQuery,
   V1MessageParams,
+  V1PageQuery,
   V1RegistrationRequest,
 } from '../../wire/mailroom.js';
 import type { PendingMessage } from '../../store/repositories/mailbox.js';
 import { userOf } from '../plugins/auth.js';
+import { storedEnvelopeJson } from '../../views/mailbox.js';
 import { v1Agent, v1MailboxPageJson } from '../../views/mailroom.js';
+import { sendJsonText } from './mailbox.js';
 import { forwardSubmitted } from './proxy.js';
 import { readinessProbe } from './readiness.js';
 
@@ -45,7 +48,7 @@ function agentOf(request: FastifyRequest): string {
  */
 export function mailroomRoutes(app: FastifyInstance, ctx: AppContext): void {
   const r = app.withTypeProvider<TypeBoxTypeProvider>();
-  const { mailroom, mailbox, proxy } = ctx.services;
+  const { mailroom, mailbox, proxy, agents } = ctx.services;
 
   r.post(
     '/v1/auth/challenge',
@@ -93,12 +96,12 @@ export function mailroomRoutes(app: FastifyInstance, ctx: AppContext): void {
         summary: 'List Mailbox Messages (v1)',
         description:
           'The calling agent’s pending, unexpired messages, oldest first: the same mailbox as `GET /v2/agents/{address}/mailbox`, never held. 404 while the agent is not registered.',
-        querystring: V1MailboxQuery,
+        querystring: V1PageQuery,
         response: { 200: V1MailboxPage, ...errorResponses(401, 404, 406, 422) },
       },
     },
     (request, reply) => {
-      const { page = 1, size = V1_MAILBOX_PAGE_SIZE } = request.query;
+      const { page = 1, size = V1_PAGE_SIZE } = request.query;
       mailbox.poll(
         request.principal,
         agentOf(request),
@@ -114,6 +117,48 @@ export function mailroomRoutes(app: FastifyInstance, ctx: AppContext): void {
             .send(v1MailboxPageJson(messages, page, size));
         },
       );
+    },
+  );
+
+  r.delete(
+    '/v1/mailbox',
+    {
+      config: { auth: 'agent-token' },
+      schema: {
+        tags: [TAG],
+        summary: 'Delete All Mailbox Messages (v1)',
+        description:
+          'Acknowledges every message waiting for the calling agent: none is listed again.',
+        response: { 200: EmptyObject, ...errorResponses(401, 404) },
+      },
+    },
+    async (request) => {
+      await mailbox.deleteAll(request.principal, agentOf(request));
+      return {};
+    },
+  );
+
+  r.get(
+    '/v1/mailbox/:uuid',
+    {
+      config: { auth: 'agent-token' },
+      schema: {
+        tags: [TAG],
+        summary: 'Get Mailbox Message (v1)',
+        description:
+          'One of the calling agent’s pending, unexpired messages, as `GET /v2/agents/{address}/mailbox/{uuid}` answers it.',
+        params: V1MessageParams,
+        response: { 200: StoredEnvelope, ...errorResponses(401, 404, 406, 422) },
+      },
+    },
+    async (request, reply) => {
+      const message = await mailbox.get(
+        request.principal,
+        agentOf(request),
+        request.params.uuid,
+        request.method !== 'HEAD',
+      );
+      return sendJsonText(reply, storedEnvelopeJson(message));
     },
   );
 
@@ -152,6 +197,42 @@ export function mailroomRoutes(app: FastifyInstance, ctx: AppContext): void {
       await mailroom.register(userOf(request), request.body);
       return { success: true };
     },
+  );
+
+  r.get(
+    '/v1/agents',
+    {
+      config: { auth: 'user' },
+      schema: {
+        tags: [TAG],
+        summary: 'List Agents (v1)',
+        description:
+          'The caller’s agents in the v1 shape, oldest registration first: the same agents as `GET /v2/agents`.',
+        querystring: V1PageQuery,
+        response: { 200: V1AgentPage, ...errorResponses(401, 422) },
+      },
+    },
+    async (request) => {
+      const { page = 1, size = V1_PAGE_SIZE } = request.query;
+      const listed = await agents.list(userOf(request), size, (page - 1) * size);
+      return { items: listed.map(v1Agent), total: null, page, size, pages: null };
+    },
+  );
+
+  r.get(
+    '/v1/agents/:address',
+    {
+      config: { auth: 'user', about: agentInPath() },
+      schema: {
+        tags: [TAG],
+        summary: 'Get Agent (v1)',
+        description:
+          'One of the caller’s agents in the v1 shape; 404 when the caller has no such agent.',
+        params: AddressParams,
+        response: { 200: V1Agent, ...errorResponses(401, 404, 422) },
+      },
+    },
+    async (request) => v1Agent(await agents.get(userOf(request), request.params.address)),
   );
 
   r.put(

@@ -1,5 +1,5 @@
 import { sql, type Kysely, type RawBuilder, type Selectable } from 'kysely';
-import { slices } from '../statements.js';
+import { atomically, slices } from '../statements.js';
 import { GONE_STATUSES } from '../../wire/activity.js';
 import type {
   AlmanacManifestsTable,
@@ -217,27 +217,39 @@ export class AlmanacRepository {
   }
 
   /**
-   * Stores a manifest under its digest. A verified manifest replaces an unverified one; an
-   * unverified one never replaces anything, so nobody can overwrite what is stored with
-   * content that does not hash to its key.
+   * Stores a manifest under its digest, with the models it holds (`models`). A verified
+   * manifest replaces an unverified one; an unverified one never replaces anything, so nobody
+   * can overwrite what is stored with content that does not hash to its key.
    */
-  async storeManifest(row: AlmanacManifestRow): Promise<void> {
-    await this.db
-      .insertInto('almanac_manifests')
-      .values(row)
-      .onConflict((oc) =>
-        oc
-          .column('digest')
-          .doUpdateSet((eb) => ({
-            manifest: eb.ref('excluded.manifest'),
-            verified: eb.ref('excluded.verified'),
-            stored_at: eb.ref('excluded.stored_at'),
-          }))
-          .where((eb) =>
-            eb.and([eb('almanac_manifests.verified', '=', 0), eb('excluded.verified', '=', 1)]),
-          ),
-      )
-      .execute();
+  storeManifest(row: AlmanacManifestRow, models: string[]): Promise<void> {
+    return atomically(this.db, async (db) => {
+      const written = await db
+        .insertInto('almanac_manifests')
+        .values(row)
+        .onConflict((oc) =>
+          oc
+            .column('digest')
+            .doUpdateSet((eb) => ({
+              manifest: eb.ref('excluded.manifest'),
+              verified: eb.ref('excluded.verified'),
+              stored_at: eb.ref('excluded.stored_at'),
+              name: eb.ref('excluded.name'),
+              version: eb.ref('excluded.version'),
+            }))
+            .where((eb) =>
+              eb.and([eb('almanac_manifests.verified', '=', 0), eb('excluded.verified', '=', 1)]),
+            ),
+        )
+        .returning('digest')
+        .executeTakeFirst();
+      if (!written) return;
+      await db.deleteFrom('almanac_manifest_models').where('digest', '=', row.digest).execute();
+      for (const slice of slices(
+        [...new Set(models)].map((model) => ({ model, digest: row.digest })),
+      )) {
+        await db.insertInto('almanac_manifest_models').values(slice).execute();
+      }
+    });
   }
 
   findManifest(digest: string): Promise<AlmanacManifestRow | undefined> {
@@ -245,6 +257,29 @@ export class AlmanacRepository {
       .selectFrom('almanac_manifests')
       .selectAll()
       .where('digest', '=', digest)
+      .executeTakeFirst();
+  }
+
+  /** The manifests stored under a name, without their text (a name has a few versions). */
+  manifestsNamed(name: string): Promise<Omit<AlmanacManifestRow, 'manifest'>[]> {
+    return this.db
+      .selectFrom('almanac_manifests')
+      .select(['digest', 'name', 'version', 'verified', 'stored_at'])
+      .where('name', '=', name)
+      .execute();
+  }
+
+  /** A manifest holding the model, a verified one first, then the latest stored. */
+  manifestWithModel(model: string): Promise<AlmanacManifestRow | undefined> {
+    return this.db
+      .selectFrom('almanac_manifest_models as m')
+      .innerJoin('almanac_manifests as a', 'a.digest', 'm.digest')
+      .selectAll('a')
+      .where('m.model', '=', model)
+      .orderBy('a.verified', 'desc')
+      .orderBy('a.stored_at', 'desc')
+      .orderBy('a.digest')
+      .limit(1)
       .executeTakeFirst();
   }
 }

@@ -43,14 +43,14 @@ export class EnrolmentsRepository {
     }
   }
 
-  /** Whether an enrolment of another address than `address` holds the handle. */
-  async handleHeldByAnother(handle: string, address: string): Promise<boolean> {
-    const row = await this.db
+  /** Whether an enrolment holds the handle: of another address than `address`, when given. */
+  async handleHeldByAnother(handle: string, address?: string): Promise<boolean> {
+    let query = this.db
       .selectFrom('agent_enrolments')
       .select('address')
-      .where('handle', '=', handle)
-      .where('address', '<>', address)
-      .executeTakeFirst();
+      .where('handle', '=', handle);
+    if (address !== undefined) query = query.where('address', '<>', address);
+    const row = await query.executeTakeFirst();
     return row !== undefined;
   }
 

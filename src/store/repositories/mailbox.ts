@@ -674,6 +674,35 @@ export class MailboxRepository {
     });
   }
 
+  /**
+   * Deletes every unexpired message of a mailbox, as its agent acknowledges them all, as
+   * {@link acknowledge} does one (counters, kept uuids, trace rows with `tracedAt`); answers
+   * how many went. An expired one is left to the sweep, which traces it as expired.
+   */
+  acknowledgeAll(address: string, now: number, tracedAt?: number): Promise<number> {
+    return atomically(this.db, async (db) => {
+      const removed = await db
+        .deleteFrom('messages')
+        .where('address', '=', address)
+        .where('expires_at', '>', now)
+        .returning([...LEAVING_KEPT, 'expires_at'])
+        .execute();
+      if (removed.length === 0) return 0;
+      await moveCounters(db, removed, -1);
+      for (const slice of slices(removed)) {
+        await db
+          .insertInto('replays')
+          .values(slice.map(({ uuid, expires_at }) => ({ uuid, expires_at })))
+          .onConflict((oc) => oc.column('uuid').doNothing())
+          .execute();
+      }
+      if (tracedAt !== undefined) {
+        await insertDeliveryEvents(db, leavingRows(removed, 'deleted', tracedAt));
+      }
+      return removed.length;
+    });
+  }
+
   /** Forgets up to `limit` uuids of acknowledged messages whose retention has run out. */
   async sweepReplays(now: number, limit: number): Promise<number> {
     const removed = await this.db
