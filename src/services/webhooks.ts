@@ -1,9 +1,14 @@
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { request, type Dispatcher } from 'undici';
-import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
+import {
+  BadRequestError,
+  ConflictError,
+  NotFoundError,
+  RequestValidationError,
+} from '../errors.js';
 import { inBatches } from '../infra/batches.js';
 import type { Clock } from '../infra/clock.js';
-import { PrivateTargetError } from '../infra/outbound.js';
+import { PrivateTargetError, refusedTarget } from '../infra/outbound.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
 import type { TimelineRow } from '../store/repositories/activity.js';
@@ -55,6 +60,8 @@ export interface WebhookPolicy {
   retentionMs: number;
   /** The `user-agent` of every delivery. */
   userAgent: string;
+  /** Whether deliveries may go to private networks (the operator's setting, the guard's too). */
+  allowPrivateTargets: boolean;
 }
 
 /** How an attempt ended, for the metrics: delivered, to be retried, given up; or never made. */
@@ -172,6 +179,7 @@ export class WebhooksService implements ChangeConsumer<'timeline.recorded'> {
 
   /** Makes a hook for the user; its secret is shown this once. */
   async create(userId: string, fields: WebhookFields): Promise<WebhookInfo & { secret: string }> {
+    await this.deliverable(fields.url);
     const agents = await this.ownAgents(userId, fields.agents);
     const now = this.clock.now();
     const id = `wh_${Array.from(randomBytes(16), (b) => BASE32[b & 31]).join('')}`;
@@ -223,6 +231,7 @@ export class WebhooksService implements ChangeConsumer<'timeline.recorded'> {
   /** Changes the fields given of one of the user's hooks. */
   async update(userId: string, id: string, fields: Partial<WebhookFields>): Promise<WebhookInfo> {
     await this.owned(userId, id);
+    if (fields.url !== undefined) await this.deliverable(fields.url);
     const agents =
       fields.agents === undefined ? undefined : await this.ownAgents(userId, fields.agents);
     const changed = await this.store.repos.webhooks.update(id, userId, {
@@ -300,6 +309,21 @@ export class WebhooksService implements ChangeConsumer<'timeline.recorded'> {
     const hook = await this.store.repos.webhooks.find(id, userId);
     if (!hook) throw new NotFoundError(WEBHOOK_NOT_FOUND);
     return hook;
+  }
+
+  /**
+   * Refuses (422) a URL the outbound guard would refuse every delivery to, by the rule it
+   * connects by, so that a hook is not made only to fail each time.
+   */
+  private async deliverable(url: string): Promise<void> {
+    if (this.policy.allowPrivateTargets) return;
+    const refused = await refusedTarget(url);
+    if (refused) {
+      throw RequestValidationError.single(
+        ['body', 'url'],
+        `Deliveries to ${url} would be refused: ${refused.message}; ${PRIVATE_TARGET_HINT}`,
+      );
+    }
   }
 
   /** The agents a hook names, each one the user owns (400 otherwise); null: all of them. */

@@ -618,13 +618,62 @@ describeOnEachDialect('webhooks', (dialect) => {
     });
   });
 
-  it('refuses a private URL unless private targets are allowed, and says so on the delivery', async () => {
+  it('refuses to make or point a hook at a URL the server would never deliver to, and says which setting allows it', async () => {
     const guarded = await startTestServer({ dialect, clock });
     try {
+      const key = guarded.userKey;
+      const port = new URL(receiver.url).port;
+      for (const url of [
+        `${receiver.url}/private`,
+        `http://localhost:${port}/named`,
+        `http://[::ffff:127.0.0.1]:${port}/mapped`,
+      ]) {
+        const made = await call(guarded.url, 'POST', '/v2/webhooks', {
+          key,
+          body: { url, kinds: ['event.error'] },
+        });
+        assert.equal(made.status, 422, `${url}: ${made.text}`);
+        const [issue] = made.body.detail;
+        assert.deepEqual(issue.loc, ['body', 'url']);
+        assert.match(
+          issue.msg,
+          /^Deliveries to .* would be refused: .* a private or special-purpose address; set AGENTRY_ALLOW_PRIVATE_TARGETS=true \(or start with --allow-private-targets\)/,
+        );
+      }
+      assert.deepEqual((await call(guarded.url, 'GET', '/v2/webhooks', { key })).body, []);
+      // A public URL is taken (nothing is sent until something happens), but not moved inward.
       const hook = await call(guarded.url, 'POST', '/v2/webhooks', {
+        key,
+        body: { url: 'https://93.184.215.14/hook', kinds: ['event.error'] },
+      });
+      assert.equal(hook.status, 201, hook.text);
+      const moved = await call(guarded.url, 'PUT', `/v2/webhooks/${hook.body.id}`, {
+        key,
+        body: { url: `${receiver.url}/private` },
+      });
+      assert.equal(moved.status, 422, moved.text);
+      assert.match(moved.body.detail[0].msg, /127\.0\.0\.1.*AGENTRY_ALLOW_PRIVATE_TARGETS/);
+      const kept = await call(guarded.url, 'GET', `/v2/webhooks/${hook.body.id}`, { key });
+      assert.equal(kept.body.url, 'https://93.184.215.14/hook');
+    } finally {
+      await guarded.close();
+    }
+  });
+
+  it('says on the delivery why a hook kept from when private targets were allowed is refused now', async () => {
+    const guarded = await startTestServer({ dialect, clock });
+    try {
+      // Made through a process of the same database that allowed private targets then.
+      const allowing = await startTestServer({
+        replicaOf: guarded,
+        clock,
+        config: { allowPrivateTargets: true },
+      });
+      const hook = await call(allowing.url, 'POST', '/v2/webhooks', {
         key: guarded.userKey,
         body: { url: `${receiver.url}/private`, kinds: ['event.error'] },
       });
+      await allowing.close();
       assert.equal(hook.status, 201, hook.text);
       const tested = await call(guarded.url, 'POST', `/v2/webhooks/${hook.body.id}/test`, {
         key: guarded.userKey,

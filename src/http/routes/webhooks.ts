@@ -29,7 +29,7 @@ export function webhooksRoutes(app: FastifyInstance, ctx: AppContext): void {
         tags: ['webhooks'],
         summary: 'Create Webhook',
         description:
-          'A URL the service POSTs to, signed, when something of the chosen kinds happens to the caller’s agents (all of them, or those listed). The answer carries the signing secret, shown this once. At most 20 per user.',
+          'A URL the service POSTs to, signed, when something of the chosen kinds happens to the caller’s agents (all of them, or those listed). The answer carries the signing secret, shown this once. At most 20 per user. A URL the server would refuse every delivery to (a private network address, unless the operator allows them) is answered 422 with the reason.',
         body: CreateWebhookRequest,
         response: { 201: NewWebhook, ...errorResponses(400, 401, 409, 422) },
       },
