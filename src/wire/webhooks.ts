@@ -98,6 +98,11 @@ export const WebhookParams = Type.Object({
   id: Type.String({ pattern: '^wh_[a-z2-7]{16}$', description: 'The id of a webhook' }),
 });
 
+export const WebhookDeliveryParams = Type.Object({
+  id: WebhookParams.properties.id,
+  delivery: Type.String({ format: 'uuid', description: 'The id of one of its deliveries' }),
+});
+
 export const WebhookDeliveriesQuery = Type.Object({
   status: Type.Optional(StringEnum(WEBHOOK_DELIVERY_STATUSES)),
   limit: Type.Integer({ minimum: 1, maximum: 500, default: 100 }),
@@ -118,6 +123,29 @@ export const WebhookDelivery = Type.Object({
   created_at: Timestamp,
   last_attempt_at: Nullable(Timestamp),
   next_attempt_at: Nullable(Timestamp),
+  request: Nullable(
+    Type.Object(
+      {
+        headers: Type.Record(Type.String(), Type.String()),
+        body: Type.String({ description: 'the payload, as every attempt sends it' }),
+      },
+      { description: 'what the last attempt sent; null before the first' },
+    ),
+  ),
+  response: Nullable(
+    Type.Object(
+      {
+        status_code: Type.Integer(),
+        headers: Type.Record(Type.String(), Type.String()),
+        body: Type.String({ description: 'the start of the answer (4 KiB at most), as text' }),
+      },
+      { description: 'what the receiver answered the last attempt; null when nothing was' },
+    ),
+  ),
+  duration_ms: Nullable(Type.Integer({ description: 'how long the last attempt took' })),
+  redelivery_of: Nullable(
+    Type.String({ description: 'the delivery this one sends again; null for an event’s own' }),
+  ),
 });
 export type WebhookDelivery = Static<typeof WebhookDelivery>;
 
