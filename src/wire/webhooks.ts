@@ -8,22 +8,9 @@ import {
   Timestamp,
   WireString,
 } from './common.js';
+import { WEBHOOK_KINDS } from './webhook-kinds.js';
 
-/** What a webhook may be told of (docs/webhooks.md, "What fires when"). */
-export const WEBHOOK_KINDS = [
-  'message.refused',
-  'message.expired',
-  'message.forward_failed',
-  'forwards.back',
-  'agent.silent',
-  'agent.back',
-  'agent.unreachable',
-  'agent.failing',
-  'agent.unhealthy',
-  'agent.recovered',
-  'event.error',
-] as const;
-export type WebhookKind = (typeof WEBHOOK_KINDS)[number];
+export { WEBHOOK_KINDS, type WebhookKind } from './webhook-kinds.js';
 
 /** What a delivery may be about: a kind a hook chose, or the test a hook's owner asked for. */
 export const DELIVERY_KINDS = [...WEBHOOK_KINDS, 'webhook.test'] as const;
