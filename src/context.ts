@@ -414,6 +414,7 @@ export function createContext(
       timeoutMs: config.webhookTimeoutMs,
       retentionMs: config.mailboxRetentionSeconds * 1000,
       userAgent: `Agentry-Webhook/${version}`,
+      allowPrivateTargets: config.allowPrivateTargets,
     },
     logger,
     (outcome) => metrics.webhookDeliveries.inc({ outcome }),

@@ -19,6 +19,7 @@ import { addServeCommand } from './commands/serve.js';
 import { addTeamsCommand } from './commands/teams.js';
 import { addStatusCommand } from './commands/status.js';
 import { addUsersCommand } from './commands/users.js';
+import { addWebhooksCommand } from './commands/webhooks.js';
 import type { AddCommand } from './common.js';
 import { CommandError, explain, UsageError } from './errors.js';
 
@@ -42,6 +43,7 @@ const commands: AddCommand[] = [
   addDomainsCommand,
   addConnectCommand,
   addDeliveriesCommand,
+  addWebhooksCommand,
   addActivityCommand,
   addProbesCommand,
   addDisconnectCommand,

@@ -63,6 +63,20 @@ type LookupCallback = (
   family?: number,
 ) => void;
 
+/**
+ * The rule for a name: of the addresses it resolves to, only the public ones may be connected
+ * to; when there is none, the connection is refused.
+ */
+function publicOf(
+  hostname: string,
+  addresses: LookupAddress[],
+): LookupAddress[] | PrivateTargetError {
+  const allowed = addresses.filter((entry) => !isPrivateAddress(entry.address));
+  return allowed.length > 0
+    ? allowed
+    : new PrivateTargetError(hostname, addresses[0]?.address ?? '?');
+}
+
 /** dns.lookup for net.connect that only ever yields public addresses. */
 function publicLookup(
   hostname: string,
@@ -71,14 +85,36 @@ function publicLookup(
 ): void {
   lookup(hostname, { ...options, all: true }, (err, addresses) => {
     if (err) return callback(err, []);
-    const allowed = addresses.filter((entry) => !isPrivateAddress(entry.address));
-    const first = allowed[0];
-    if (first === undefined) {
-      return callback(new PrivateTargetError(hostname, addresses[0]?.address ?? '?'), []);
-    }
+    const allowed = publicOf(hostname, addresses);
+    if (allowed instanceof PrivateTargetError) return callback(allowed, []);
     if (options.all) callback(null, allowed);
-    else callback(null, first.address, first.family);
+    else callback(null, allowed[0]!.address, allowed[0]!.family);
   });
+}
+
+/**
+ * Why the guard (when private targets are not allowed) would refuse every connection to this
+ * URL, judged now by the rule it connects by; undefined when it would let one through, or when
+ * the name does not resolve now (it may later). For a clear answer where a URL is given: the
+ * guard still judges each connection where it is made.
+ */
+export async function refusedTarget(url: string): Promise<PrivateTargetError | undefined> {
+  const hostname = new URL(url).hostname.replace(/^\[(.*)\]$/, '$1');
+  if (isPrivateAddress(hostname)) return new PrivateTargetError(hostname, hostname);
+  let addresses: LookupAddress[];
+  try {
+    addresses = await lookupAll(hostname);
+  } catch {
+    return undefined;
+  }
+  const allowed = publicOf(hostname, addresses);
+  return allowed instanceof PrivateTargetError ? allowed : undefined;
+}
+
+function lookupAll(hostname: string): Promise<LookupAddress[]> {
+  return new Promise((resolve, reject) =>
+    lookup(hostname, { all: true }, (err, addresses) => (err ? reject(err) : resolve(addresses))),
+  );
 }
 
 /**

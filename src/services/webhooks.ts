@@ -1,13 +1,19 @@
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { request, type Dispatcher } from 'undici';
-import { BadRequestError, ConflictError, NotFoundError } from '../errors.js';
+import {
+  BadRequestError,
+  ConflictError,
+  NotFoundError,
+  RequestValidationError,
+} from '../errors.js';
 import { inBatches } from '../infra/batches.js';
 import type { Clock } from '../infra/clock.js';
-import { PrivateTargetError } from '../infra/outbound.js';
+import { PrivateTargetError, refusedTarget } from '../infra/outbound.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
 import type { TimelineRow } from '../store/repositories/activity.js';
 import type {
+  AttemptExchange,
   AttemptOutcome,
   ClaimedDelivery,
   NewWebhookDelivery,
@@ -55,6 +61,8 @@ export interface WebhookPolicy {
   retentionMs: number;
   /** The `user-agent` of every delivery. */
   userAgent: string;
+  /** Whether deliveries may go to private networks (the operator's setting, the guard's too). */
+  allowPrivateTargets: boolean;
 }
 
 /** How an attempt ended, for the metrics: delivered, to be retried, given up; or never made. */
@@ -90,6 +98,12 @@ export interface WebhookDeliveryInfo {
   createdAt: number;
   lastAttemptAt: number | null;
   nextAttemptAt: number | null;
+  /** What the last attempt sent; null before the first. */
+  request: { headers: Record<string, string>; body: string } | null;
+  /** What the receiver answered the last attempt; null when it answered nothing. */
+  response: { statusCode: number; headers: Record<string, string>; body: string } | null;
+  durationMs: number | null;
+  redeliveryOf: string | null;
 }
 
 /** The webhook kind a timeline entry is, if it is one a hook may choose. */
@@ -172,6 +186,7 @@ export class WebhooksService implements ChangeConsumer<'timeline.recorded'> {
 
   /** Makes a hook for the user; its secret is shown this once. */
   async create(userId: string, fields: WebhookFields): Promise<WebhookInfo & { secret: string }> {
+    await this.deliverable(fields.url);
     const agents = await this.ownAgents(userId, fields.agents);
     const now = this.clock.now();
     const id = `wh_${Array.from(randomBytes(16), (b) => BASE32[b & 31]).join('')}`;
@@ -215,6 +230,13 @@ export class WebhooksService implements ChangeConsumer<'timeline.recorded'> {
     return (await this.store.repos.webhooks.listForUser(userId)).map(infoOf);
   }
 
+  /** Whose a hook is, for the operator's commands, which name hooks by id; 404 for none. */
+  async ownerOf(id: string): Promise<string> {
+    const hook = await this.store.repos.webhooks.findById(id);
+    if (!hook) throw new NotFoundError(WEBHOOK_NOT_FOUND);
+    return hook.user_id;
+  }
+
   /** One of the user's hooks; 404 for any other. */
   async get(userId: string, id: string): Promise<WebhookInfo> {
     return infoOf(await this.owned(userId, id));
@@ -223,6 +245,7 @@ export class WebhooksService implements ChangeConsumer<'timeline.recorded'> {
   /** Changes the fields given of one of the user's hooks. */
   async update(userId: string, id: string, fields: Partial<WebhookFields>): Promise<WebhookInfo> {
     await this.owned(userId, id);
+    if (fields.url !== undefined) await this.deliverable(fields.url);
     const agents =
       fields.agents === undefined ? undefined : await this.ownAgents(userId, fields.agents);
     const changed = await this.store.repos.webhooks.update(id, userId, {
@@ -260,46 +283,90 @@ export class WebhooksService implements ChangeConsumer<'timeline.recorded'> {
    */
   async test(userId: string, id: string): Promise<WebhookDeliveryInfo> {
     const hook = await this.owned(userId, id);
-    const now = this.clock.now();
     const deliveryId = randomUUID();
-    // Claimed as it is made, so that this request makes its first attempt, and no loop.
-    const claimedUntil = now + this.policy.timeoutMs + LEASE_MARGIN_MS;
-    const payload: WebhookPayload = {
+    return this.sendNow(hook, {
       id: deliveryId,
       kind: 'webhook.test',
-      at: isoTimestamp(now),
+      at: isoTimestamp(this.clock.now()),
       agent: null,
       entry: { summary: 'a test delivery, sent because the hook’s owner asked for one' },
       webhook_id: hook.id,
-    };
+    });
+  }
+
+  /**
+   * Sends one of a hook's deliveries again, as a new delivery of the same event (a new id,
+   * `redelivery_of` the one given), now; answered as its first attempt left it.
+   */
+  async redeliver(userId: string, id: string, deliveryId: string): Promise<WebhookDeliveryInfo> {
+    const hook = await this.owned(userId, id);
+    const original = await this.store.repos.webhooks.findDelivery(deliveryId, hook.id);
+    if (!original) throw new NotFoundError(DELIVERY_NOT_FOUND);
+    const waiting = (await this.store.repos.webhooks.pendingCounts([hook.id])).get(hook.id) ?? 0;
+    if (waiting >= MAX_PENDING_PER_WEBHOOK) {
+      throw new ConflictError(
+        `This webhook has ${waiting} deliveries waiting already; redeliver once they are sent`,
+      );
+    }
+    const payload = JSON.parse(original.payload) as WebhookPayload;
+    return this.sendNow(hook, { ...payload, id: randomUUID() }, original.address, original.id);
+  }
+
+  /** Makes a delivery claimed by this request, makes its first attempt, and answers it. */
+  private async sendNow(
+    hook: WebhookRow,
+    payload: WebhookPayload,
+    address: string | null = null,
+    redeliveryOf: string | null = null,
+  ): Promise<WebhookDeliveryInfo> {
+    const now = this.clock.now();
+    // Claimed as it is made, so that this request makes its first attempt, and no loop.
+    const claimedUntil = now + this.policy.timeoutMs + LEASE_MARGIN_MS;
+    const row = newDelivery(payload, address, now);
     await this.store.repos.webhooks.enqueue([
-      { ...newDelivery(payload, null, now), claimed_until: claimedUntil },
+      { ...row, claimed_until: claimedUntil, redelivery_of: redeliveryOf },
     ]);
     await this.track(
       this.attempt({
-        id: deliveryId,
+        id: row.id,
         webhook_id: hook.id,
         kind: payload.kind,
-        address: null,
-        payload: JSON.stringify(payload),
+        address,
+        payload: row.payload,
         attempts: 0,
         created_at: now,
         claimed_until: claimedUntil,
-        user_id: userId,
+        redelivery_of: redeliveryOf,
+        user_id: hook.user_id,
         url: hook.url,
         secret: hook.secret,
       }),
     );
-    // Gone only if the hook was deleted meanwhile.
-    const row = await this.store.repos.webhooks.findDelivery(deliveryId);
-    if (!row) throw new NotFoundError(WEBHOOK_NOT_FOUND);
-    return deliveryInfoOf(row);
+    // Gone only if the hook was deleted meanwhile (or, for an agent's, the agent changed hands).
+    const sent = await this.store.repos.webhooks.findDelivery(row.id);
+    if (!sent) throw new NotFoundError(DELIVERY_NOT_FOUND);
+    return deliveryInfoOf(sent);
   }
 
   private async owned(userId: string, id: string): Promise<WebhookRow> {
     const hook = await this.store.repos.webhooks.find(id, userId);
     if (!hook) throw new NotFoundError(WEBHOOK_NOT_FOUND);
     return hook;
+  }
+
+  /**
+   * Refuses (422) a URL the outbound guard would refuse every delivery to, by the rule it
+   * connects by, so that a hook is not made only to fail each time.
+   */
+  private async deliverable(url: string): Promise<void> {
+    if (this.policy.allowPrivateTargets) return;
+    const refused = await refusedTarget(url);
+    if (refused) {
+      throw RequestValidationError.single(
+        ['body', 'url'],
+        `Deliveries to ${url} would be refused: ${refused.message}; ${PRIVATE_TARGET_HINT}`,
+      );
+    }
   }
 
   /** The agents a hook names, each one the user owns (400 otherwise); null: all of them. */
@@ -467,24 +534,31 @@ export class WebhooksService implements ChangeConsumer<'timeline.recorded'> {
       }
     }
     const seconds = Math.floor(this.clock.now() / 1000);
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'user-agent': this.policy.userAgent,
+      'agentry-webhook-id': claim.webhook_id,
+      'agentry-delivery-id': claim.id,
+      ...(claim.redelivery_of !== null ? { 'agentry-redelivery-of': claim.redelivery_of } : {}),
+      'agentry-signature': webhookSignature(claim.secret, seconds, claim.payload),
+    };
+    const started = performance.now();
     let statusCode: number | null = null;
+    let answer: { headers: string; body: string } | null = null;
     let failure: { error: string; final: boolean } | null = null;
     try {
       const response = await request(claim.url, {
         method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'user-agent': this.policy.userAgent,
-          'agentry-webhook-id': claim.webhook_id,
-          'agentry-delivery-id': claim.id,
-          'agentry-signature': webhookSignature(claim.secret, seconds, claim.payload),
-        },
+        headers,
         body: claim.payload,
         dispatcher: this.dispatcher,
         signal: AbortSignal.any([AbortSignal.timeout(this.policy.timeoutMs), this.stopping.signal]),
       });
-      await response.body.dump();
       statusCode = response.statusCode;
+      answer = {
+        headers: JSON.stringify(keptHeaders(response.headers)),
+        body: await excerptOf(response.body),
+      };
       if (statusCode < 200 || statusCode >= 300) {
         failure = { error: `answered with status ${statusCode}`, final: false };
       }
@@ -495,6 +569,12 @@ export class WebhooksService implements ChangeConsumer<'timeline.recorded'> {
       }
       failure = this.failureOf(err);
     }
+    const exchange: AttemptExchange = {
+      request_headers: JSON.stringify(headers),
+      response_headers: answer?.headers ?? null,
+      response_body: answer?.body ?? null,
+      duration_ms: Math.round(performance.now() - started),
+    };
     const attempts = claim.attempts + 1;
     const now = this.clock.now();
     const delay = this.policy.retryDelaysMs[attempts - 1];
@@ -506,6 +586,7 @@ export class WebhooksService implements ChangeConsumer<'timeline.recorded'> {
             error: null,
             at: now,
             next_attempt_at: null,
+            exchange,
           }
         : failure.final || delay === undefined
           ? {
@@ -514,6 +595,7 @@ export class WebhooksService implements ChangeConsumer<'timeline.recorded'> {
               error: failure.error,
               at: now,
               next_attempt_at: null,
+              exchange,
             }
           : {
               status: 'pending',
@@ -521,6 +603,7 @@ export class WebhooksService implements ChangeConsumer<'timeline.recorded'> {
               error: failure.error,
               at: now,
               next_attempt_at: now + delay,
+              exchange,
             };
     await webhooks.settle(claim.id, claim.claimed_until, outcome);
     const counted: DeliveryOutcome =
@@ -581,6 +664,44 @@ export class WebhooksService implements ChangeConsumer<'timeline.recorded'> {
 }
 
 const WEBHOOK_NOT_FOUND = 'Webhook not found';
+const DELIVERY_NOT_FOUND = 'Delivery not found';
+/** Bytes kept of a receiver's answer, and headers of it (each value cut to a length). */
+const RESPONSE_BODY_MAX_BYTES = 4096;
+const RESPONSE_HEADERS_MAX = 50;
+const RESPONSE_HEADER_MAX_LENGTH = 1000;
+
+/** A receiver's headers as kept: a bounded number, each a string of bounded length. */
+function keptHeaders(
+  headers: Record<string, string | string[] | undefined>,
+): Record<string, string> {
+  const kept: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers).slice(0, RESPONSE_HEADERS_MAX)) {
+    if (value === undefined) continue;
+    kept[name] = (Array.isArray(value) ? value.join(', ') : value).slice(
+      0,
+      RESPONSE_HEADER_MAX_LENGTH,
+    );
+  }
+  return kept;
+}
+
+/**
+ * The start of a receiver's answer as text (the rest is not read); NUL, which PostgreSQL's text
+ * cannot hold, shown as U+FFFD like any byte that is not UTF-8.
+ */
+async function excerptOf(body: AsyncIterable<Buffer>): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    chunks.push(chunk);
+    size += chunk.length;
+    if (size >= RESPONSE_BODY_MAX_BYTES) break;
+  }
+  return Buffer.concat(chunks)
+    .subarray(0, RESPONSE_BODY_MAX_BYTES)
+    .toString('utf8')
+    .replaceAll('\u0000', '\uFFFD');
+}
 
 interface ParsedHook {
   id: string;
@@ -611,6 +732,7 @@ function infoOf(row: WebhookRow): WebhookInfo {
 
 function deliveryInfoOf(row: WebhookDeliveryRow): WebhookDeliveryInfo {
   const at = (ms: number | null) => (ms === null ? null : Number(ms));
+  const headersOf = (json: string) => JSON.parse(json) as Record<string, string>;
   return {
     id: row.id,
     kind: row.kind as WebhookDeliveryKind,
@@ -622,6 +744,20 @@ function deliveryInfoOf(row: WebhookDeliveryRow): WebhookDeliveryInfo {
     createdAt: Number(row.created_at),
     lastAttemptAt: at(row.last_attempt_at),
     nextAttemptAt: at(row.next_attempt_at),
+    request:
+      row.request_headers === null
+        ? null
+        : { headers: headersOf(row.request_headers), body: row.payload },
+    response:
+      row.response_headers === null || row.status_code === null
+        ? null
+        : {
+            statusCode: row.status_code,
+            headers: headersOf(row.response_headers),
+            body: row.response_body ?? '',
+          },
+    durationMs: at(row.duration_ms),
+    redeliveryOf: row.redelivery_of,
   };
 }
 

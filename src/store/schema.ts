@@ -412,6 +412,16 @@ export interface WebhookDeliveriesTable {
   next_attempt_at: number | null;
   /** While an attempt is under way, until when the process making it holds it. */
   claimed_until: number | null;
+  /** The headers the last attempt sent (JSON object); its body was `payload`. */
+  request_headers: string | null;
+  /** The headers the receiver answered the last attempt with (JSON object); null: no answer. */
+  response_headers: string | null;
+  /** The start of the receiver's answer to the last attempt, as text. */
+  response_body: string | null;
+  /** How long the last attempt took, answered or not. */
+  duration_ms: number | null;
+  /** The delivery this one sends again (a redelivery); null for one the event made. */
+  redelivery_of: string | null;
 }
 
 /** An access token of the v1 mailroom, bound to one agent address. */

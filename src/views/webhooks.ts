@@ -34,5 +34,16 @@ export function webhookDeliveryView(delivery: WebhookDeliveryInfo): WebhookDeliv
     created_at: isoTimestamp(delivery.createdAt),
     last_attempt_at: isoOrNull(delivery.lastAttemptAt),
     next_attempt_at: isoOrNull(delivery.nextAttemptAt),
+    request: delivery.request,
+    response:
+      delivery.response === null
+        ? null
+        : {
+            status_code: delivery.response.statusCode,
+            headers: delivery.response.headers,
+            body: delivery.response.body,
+          },
+    duration_ms: delivery.durationMs,
+    redelivery_of: delivery.redeliveryOf,
   };
 }

@@ -8,22 +8,9 @@ import {
   Timestamp,
   WireString,
 } from './common.js';
+import { WEBHOOK_KINDS } from './webhook-kinds.js';
 
-/** What a webhook may be told of (docs/webhooks.md, "What fires when"). */
-export const WEBHOOK_KINDS = [
-  'message.refused',
-  'message.expired',
-  'message.forward_failed',
-  'forwards.back',
-  'agent.silent',
-  'agent.back',
-  'agent.unreachable',
-  'agent.failing',
-  'agent.unhealthy',
-  'agent.recovered',
-  'event.error',
-] as const;
-export type WebhookKind = (typeof WEBHOOK_KINDS)[number];
+export { WEBHOOK_KINDS, type WebhookKind } from './webhook-kinds.js';
 
 /** What a delivery may be about: a kind a hook chose, or the test a hook's owner asked for. */
 export const DELIVERY_KINDS = [...WEBHOOK_KINDS, 'webhook.test'] as const;
@@ -98,6 +85,11 @@ export const WebhookParams = Type.Object({
   id: Type.String({ pattern: '^wh_[a-z2-7]{16}$', description: 'The id of a webhook' }),
 });
 
+export const WebhookDeliveryParams = Type.Object({
+  id: WebhookParams.properties.id,
+  delivery: Type.String({ format: 'uuid', description: 'The id of one of its deliveries' }),
+});
+
 export const WebhookDeliveriesQuery = Type.Object({
   status: Type.Optional(StringEnum(WEBHOOK_DELIVERY_STATUSES)),
   limit: Type.Integer({ minimum: 1, maximum: 500, default: 100 }),
@@ -118,6 +110,29 @@ export const WebhookDelivery = Type.Object({
   created_at: Timestamp,
   last_attempt_at: Nullable(Timestamp),
   next_attempt_at: Nullable(Timestamp),
+  request: Nullable(
+    Type.Object(
+      {
+        headers: Type.Record(Type.String(), Type.String()),
+        body: Type.String({ description: 'the payload, as every attempt sends it' }),
+      },
+      { description: 'what the last attempt sent; null before the first' },
+    ),
+  ),
+  response: Nullable(
+    Type.Object(
+      {
+        status_code: Type.Integer(),
+        headers: Type.Record(Type.String(), Type.String()),
+        body: Type.String({ description: 'the start of the answer (4 KiB at most), as text' }),
+      },
+      { description: 'what the receiver answered the last attempt; null when nothing was' },
+    ),
+  ),
+  duration_ms: Nullable(Type.Integer({ description: 'how long the last attempt took' })),
+  redelivery_of: Nullable(
+    Type.String({ description: 'the delivery this one sends again; null for an event’s own' }),
+  ),
 });
 export type WebhookDelivery = Static<typeof WebhookDelivery>;
 

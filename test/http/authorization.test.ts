@@ -103,6 +103,7 @@ const RULES: Record<string, Rule> = {
   'DELETE /v2/webhooks/{id}': 'owner',
   'GET /v2/webhooks/{id}/deliveries': 'owner',
   'POST /v2/webhooks/{id}/test': 'owner',
+  'POST /v2/webhooks/{id}/deliveries/{delivery}/redeliver': 'owner',
   'POST /v1/almanac/agents': 'public',
   'POST /v1/almanac/agents/batch': 'public',
   'POST /v1/almanac/agents/{address}/status': 'public',
@@ -319,6 +320,7 @@ const SUBJECTS: Record<string, Subject> = {
   'DELETE /v2/webhooks/{id}': 'none',
   'GET /v2/webhooks/{id}/deliveries': 'none',
   'POST /v2/webhooks/{id}/test': 'none',
+  'POST /v2/webhooks/{id}/deliveries/{delivery}/redeliver': 'none',
   'POST /v1/almanac/agents': 'anyone',
   'POST /v1/almanac/agents/batch': 'anyone',
   'POST /v1/almanac/agents/{address}/status': 'anyone',
@@ -519,6 +521,8 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     domain: string;
     redirectUrl: string;
     webhookId: string;
+    /** A delivery of that webhook (its test). */
+    webhookDeliveryId: string;
     assetId: string;
     /** A hosted agent, with code, a secret and a storage key. */
     hosted: string;
@@ -582,6 +586,12 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
     });
     assert.equal(webhook.status, 201, webhook.text);
     things.webhookId = webhook.body.id;
+    const tested = await call(t.url, 'POST', `/v2/webhooks/${things.webhookId}/test`, {
+      key,
+      headers,
+    });
+    assert.equal(tested.status, 200, tested.text);
+    things.webhookDeliveryId = tested.body.id;
     const asset = await call(t.url, 'POST', '/v1/storage/assets/', {
       key,
       headers,
@@ -684,6 +694,7 @@ describeOnEachDialect('authorization of every operation', (dialect) => {
       .replace('{uuid}', things.uuid)
       .replace('{asset_id}', things.assetId)
       .replace('{id}', idOf(operation.path, things))
+      .replace('{delivery}', things.webhookDeliveryId)
       .replace('{domain_name}', things.domain)
       .replace('{slug}', TEAM)
       .replace('{user}', 'admin')

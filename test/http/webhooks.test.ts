@@ -21,7 +21,7 @@ interface Received {
 
 /**
  * A webhook receiver on loopback: records every request and answers the statuses queued for
- * its path (`answers`), else 200. An agent's endpoint at `/agent-down` answers 503.
+ * its path (`answers`), else 200, with an `x-receiver` header and a body that names the path. An agent's endpoint at `/agent-down` answers 503.
  */
 async function startReceiver() {
   const received: Received[] = [];
@@ -34,7 +34,9 @@ async function startReceiver() {
       if (path === '/agent-down') return void response.writeHead(503).end('down');
       const raw = Buffer.concat(chunks).toString('utf8');
       received.push({ path, headers: request.headers, raw, body: JSON.parse(raw) });
-      response.writeHead(answers.get(path)?.shift() ?? 200).end();
+      response
+        .writeHead(answers.get(path)?.shift() ?? 200, { 'x-receiver': 'seen' })
+        .end(`took ${path}`);
     });
   });
   const url = await listenOnLoopback(server);
@@ -573,6 +575,67 @@ describeOnEachDialect('webhooks', (dialect) => {
       assert.equal(receiver.at('/down').length, 3);
     });
 
+    it('shows what each delivery sent and was answered, and redelivers one as a new delivery of the same event', async () => {
+      const key = await newUser();
+      const hook = await createHook(key, { url: `${receiver.url}/seen`, kinds: ['event.error'] });
+      receiver.answers.set('/seen', [500]);
+      const tested = await call(t.url, 'POST', `/v2/webhooks/${hook.id}/test`, { key });
+      assert.equal(tested.status, 200, tested.text);
+      const first: WebhookDelivery = tested.body;
+      const [sent] = receiver.at('/seen');
+      assert.equal(first.request!.body, sent!.raw);
+      for (const name of ['agentry-delivery-id', 'agentry-signature', 'user-agent']) {
+        assert.equal(first.request!.headers[name], sent!.headers[name], name);
+      }
+      assert.deepEqual(first.response, {
+        status_code: 500,
+        headers: { ...first.response!.headers, 'x-receiver': 'seen' },
+        body: 'took /seen',
+      });
+      assert.ok(first.duration_ms !== null && first.duration_ms >= 0);
+      assert.equal(first.redelivery_of, null);
+
+      const again = await call(
+        t.url,
+        'POST',
+        `/v2/webhooks/${hook.id}/deliveries/${first.id}/redeliver`,
+        { key },
+      );
+      assert.equal(again.status, 200, again.text);
+      const second: WebhookDelivery = again.body;
+      assert.notEqual(second.id, first.id);
+      assert.equal(second.redelivery_of, first.id);
+      assert.equal(second.kind, 'webhook.test');
+      assert.equal(second.status, 'delivered');
+      assert.equal(second.response!.status_code, 200);
+      const resent = receiver.at('/seen')[1]!;
+      assert.equal(resent.headers['agentry-delivery-id'], second.id);
+      assert.equal(resent.headers['agentry-redelivery-of'], first.id);
+      assert.ok(verifies(hook.secret, resent.headers['agentry-signature'] as string, resent.raw));
+      // The same event: only the delivery's id differs.
+      assert.deepEqual({ ...resent.body, id: first.id }, JSON.parse(first.request!.body));
+      assert.deepEqual(
+        (await deliveriesOf(key, hook.id)).map((d) => d.id),
+        [second.id, first.id],
+      );
+      // The first stays as it was, its retry still due.
+      assert.equal((await deliveriesOf(key, hook.id))[1]!.status, 'pending');
+
+      const other = await createHook(key, { url: `${receiver.url}/other`, kinds: ['event.error'] });
+      const stranger = await newUser();
+      for (const [path, as, status] of [
+        [`/v2/webhooks/${hook.id}/deliveries/${randomUUID()}/redeliver`, key, 404],
+        [`/v2/webhooks/${other.id}/deliveries/${first.id}/redeliver`, key, 404],
+        [`/v2/webhooks/${hook.id}/deliveries/${first.id}/redeliver`, stranger, 404],
+        [`/v2/webhooks/${hook.id}/deliveries/not-a-delivery/redeliver`, key, 422],
+      ] as const) {
+        const res = await call(t.url, 'POST', path, { key: as });
+        assert.equal(res.status, status, `${path}: ${res.text}`);
+      }
+      assert.equal(receiver.at('/seen').length, 2);
+      assert.equal(receiver.at('/other').length, 0);
+    });
+
     it('deletes the deliveries of a deleted hook, and of a deleted agent; a later owner hears nothing of it', async () => {
       const alice = await newUser();
       const bob = await newUser();
@@ -618,13 +681,62 @@ describeOnEachDialect('webhooks', (dialect) => {
     });
   });
 
-  it('refuses a private URL unless private targets are allowed, and says so on the delivery', async () => {
+  it('refuses to make or point a hook at a URL the server would never deliver to, and says which setting allows it', async () => {
     const guarded = await startTestServer({ dialect, clock });
     try {
+      const key = guarded.userKey;
+      const port = new URL(receiver.url).port;
+      for (const url of [
+        `${receiver.url}/private`,
+        `http://localhost:${port}/named`,
+        `http://[::ffff:127.0.0.1]:${port}/mapped`,
+      ]) {
+        const made = await call(guarded.url, 'POST', '/v2/webhooks', {
+          key,
+          body: { url, kinds: ['event.error'] },
+        });
+        assert.equal(made.status, 422, `${url}: ${made.text}`);
+        const [issue] = made.body.detail;
+        assert.deepEqual(issue.loc, ['body', 'url']);
+        assert.match(
+          issue.msg,
+          /^Deliveries to .* would be refused: .* a private or special-purpose address; set AGENTRY_ALLOW_PRIVATE_TARGETS=true \(or start with --allow-private-targets\)/,
+        );
+      }
+      assert.deepEqual((await call(guarded.url, 'GET', '/v2/webhooks', { key })).body, []);
+      // A public URL is taken (nothing is sent until something happens), but not moved inward.
       const hook = await call(guarded.url, 'POST', '/v2/webhooks', {
+        key,
+        body: { url: 'https://93.184.215.14/hook', kinds: ['event.error'] },
+      });
+      assert.equal(hook.status, 201, hook.text);
+      const moved = await call(guarded.url, 'PUT', `/v2/webhooks/${hook.body.id}`, {
+        key,
+        body: { url: `${receiver.url}/private` },
+      });
+      assert.equal(moved.status, 422, moved.text);
+      assert.match(moved.body.detail[0].msg, /127\.0\.0\.1.*AGENTRY_ALLOW_PRIVATE_TARGETS/);
+      const kept = await call(guarded.url, 'GET', `/v2/webhooks/${hook.body.id}`, { key });
+      assert.equal(kept.body.url, 'https://93.184.215.14/hook');
+    } finally {
+      await guarded.close();
+    }
+  });
+
+  it('says on the delivery why a hook kept from when private targets were allowed is refused now', async () => {
+    const guarded = await startTestServer({ dialect, clock });
+    try {
+      // Made through a process of the same database that allowed private targets then.
+      const allowing = await startTestServer({
+        replicaOf: guarded,
+        clock,
+        config: { allowPrivateTargets: true },
+      });
+      const hook = await call(allowing.url, 'POST', '/v2/webhooks', {
         key: guarded.userKey,
         body: { url: `${receiver.url}/private`, kinds: ['event.error'] },
       });
+      await allowing.close();
       assert.equal(hook.status, 201, hook.text);
       const tested = await call(guarded.url, 'POST', `/v2/webhooks/${hook.body.id}/test`, {
         key: guarded.userKey,
@@ -633,6 +745,8 @@ describeOnEachDialect('webhooks', (dialect) => {
       assert.equal(tested.body.status, 'failed');
       assert.equal(tested.body.attempts, 1);
       assert.equal(tested.body.status_code, null);
+      assert.equal(tested.body.response, null);
+      assert.equal(tested.body.request.headers['agentry-delivery-id'], tested.body.id);
       assert.match(tested.body.error, /private address refused: 127\.0\.0\.1/);
       assert.match(tested.body.error, /AGENTRY_ALLOW_PRIVATE_TARGETS/);
       const listed = await call(guarded.url, 'GET', `/v2/webhooks/${hook.body.id}/deliveries`, {

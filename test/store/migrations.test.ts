@@ -280,7 +280,7 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
       await scratch.drop();
     }
   });
-  it('0037 indexes the manifests stored before by name and by model', async () => {
+  it('0036 indexes the manifests stored before by name and by model', async () => {
     const scratch = await createTestDatabase(dialect);
     const old = Store.open(scratch.url);
     try {

@@ -70,7 +70,18 @@ describeOnEachDialect('webhooks store', (dialect) => {
       (c) => c.id === row.id,
     );
     assert.ok(second);
-    const outcome = { status_code: 200, error: null, at: 210_002, next_attempt_at: null };
+    const outcome = {
+      status_code: 200,
+      error: null,
+      at: 210_002,
+      next_attempt_at: null,
+      exchange: {
+        request_headers: '{"content-type":"application/json"}',
+        response_headers: '{"content-type":"text/plain"}',
+        response_body: 'ok',
+        duration_ms: 12,
+      },
+    };
     await webhooks.settle(row.id, first.claimed_until, { status: 'failed', ...outcome });
     assert.equal((await webhooks.findDelivery(row.id))!.status, 'pending');
     await webhooks.settle(row.id, second.claimed_until, { status: 'delivered', ...outcome });
@@ -78,6 +89,8 @@ describeOnEachDialect('webhooks store', (dialect) => {
     assert.equal(settled!.status, 'delivered');
     assert.equal(Number(settled!.attempts), 1);
     assert.equal(settled!.claimed_until, null);
+    assert.equal(settled!.response_body, 'ok');
+    assert.equal(Number(settled!.duration_ms), 12);
   });
 
   it("deletes an agent's deliveries up to its deletion, and old settled ones", async () => {

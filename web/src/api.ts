@@ -115,6 +115,7 @@ import type { AgentRecord } from '../../src/wire/agents';
 export type { AgentRecord };
 export type { ApiKey, NewApiKey } from '../../src/wire/keys';
 export type { McpSession } from '../../src/wire/mcp';
+export type { NewWebhook, Webhook, WebhookDelivery } from '../../src/wire/webhooks';
 export type { Enrolment, ProvisionedAgent } from '../../src/wire/enrolments';
 export type { SessionInfo } from '../../src/wire/sessions';
 export type { Team, TeamDetail, TeamMember } from '../../src/wire/teams';

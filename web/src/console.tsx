@@ -7,6 +7,7 @@ import { AgentChatPage, ChatSessionsPage } from './pages/chat';
 import { HostedPage } from './pages/hosted';
 import { HostedAgentPage } from './pages/hosted-agent';
 import { KeysPage } from './pages/keys';
+import { WebhooksPage } from './pages/webhooks';
 import { ProvisionCard } from './pages/provision';
 import { NamesPage } from './pages/names';
 import { TeamsPage, TeamSwitcher } from './pages/teams';
@@ -77,6 +78,7 @@ function Console() {
   } else if (route === '/hosted') page = <HostedPage />;
   else if (route === '/usage') page = <UsagePage />;
   else if (route === '/keys') page = <KeysPage />;
+  else if (route === '/webhooks') page = <WebhooksPage />;
   else if (route === '/names') page = <NamesPage />;
   else if (route === '/federation') page = <FederationPage />;
   else if (route === '/teams' || route.startsWith('/teams/')) {
@@ -116,13 +118,15 @@ function Console() {
                 ? 'Usage'
                 : route === '/keys'
                   ? 'API keys'
-                  : route === '/names'
-                    ? 'Names'
-                    : route === '/federation'
-                      ? 'Federation'
-                      : route.startsWith('/teams')
-                        ? 'Teams'
-                        : 'Agents';
+                  : route === '/webhooks'
+                    ? 'Webhooks'
+                    : route === '/names'
+                      ? 'Names'
+                      : route === '/federation'
+                        ? 'Federation'
+                        : route.startsWith('/teams')
+                          ? 'Teams'
+                          : 'Agents';
   useEffect(() => {
     document.title = `${title} · Agentry`;
   }, [title]);
@@ -140,6 +144,7 @@ function Console() {
             <a href="#/names">Names</a>
             <a href="#/usage">Usage</a>
             <a href="#/keys">API keys</a>
+            <a href="#/webhooks">Webhooks</a>
             <a href="#/teams">Teams</a>
             <a href="#/federation">Federation</a>
             <a href="/inspect/">Inspector</a>

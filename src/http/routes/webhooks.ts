@@ -9,6 +9,7 @@ import {
   Webhook,
   WebhookDeliveriesQuery,
   WebhookDelivery,
+  WebhookDeliveryParams,
   WebhookDeliveryList,
   WebhookList,
   WebhookParams,
@@ -29,7 +30,7 @@ export function webhooksRoutes(app: FastifyInstance, ctx: AppContext): void {
         tags: ['webhooks'],
         summary: 'Create Webhook',
         description:
-          'A URL the service POSTs to, signed, when something of the chosen kinds happens to the caller’s agents (all of them, or those listed). The answer carries the signing secret, shown this once. At most 20 per user.',
+          'A URL the service POSTs to, signed, when something of the chosen kinds happens to the caller’s agents (all of them, or those listed). The answer carries the signing secret, shown this once. At most 20 per user. A URL the server would refuse every delivery to (a private network address, unless the operator allows them) is answered 422 with the reason.',
         body: CreateWebhookRequest,
         response: { 201: NewWebhook, ...errorResponses(400, 401, 409, 422) },
       },
@@ -113,7 +114,7 @@ export function webhooksRoutes(app: FastifyInstance, ctx: AppContext): void {
         tags: ['webhooks'],
         summary: 'List Webhook Deliveries',
         description:
-          'The webhook’s recent deliveries, newest first: what each was about, how its attempts went and when the next is due. Kept for the retention period of messages.',
+          'The webhook’s recent deliveries, newest first: what each was about, how its attempts went and when the next is due, and what its last attempt sent (headers and body) and was answered (status, headers, the start of the body) in how long. Kept for the retention period of messages.',
         params: WebhookParams,
         querystring: WebhookDeliveriesQuery,
         response: { 200: WebhookDeliveryList, ...errorResponses(401, 404, 422) },
@@ -139,5 +140,24 @@ export function webhooksRoutes(app: FastifyInstance, ctx: AppContext): void {
       },
     },
     async (request) => webhookDeliveryView(await webhooks.test(userOf(request), request.params.id)),
+  );
+
+  r.post(
+    '/v2/webhooks/:id/deliveries/:delivery/redeliver',
+    {
+      config: { auth: 'user' },
+      schema: {
+        tags: ['webhooks'],
+        summary: 'Redeliver Webhook Delivery',
+        description:
+          'Sends the event of one of the webhook’s deliveries again now, as a new delivery (a new id; `redelivery_of` and the agentry-redelivery-of header name the one sent again), and answers it as its first attempt left it; a failed one is retried like any other.',
+        params: WebhookDeliveryParams,
+        response: { 200: WebhookDelivery, ...errorResponses(401, 404, 409, 422) },
+      },
+    },
+    async (request) =>
+      webhookDeliveryView(
+        await webhooks.redeliver(userOf(request), request.params.id, request.params.delivery),
+      ),
   );
 }

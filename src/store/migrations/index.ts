@@ -32,7 +32,8 @@ import * as mcpSessions from './0030_mcp_sessions.js';
 import * as crashLoops from './0031_crash_loops.js';
 import * as a2a from './0032_a2a.js';
 import * as federation from './0033_federation.js';
-import * as manifestLookups from './0037_manifest_lookups.js';
+import * as webhookExchanges from './0035_webhook_exchanges.js';
+import * as manifestLookups from './0036_manifest_lookups.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -72,5 +73,6 @@ export const migrations: Record<string, Migration> = {
   '0031_crash_loops': crashLoops,
   '0032_a2a': a2a,
   '0033_federation': federation,
-  '0037_manifest_lookups': manifestLookups,
+  '0035_webhook_exchanges': webhookExchanges,
+  '0036_manifest_lookups': manifestLookups,
 };

@@ -23,6 +23,7 @@ export interface ClaimedDelivery {
   created_at: number;
   /** The lease this claim holds; the outcome is written only while it still does. */
   claimed_until: number;
+  redelivery_of: string | null;
   user_id: string;
   url: string;
   secret: string;
@@ -36,6 +37,17 @@ export interface AttemptOutcome {
   at: number;
   /** When the next attempt is due (pending only). */
   next_attempt_at: number | null;
+  /** What the attempt sent and was answered. */
+  exchange: AttemptExchange;
+}
+
+/** An attempt's exchange with the receiver, as its delivery keeps it (JSON as text). */
+export interface AttemptExchange {
+  request_headers: string;
+  /** Null when nothing was answered. */
+  response_headers: string | null;
+  response_body: string | null;
+  duration_ms: number;
 }
 
 /**
@@ -71,6 +83,11 @@ export class WebhooksRepository {
       .where('user_id', '=', userId)
       .executeTakeFirstOrThrow();
     return Number(row.count);
+  }
+
+  /** A hook, whoever's it is. */
+  findById(id: string): Promise<WebhookRow | undefined> {
+    return this.db.selectFrom('webhooks').selectAll().where('id', '=', id).executeTakeFirst();
   }
 
   /** One of the user's hooks; undefined when there is none of theirs by that id. */
@@ -146,7 +163,16 @@ export class WebhooksRepository {
           .limit(limit)
           .$if(this.dialect === 'postgres', (q) => q.forUpdate().skipLocked()),
       )
-      .returning(['id', 'webhook_id', 'kind', 'address', 'payload', 'attempts', 'created_at'])
+      .returning([
+        'id',
+        'webhook_id',
+        'kind',
+        'address',
+        'payload',
+        'attempts',
+        'created_at',
+        'redelivery_of',
+      ])
       .execute();
     if (claimed.length === 0) return [];
     const hooks = await this.db
@@ -185,6 +211,7 @@ export class WebhooksRepository {
         last_attempt_at: outcome.at,
         next_attempt_at: outcome.next_attempt_at,
         claimed_until: null,
+        ...outcome.exchange,
       }))
       .where('id', '=', id)
       .where('claimed_until', '=', claimedUntil)
@@ -208,11 +235,13 @@ export class WebhooksRepository {
     await this.db.deleteFrom('webhook_deliveries').where('id', '=', id).execute();
   }
 
-  findDelivery(id: string): Promise<WebhookDeliveryRow | undefined> {
+  /** A delivery by its id; of the hook given only, when one is. */
+  findDelivery(id: string, webhookId?: string): Promise<WebhookDeliveryRow | undefined> {
     return this.db
       .selectFrom('webhook_deliveries')
       .selectAll()
       .where('id', '=', id)
+      .$if(webhookId !== undefined, (q) => q.where('webhook_id', '=', webhookId!))
       .executeTakeFirst();
   }
 
