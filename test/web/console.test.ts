@@ -380,6 +380,47 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
     },
   );
 
+  it(
+    'fits the header on one row at 1280 px, and wraps it within the screen narrower',
+    opts,
+    async () => {
+      const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+      const page = await context.newPage();
+      const problems = watchPage(page);
+      await page.goto(`${t.url}/#/agents`);
+      await page.getByLabel('API key').fill(t.userKey);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      const signOut = page.getByRole('button', { name: 'Sign out' });
+      await signOut.waitFor();
+      const header = page.locator('header');
+      const nav = page.locator('header nav');
+      const row = async () => ({
+        header: (await header.boundingBox())!,
+        agents: (await nav.getByRole('link', { name: 'Agents' }).boundingBox())!,
+        docs: (await nav.getByRole('link', { name: 'API docs' }).boundingBox())!,
+        switcher: (await page.getByLabel('Acting as').boundingBox())!,
+        signOut: (await signOut.boundingBox())!,
+      });
+      const wide = await row();
+      assert.ok(wide.header.height < 70, `a header of one row: ${JSON.stringify(wide)}`);
+      const middle = (box: { y: number; height: number }) => box.y + box.height / 2;
+      for (const box of [wide.docs, wide.switcher, wide.signOut]) {
+        assert.ok(Math.abs(middle(box) - middle(wide.agents)) < 12, JSON.stringify(wide));
+      }
+      // Narrower, it wraps without overflowing, the switcher and Sign out side by side.
+      await page.setViewportSize({ width: 900, height: 800 });
+      const narrow = await row();
+      const overflow = (await page.evaluate(
+        `document.querySelector('header').scrollWidth - window.innerWidth`,
+      )) as number;
+      assert.ok(overflow <= 0, `the header overflows by ${overflow}px`);
+      assert.ok(Math.abs(middle(narrow.switcher) - middle(narrow.signOut)) < 12);
+      assert.ok(narrow.signOut.x + narrow.signOut.width <= 900);
+      assert.deepEqual(problems, []);
+      await context.close();
+    },
+  );
+
   it('creates a key shown once and revokes it', opts, async () => {
     const { page, problems } = await openPage(`${t.url}/#/keys`, t.userKey);
     await page.getByLabel('Label').fill('deploy script');
