@@ -421,6 +421,53 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
     },
   );
 
+  it('shows every time one way: how long ago, the exact UTC time on hover', opts, async () => {
+    const key = await t.addUser(`times-${dialect}`);
+    const agent = TestIdentity.random();
+    await registerAgent(t, key, agent, { listing: { name: 'timed agent' } });
+    const made = await call(t.url, 'POST', '/v2/api-keys', { key, body: { label: 'old key' } });
+    assert.ok(made.status < 300, made.text);
+    const revoked = await call(t.url, 'DELETE', `/v2/api-keys/${made.body.id}`, { key });
+    assert.ok(revoked.status < 300, revoked.text);
+    const team = await call(t.url, 'POST', '/v2/teams', {
+      key,
+      body: { slug: `times-${dialect}` },
+    });
+    assert.ok(team.status < 300, team.text);
+    const { page, problems } = await openPage(`${t.url}/#/agents`, key);
+    await page.getByRole('link', { name: 'timed agent' }).waitFor();
+    const pages: [string, string][] = [
+      [`#/agents/${agent.address}`, 'Registered'],
+      ['#/keys', 'revoked'],
+      [`#/teams/times-${dialect}`, 'Added'],
+      ['#/usage', 'This period ends'],
+    ];
+    for (const [route, text] of pages) {
+      await page.goto(`${t.url}/${route}`);
+      await page.locator('main').getByText(text).first().waitFor();
+      await page.locator('main time').first().waitFor();
+      const shown = (await page.evaluate(`[...document.querySelectorAll('main time')].map((e) => ({
+        text: e.textContent, title: e.getAttribute('title'), at: e.getAttribute('datetime'),
+      }))`)) as { text: string; title: string; at: string }[];
+      assert.ok(shown.length > 0, route);
+      for (const time of shown) {
+        assert.match(time.title, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/, route);
+        assert.equal(
+          time.title,
+          `${new Date(time.at).toISOString().slice(0, 19).replace('T', ' ')} UTC`,
+        );
+        assert.match(
+          time.text,
+          /^(just now|(in )?\d+ (min|h|days)( ago)?)$/,
+          `${route}: ${time.text}`,
+        );
+      }
+      const main = (await page.locator('main').textContent()) ?? '';
+      assert.doesNotMatch(main, /\d{1,2}\/\d{1,2}\/\d{4}|\d:\d\d(:\d\d)? ?[AP]M/, route);
+    }
+    assert.deepEqual(problems, []);
+  });
+
   it('creates a key shown once and revokes it', opts, async () => {
     const { page, problems } = await openPage(`${t.url}/#/keys`, t.userKey);
     await page.getByLabel('Label').fill('deploy script');

@@ -149,9 +149,17 @@ export function connection(agent: AgentRecord): string {
   return agent.redirect_url ? `proxy → ${agent.redirect_url}` : 'mailbox';
 }
 
-export function when(iso: string | null): string {
-  if (!iso) return '—';
-  return new Date(iso).toLocaleString();
+/**
+ * A moment exactly, the same in every browser and locale: ISO 8601 in UTC, as the server's
+ * logs and the activity charts' days count it (`2026-11-28 17:31:04 UTC`).
+ */
+export function when(iso: string): string {
+  return `${new Date(iso).toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+}
+
+/** A moment's time of day in UTC, `17:31:04` (or `17:31` without the seconds). */
+export function clock(iso: string, seconds = true): string {
+  return new Date(iso).toISOString().slice(11, seconds ? 19 : 16);
 }
 
 /**

@@ -1,7 +1,7 @@
 // Small pieces the console and the inspector pages share.
 
 import { useState } from 'preact/hooks';
-import { ago, encode, when, type AgentStatus, type AgentStatusName } from './api';
+import { ago, clock, encode, when, type AgentStatus, type AgentStatusName } from './api';
 
 /** A button for what cannot be undone: it asks first, then acts or is kept. */
 export function ConfirmButton(props: {
@@ -72,14 +72,20 @@ export function StatusReason(props: { status: AgentStatus }) {
 }
 
 /**
- * A moment as how long ago (or until), with the exact time on hover; `never` when there is
- * none (or {@link None} when `never` is empty).
+ * The one way the console shows a time: how long ago (or until), with the exact time (ISO 8601,
+ * UTC) on hover; `never` when there is none (or {@link None} when `never` is empty). Where
+ * moments follow each other by seconds (log lines, a conversation), `clock` shows the time of
+ * day in UTC instead, to the second or (`clock="minutes"`) the minute.
  */
-export function Moment(props: { iso: string | null; never?: string }) {
+export function Moment(props: {
+  iso: string | null | undefined;
+  never?: string;
+  clock?: 'seconds' | 'minutes';
+}) {
   if (!props.iso) return props.never === '' ? <None /> : <>{props.never ?? 'never'}</>;
   return (
     <time dateTime={props.iso} title={when(props.iso)}>
-      {ago(props.iso)}
+      {props.clock ? clock(props.iso, props.clock === 'seconds') : ago(props.iso)}
     </time>
   );
 }

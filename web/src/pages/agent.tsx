@@ -4,7 +4,6 @@ import {
   ApiError,
   connection,
   encode,
-  when,
   type AgentRecord,
   type AlmanacAgent,
   type StoredEnvelope,
@@ -110,11 +109,15 @@ export function AgentPage(props: { address: string }) {
           </dd>
           <dt>Almanac</dt>
           <dd>
-            {almanac.value === undefined
-              ? '…'
-              : almanac.value === null
-                ? 'not in the Almanac'
-                : `registered, expires ${when(almanac.value.expiry)}`}
+            {almanac.value === undefined ? (
+              '…'
+            ) : almanac.value === null ? (
+              'not in the Almanac'
+            ) : (
+              <>
+                registered, expires <Moment iso={almanac.value.expiry} />
+              </>
+            )}
           </dd>
         </dl>
         <h3>Readme</h3>

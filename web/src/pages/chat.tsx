@@ -3,7 +3,6 @@ import {
   api,
   ApiError,
   encode,
-  when,
   type AgentRecord,
   type ChatEntry,
   type ChatSession,
@@ -414,10 +413,7 @@ function BubbleItem(props: { bubble: Bubble; agentName: string }) {
       aria-busy={b.streaming ? 'true' : undefined}
     >
       <p class="said">
-        <span class="who">{who}</span>{' '}
-        <time dateTime={b.at} title={when(b.at)}>
-          {new Date(b.at).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })}
-        </time>
+        <span class="who">{who}</span> <Moment iso={b.at} clock="minutes" />
       </p>
       {b.text && (
         <p class="text" data-testid="text">

@@ -1,5 +1,6 @@
-import { api, bytes, when, type UsagePeriod, type UsageReport } from '../api';
+import { api, bytes, type UsagePeriod, type UsageReport } from '../api';
 import { useLoad } from '../hooks';
+import { Moment } from '../widgets';
 
 /** One quota: how much of it is used, as a bar and as text. */
 function Meter(props: { label: string; value: number; max: number; show: (n: number) => string }) {
@@ -33,7 +34,9 @@ export function UsagePage() {
   return (
     <section class="card">
       <h2>Usage</h2>
-      <p>This period ends {when(u.expiry)}.</p>
+      <p>
+        This period ends <Moment iso={u.expiry} />.
+      </p>
       <Meter label="Agents" value={u.num_agents} max={u.num_agents_limit} show={count} />
       <Meter label="Messages" value={u.num_messages} max={u.num_messages_limit} show={count} />
       <Meter label="Stored" value={u.bytes_stored} max={u.bytes_stored_limit} show={bytes} />
