@@ -468,6 +468,48 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
     assert.deepEqual(problems, []);
   });
 
+  it(
+    'charts usage by day, today the last bar, with every label inside the chart',
+    opts,
+    async () => {
+      const key = await t.addUser(`daily-${dialect}`);
+      const agent = TestIdentity.random();
+      await registerAgent(t, key, agent, { listing: { name: 'busy agent' } });
+      await sendMessage(agent.address, 'one');
+      await sendMessage(agent.address, 'two');
+      const { page, problems } = await openPage(`${t.url}/#/usage`, key);
+      const chart = page.getByTestId('usage-chart');
+      await chart.waitFor();
+      const today = new Date().toISOString().slice(0, 10);
+      const bars = (await chart.evaluate((svg) =>
+        [...svg.querySelectorAll('g[data-day]')].map((g) => [
+          g.getAttribute('data-day'),
+          Number(g.getAttribute('data-messages')),
+        ]),
+      )) as [string, number][];
+      assert.equal(bars.length, 30);
+      assert.deepEqual(bars.at(-1), [today, 2]);
+      assert.ok(bars.slice(0, -1).every(([, n]) => n === 0));
+      assert.match(
+        (await chart.locator(`g[data-day="${today}"] title`).textContent()) ?? '',
+        /: 2 messages, /,
+      );
+      const box = (await chart.boundingBox())!;
+      const labels = chart.locator('text');
+      assert.ok((await labels.count()) >= 6);
+      for (const label of await labels.all()) {
+        const b = (await label.boundingBox())!;
+        assert.ok(
+          b.x >= box.x - 0.5 && b.x + b.width <= box.x + box.width + 0.5,
+          `${await label.textContent()} is clipped`,
+        );
+        assert.ok(b.y >= box.y - 0.5 && b.y + b.height <= box.y + box.height + 0.5);
+      }
+      await page.getByTestId('usage-months').getByText(today.slice(0, 7)).waitFor();
+      assert.deepEqual(problems, []);
+    },
+  );
+
   it('creates a key shown once and revokes it', opts, async () => {
     const { page, problems } = await openPage(`${t.url}/#/keys`, t.userKey);
     await page.getByLabel('Label').fill('deploy script');
