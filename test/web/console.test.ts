@@ -1,5 +1,6 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
@@ -506,6 +507,34 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
         assert.ok(b.y >= box.y - 0.5 && b.y + b.height <= box.y + box.height + 0.5);
       }
       await page.getByTestId('usage-months').getByText(today.slice(0, 7)).waitFor();
+      assert.deepEqual(problems, []);
+    },
+  );
+
+  it(
+    'names protocols by their published manifests, the digest beside, and falls back to the digest',
+    opts,
+    async () => {
+      const { greeter } = JSON.parse(
+        readFileSync(join(repositoryRoot, 'test/fixtures/uagents-manifests.json'), 'utf8'),
+      );
+      const published = await call(t.url, 'POST', '/v1/almanac/manifests', { body: greeter });
+      assert.equal(published.status, 200, published.text);
+      const unknown = `proto:${'ab'.repeat(32)}`;
+      const agent = TestIdentity.random();
+      await registerAgent(t, t.userKey, agent, {
+        listing: { name: 'greeting agent', protocols: [greeter.metadata.digest, unknown] },
+      });
+      const { page, problems } = await openPage(`${t.url}/#/agents/${agent.address}`, t.userKey);
+      const named = page.locator(`.protocol[data-digest="${greeter.metadata.digest}"]`);
+      await named.waitFor();
+      assert.equal(
+        await named.locator('.protocol-name').textContent(),
+        `${greeter.metadata.name} ${greeter.metadata.version}`,
+      );
+      assert.equal(await named.locator('.secondary').textContent(), greeter.metadata.digest);
+      await page.locator('main').getByText(unknown, { exact: true }).waitFor();
+      assert.equal(await page.locator(`.protocol[data-digest="${unknown}"]`).count(), 0);
       assert.deepEqual(problems, []);
     },
   );

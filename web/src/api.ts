@@ -119,6 +119,7 @@ export type { Enrolment, ProvisionedAgent } from '../../src/wire/enrolments';
 export type { SessionInfo } from '../../src/wire/sessions';
 export type { Team, TeamDetail, TeamMember } from '../../src/wire/teams';
 export type { AlmanacAgent } from '../../src/wire/almanac';
+import type { ProtocolManifest } from '../../src/wire/almanac';
 export type { ChatContent, ChatEntry, ChatSession, SendChatAnswer } from '../../src/wire/chat';
 import type { Static } from '@sinclair/typebox';
 import type * as hosting from '../../src/wire/hosting';
@@ -143,6 +144,24 @@ export type {
 } from '../../src/wire/activity';
 
 export const encode = encodeURIComponent;
+
+/** The manifests asked for, by digest: a protocol's manifest does not change under its digest. */
+const manifests = new Map<string, Promise<ProtocolManifest | undefined>>();
+
+/**
+ * The manifest published under a protocol digest (`GET /v1/almanac/manifests/protocols/…`),
+ * or undefined when none is known; asked once a page load.
+ */
+export function protocolManifest(digest: string): Promise<ProtocolManifest | undefined> {
+  let found = manifests.get(digest);
+  if (!found) {
+    found = api<ProtocolManifest>('GET', `/v1/almanac/manifests/protocols/${encode(digest)}`).catch(
+      () => undefined,
+    );
+    manifests.set(digest, found);
+  }
+  return found;
+}
 
 /** How an agent is reached: by its proxy when it has a forward URL, else by its mailbox. */
 export function connection(agent: AgentRecord): string {

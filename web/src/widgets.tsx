@@ -1,7 +1,15 @@
 // Small pieces the console and the inspector pages share.
 
-import { useState } from 'preact/hooks';
-import { ago, clock, encode, when, type AgentStatus, type AgentStatusName } from './api';
+import { useEffect, useState } from 'preact/hooks';
+import {
+  ago,
+  clock,
+  encode,
+  protocolManifest,
+  when,
+  type AgentStatus,
+  type AgentStatusName,
+} from './api';
 
 /** A button for what cannot be undone: it asks first, then acts or is kept. */
 export function ConfirmButton(props: {
@@ -30,7 +38,7 @@ export function ConfirmButton(props: {
   );
 }
 
-/** Lines of code-like text (endpoints, protocol digests), one a line; `empty` when none. */
+/** Lines of code-like text (such as endpoints), one a line; `empty` when none. */
 export function MonoLines(props: { items: readonly string[] | undefined; empty?: string }) {
   const items = props.items ?? [];
   if (items.length === 0) return props.empty === undefined ? <None /> : <>{props.empty}</>;
@@ -40,6 +48,42 @@ export function MonoLines(props: { items: readonly string[] | undefined; empty?:
         <div class="mono" key={item}>
           {item}
         </div>
+      ))}
+    </>
+  );
+}
+
+/**
+ * A protocol by the name and version of its published manifest ("AgentChatProtocol 0.3.0"),
+ * its digest beside it in small type; the digest alone while none is known.
+ */
+export function Protocol(props: { digest: string }) {
+  const [name, setName] = useState<string | undefined>();
+  useEffect(() => {
+    let current = true;
+    void protocolManifest(props.digest).then((m) => {
+      if (current && m) setName(`${m.metadata.name} ${m.metadata.version}`);
+    });
+    return () => {
+      current = false;
+    };
+  }, [props.digest]);
+  if (!name) return <div class="mono">{props.digest}</div>;
+  return (
+    <div class="protocol" data-digest={props.digest}>
+      <span class="protocol-name">{name}</span> <span class="mono secondary">{props.digest}</span>
+    </div>
+  );
+}
+
+/** An agent's protocols, one a line, by name where a manifest is known; {@link None} without. */
+export function Protocols(props: { digests: readonly string[] | undefined }) {
+  const digests = props.digests ?? [];
+  if (digests.length === 0) return <None />;
+  return (
+    <>
+      {digests.map((digest) => (
+        <Protocol key={digest} digest={digest} />
       ))}
     </>
   );

@@ -18,6 +18,7 @@ import {
   MonoLines,
   None,
   OrNone,
+  Protocols,
   StatusBadge,
   StatusReason,
 } from '../widgets';
@@ -99,7 +100,7 @@ export function AgentPage(props: { address: string }) {
           </dd>
           <dt>Protocols</dt>
           <dd>
-            <MonoLines items={a.protocols} />
+            <Protocols digests={a.protocols} />
           </dd>
           <dt>Metadata</dt>
           <dd>{a.metadata ? <pre>{JSON.stringify(a.metadata, null, 2)}</pre> : <None />}</dd>
