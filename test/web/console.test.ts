@@ -539,6 +539,48 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
     },
   );
 
+  it('names the senders that are your own agents, with their address at hand', opts, async () => {
+    const key = await t.addUser(`senders-${dialect}`);
+    const [mine, inbox] = [TestIdentity.random(), TestIdentity.random()];
+    await registerAgent(t, key, mine, { listing: { name: 'my reporter' } });
+    await registerAgent(t, key, inbox, { listing: { name: 'my inbox' } });
+    const stranger = TestIdentity.random();
+    for (const [sender, text] of [
+      [mine, 'from my own'],
+      [stranger, 'from a stranger'],
+    ] as const) {
+      const envelope = sender.signEnvelope(
+        makeEnvelope({
+          sender: sender.address,
+          target: inbox.address,
+          payloadJson: JSON.stringify({ text }),
+        }),
+      );
+      const res = await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: envelope });
+      assert.equal(res.status, 200, res.text);
+    }
+    const { page, problems } = await openPage(`${t.url}/#/agents/${inbox.address}`, key);
+    const named = page.locator(`main a.agent-ref[data-address="${mine.address}"]`).first();
+    await named.waitFor();
+    assert.equal(await named.textContent(), 'my reporter');
+    assert.equal(await named.getAttribute('title'), mine.address);
+    assert.equal(await named.getAttribute('href'), `#/agents/${mine.address}`);
+    await page.locator('main').getByText(stranger.address, { exact: true }).waitFor();
+
+    await page.goto(`${t.url}/#/agents/${inbox.address}/activity`);
+    const entry = page
+      .getByTestId('timeline')
+      .locator('li', { hasText: 'message from my reporter' });
+    await entry.first().waitFor();
+    assert.equal(await entry.first().locator('a.agent-ref').getAttribute('title'), mine.address);
+    await page
+      .getByTestId('timeline')
+      .getByText(`message from ${stranger.address.slice(0, 12)}…${stranger.address.slice(-6)}`)
+      .first()
+      .waitFor();
+    assert.deepEqual(problems, []);
+  });
+
   it('creates a key shown once and revokes it', opts, async () => {
     const { page, problems } = await openPage(`${t.url}/#/keys`, t.userKey);
     await page.getByLabel('Label').fill('deploy script');

@@ -145,6 +145,29 @@ export type {
 
 export const encode = encodeURIComponent;
 
+/** The names of the agents of whoever the pages act for, read at most every half minute. */
+let ownAgents:
+  { team: string | undefined; at: number; names: Promise<Map<string, string>> } | undefined;
+
+/**
+ * The names of your agents (or those of the team chosen under Acting as) by address, for
+ * showing an address that is one of them by its name; agents without a name are left out.
+ */
+export function ownAgentNames(): Promise<Map<string, string>> {
+  const team = currentTeam();
+  if (!ownAgents || ownAgents.team !== team || Date.now() - ownAgents.at > 30_000) {
+    const names = api<AgentRecord[]>('GET', '/v2/agents?limit=1000').then(
+      (agents) => new Map(agents.filter((a) => a.name).map((a) => [a.address, a.name])),
+    );
+    ownAgents = { team, at: Date.now(), names };
+    // A failure is not kept: the next page asks again.
+    names.catch(() => {
+      if (ownAgents?.names === names) ownAgents = undefined;
+    });
+  }
+  return ownAgents.names;
+}
+
 /** The manifests asked for, by digest: a protocol's manifest does not change under its digest. */
 const manifests = new Map<string, Promise<ProtocolManifest | undefined>>();
 

@@ -5,6 +5,7 @@ import {
   ago,
   clock,
   encode,
+  ownAgentNames,
   protocolManifest,
   when,
   type AgentStatus,
@@ -86,6 +87,35 @@ export function Protocols(props: { digests: readonly string[] | undefined }) {
         <Protocol key={digest} digest={digest} />
       ))}
     </>
+  );
+}
+
+/**
+ * An agent address: by its name, linking to its page, when it is one of your agents (the
+ * address on hover); else the address (or `short`, an abbreviation of it) as it is.
+ */
+export function AgentRef(props: { address: string; short?: string }) {
+  const [name, setName] = useState<string | undefined>();
+  useEffect(() => {
+    let current = true;
+    ownAgentNames().then(
+      (names) => current && setName(names.get(props.address)),
+      () => undefined,
+    );
+    return () => {
+      current = false;
+    };
+  }, [props.address]);
+  if (!name) return <span class="mono">{props.short ?? props.address}</span>;
+  return (
+    <a
+      class="agent-ref"
+      href={`#/agents/${encode(props.address)}`}
+      title={props.address}
+      data-address={props.address}
+    >
+      {name}
+    </a>
   );
 }
 

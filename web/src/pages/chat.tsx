@@ -3,6 +3,7 @@ import {
   api,
   ApiError,
   encode,
+  ownAgentNames,
   type AgentRecord,
   type ChatEntry,
   type ChatSession,
@@ -443,10 +444,7 @@ export function ChatSessionsPage() {
   const [sessions, setSessions] = useState<ChatSession[] | undefined>();
   const [more, setMore] = useState(false);
   const [error, setError] = useState<string | undefined>();
-  const names = useLoad(async () => {
-    const agents = await api<AgentRecord[]>('GET', '/v2/agents?limit=1000');
-    return new Map(agents.map((a) => [a.address, a.name]));
-  }, []);
+  const names = useLoad(ownAgentNames, []);
   const older = useAction();
   const page = (offset: number) =>
     api<ChatSession[]>('GET', `/v2/chat/sessions?limit=${SESSIONS_PAGE}&offset=${offset}`);
