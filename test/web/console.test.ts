@@ -296,7 +296,7 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
       assert.equal(record.body.profile.readme, 'Now with a readme');
 
       await page.getByRole('link', { name: 'Usage' }).click();
-      await page.getByText('Messages per month').waitFor();
+      await page.getByText('Messages per day (UTC)').waitFor();
 
       await page.getByRole('link', { name: 'Agents' }).click();
       await page.getByRole('link', { name: 'renamed inbox' }).click();
