@@ -69,7 +69,7 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
     );
     const found = await store.repos.mailbox.findManyWithOwnerUsage(
       ['agent1migrateb', 'agent1migratec'],
-      '2031-01',
+      '2031-01-15',
     );
     assert.deepEqual(
       [...found].map(([address, { ownerBytesStored }]) => [address, ownerBytesStored]).sort(),
@@ -108,7 +108,7 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
         received_at: now,
         expires_at: now + 60_000,
       })),
-      '2031-01',
+      '2031-01-15',
     );
 
     await store.migrate();
@@ -163,7 +163,7 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
           expires_at: Number.MAX_SAFE_INTEGER,
         },
       ],
-      '2031-01',
+      '2031-01-15',
     );
 
     await store.migrate();
