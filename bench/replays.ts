@@ -18,7 +18,7 @@ async function measure(dialect: DialectName): Promise<string> {
   const { store, message, close } = await openMailboxBench(dialect);
   try {
     for (let i = 0; i < SEED; i += 500) {
-      await store.repos.mailbox.deliver(Array.from({ length: 500 }, message), '2026-11');
+      await store.repos.mailbox.deliver(Array.from({ length: 500 }, message), '2026-11-15');
       await store.db
         .insertInto('replays')
         .values(Array.from({ length: 500 }, () => ({ uuid: randomUUID(), expires_at: Date.now() })))
@@ -39,7 +39,7 @@ async function measure(dialect: DialectName): Promise<string> {
         samples[name].push(performance.now() - started);
       }
       const started = performance.now();
-      await store.repos.mailbox.deliver(group, '2026-11');
+      await store.repos.mailbox.deliver(group, '2026-11-15');
       samples.deliver.push(performance.now() - started);
     }
     const [off, on, deliver] = [

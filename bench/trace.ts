@@ -27,7 +27,7 @@ async function measure(dialect: DialectName): Promise<string[]> {
     });
     // Warm up both paths.
     for (let i = 0; i < 100; i++) {
-      await store.repos.mailbox.deliver([i % 2 ? traced(message()) : message()], '2026-11');
+      await store.repos.mailbox.deliver([i % 2 ? traced(message()) : message()], '2026-11-15');
     }
     const lines: string[] = [];
     for (const size of SIZES) {
@@ -38,7 +38,7 @@ async function measure(dialect: DialectName): Promise<string[]> {
             name === 'on' ? traced(message()) : message(),
           );
           const started = performance.now();
-          await store.repos.mailbox.deliver(group, '2026-11');
+          await store.repos.mailbox.deliver(group, '2026-11-15');
           samples[name].push(performance.now() - started);
         }
       }

@@ -105,13 +105,13 @@ export interface SeedOptions {
 export async function seedMessages(store: Store, options: SeedOptions): Promise<void> {
   const { addresses, count, envelopes } = options;
   const now = Date.now();
-  const period = new Date(now).toISOString().slice(0, 7);
+  const day = new Date(now).toISOString().slice(0, 10);
   for (let from = 0; from < count; from += DELIVERY_BATCH) {
     const batch: NewMessage[] = [];
     for (let i = from; i < Math.min(count, from + DELIVERY_BATCH); i++) {
       batch.push(messageRow({ envelopes, targets: addresses }, i, now));
     }
-    await store.repos.mailbox.deliver(batch, period);
+    await store.repos.mailbox.deliver(batch, day);
   }
   if (store.dialect === 'postgres') {
     await sql`vacuum analyze messages`.execute(store.db);

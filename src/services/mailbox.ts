@@ -20,7 +20,7 @@ import type {
 } from '../store/repositories/mailbox.js';
 import type { Envelope, MailboxPage } from '../wire/mailbox.js';
 import { UNKNOWN_TARGET, type AdmittedEnvelope, type EnvelopeAdmission } from './envelopes.js';
-import { usagePeriod, type UsageService } from './usage.js';
+import { usageDay, usagePeriod, type UsageService } from './usage.js';
 
 export interface MailboxPolicy {
   retentionMs: number;
@@ -284,7 +284,7 @@ export class MailboxService {
     });
     // A uuid another writer stored meanwhile is skipped: that message is stored, as asked.
     if (accepted.length > 0) {
-      const { ids, traced: written } = await mailbox.deliver(accepted, period, traced);
+      const { ids, traced: written } = await mailbox.deliver(accepted, usageDay(now), traced);
       const stored: StoredMessage[] = [];
       for (const message of accepted) {
         const id = ids.get(message.uuid);
@@ -546,7 +546,7 @@ export class MailboxService {
       throw new QuotaExceededError(`Transfer quota reached ${transferred} / ${limit}`);
     }
     const owner = found.mailbox.user_id;
-    if (charge && bytes > 0) await mailbox.countTransfer(owner, period, bytes);
+    if (charge && bytes > 0) await mailbox.countTransfer(owner, usageDay(now), bytes);
     const served = messages.slice(0, fitting);
     // Handed to the agent; its owner looking (the console) is not a delivery.
     if (charge && principal.kind === 'agent') {

@@ -18,6 +18,11 @@ export function usagePeriod(ms: number): string {
   return new Date(ms).toISOString().slice(0, 7);
 }
 
+/** The calendar day (UTC) a moment falls in, as `YYYY-MM-DD`: its month is its period. */
+export function usageDay(ms: number): string {
+  return new Date(ms).toISOString().slice(0, 10);
+}
+
 /** The first instant of the month after the one `ms` falls in. */
 export function periodEnd(ms: number): number {
   const d = new Date(ms);
@@ -41,12 +46,12 @@ export class UsageService {
    * agents) against their monthly quota; 406 past it.
    */
   async chargeMessage(ownerId: string): Promise<void> {
-    const period = usagePeriod(this.clock.now());
+    const day = usageDay(this.clock.now());
     const { usage } = this.store.repos;
-    if (await usage.chargeMessage(ownerId, period, this.defaultLimits.messagesPerMonth)) return;
+    if (await usage.chargeMessage(ownerId, day, this.defaultLimits.messagesPerMonth)) return;
     const [limits, counters] = await Promise.all([
       this.limitsFor(ownerId),
-      usage.period(ownerId, period),
+      usage.period(ownerId, usagePeriod(this.clock.now())),
     ]);
     throw new QuotaExceededError(
       `Message quota reached ${counters.num_messages} / ${limits.messagesPerMonth}`,
@@ -84,6 +89,11 @@ export class UsageService {
   /** Counters of the user's last `months` active periods, most recent first. */
   history(userId: string, months: number) {
     return this.store.repos.usage.history(userId, months);
+  }
+
+  /** Counters of the user's last `days` active days (UTC), most recent first. */
+  days(userId: string, days: number) {
+    return this.store.repos.usage.days(userId, days);
   }
 
   async report(userId: string): Promise<UserUsage> {

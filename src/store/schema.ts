@@ -14,6 +14,7 @@ export interface Database {
   user_quotas: UserQuotasTable;
   user_storage: UserStorageTable;
   usage_periods: UsagePeriodsTable;
+  usage_days: UsageDaysTable;
   almanac_registrations: AlmanacRegistrationsTable;
   almanac_statuses: AlmanacStatusesTable;
   almanac_manifests: AlmanacManifestsTable;
@@ -159,6 +160,14 @@ export interface UserQuotasTable {
   messages_per_month: number | null;
   bytes_stored: number | null;
   bytes_transferred_per_month: number | null;
+}
+
+export interface UsageDaysTable {
+  user_id: string;
+  /** Calendar day in UTC, `YYYY-MM-DD`. */
+  day: string;
+  num_messages: number;
+  bytes_transferred: number;
 }
 
 export interface UsagePeriodsTable {

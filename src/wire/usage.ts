@@ -17,7 +17,9 @@ export const UsageReport = Type.Object({
 export type UsageReport = Static<typeof UsageReport>;
 
 export const UsagePeriod = Type.Object({
-  period: Type.String({ description: 'Calendar month in UTC, YYYY-MM' }),
+  period: Type.String({
+    description: 'Calendar month in UTC, YYYY-MM; with `by=day`, calendar day in UTC, YYYY-MM-DD',
+  }),
   num_messages: Type.Integer(),
   bytes_transferred: Type.Integer(),
 });
@@ -26,5 +28,16 @@ export type UsagePeriod = Static<typeof UsagePeriod>;
 export const UsageHistory = Type.Array(UsagePeriod);
 
 export const UsageHistoryQuery = Type.Object({
-  months: Type.Optional(Type.Integer({ minimum: 1, maximum: 120, default: 12 })),
+  by: Type.Optional(
+    Type.Union([Type.Literal('month'), Type.Literal('day')], {
+      default: 'month',
+      description: 'Counters per calendar month, or per day (UTC)',
+    }),
+  ),
+  months: Type.Optional(
+    Type.Integer({ minimum: 1, maximum: 120, default: 12, description: 'With `by=month`' }),
+  ),
+  days: Type.Optional(
+    Type.Integer({ minimum: 1, maximum: 366, default: 30, description: 'With `by=day`' }),
+  ),
 });

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { envelopeDigest, type EnvelopeFields } from '../../src/crypto/index.js';
 import { messageUuid } from '../../src/services/mailbox.js';
-import { usagePeriod } from '../../src/services/usage.js';
+import { usageDay } from '../../src/services/usage.js';
 import { quarantineUnservable } from '../../src/store/repositories/mailbox.js';
 import type { DeliveryEventView } from '../../src/wire/deliveries.js';
 import { unservableReason } from '../../src/wire/stored-envelope.js';
@@ -321,7 +321,7 @@ describeOnEachDialect('delivery trace', (dialect) => {
           expires_at: now + 60_000,
         },
       ],
-      usagePeriod(now),
+      usageDay(now),
     );
     assert.equal(await quarantineUnservable(t.server.ctx.store.db, unservableReason, now), 1);
     const rows = await trace(target.address);

@@ -23,6 +23,26 @@ describe('OpenAPI document', () => {
     assert.match(await docs.text(), /<html/i);
   });
 
+  it('brands the docs page and loads nothing from elsewhere', async () => {
+    const docs = await fetch(`${t.url}/docs/`);
+    const html = await docs.text();
+    assert.match(html, /<title>Agentry API<\/title>/);
+    assert.doesNotMatch(html, /favicon-32x32\.png/);
+    const icon = /<link rel="icon" type="image\/svg\+xml" href="([^"]+)"/.exec(html);
+    assert.ok(icon, html);
+    const favicon = await fetch(new URL(icon[1]!, `${t.url}/docs/`));
+    assert.equal(favicon.status, 200);
+    assert.equal(favicon.headers.get('content-type'), 'image/svg+xml');
+    const css = /href="([^"]*theme\/agentry\.css)"/.exec(html);
+    assert.ok(css, html);
+    assert.match(await (await fetch(new URL(css[1]!, `${t.url}/docs/`))).text(), /#16213a/);
+    const initializer = await (await fetch(`${t.url}/docs/static/swagger-initializer.js`)).text();
+    assert.match(initializer, /data:image\/svg\+xml;base64,/);
+    assert.match(initializer, /validatorUrl: null/);
+    const csp = docs.headers.get('content-security-policy') ?? '';
+    assert.doesNotMatch(csp, /https:|swagger\.io|upgrade-insecure-requests/);
+  });
+
   it('bounds every number a request takes, so that none reaches the store unchecked', async () => {
     const spec = (await call(t.url, 'GET', '/openapi.json')).body as OpenApiDocument;
     const unbounded: string[] = [];

@@ -1,7 +1,7 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { usagePeriod } from '../../src/services/usage.js';
+import { usageDay } from '../../src/services/usage.js';
 import { quarantineUnservable } from '../../src/store/repositories/mailbox.js';
 import { unservableReason } from '../../src/wire/stored-envelope.js';
 import { hostOf, registerAgent } from '../kit/agents.js';
@@ -37,7 +37,7 @@ describeOnEachDialect('mailbox quarantine', (dialect) => {
       received_at: now,
       expires_at: now + 3_600_000,
     }));
-    await t.server.ctx.store.repos.mailbox.deliver(messages, usagePeriod(now));
+    await t.server.ctx.store.repos.mailbox.deliver(messages, usageDay(now));
     return messages.map((message) => message.uuid);
   }
 

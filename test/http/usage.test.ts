@@ -1,6 +1,6 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { usagePeriod } from '../../src/services/usage.js';
+import { usageDay } from '../../src/services/usage.js';
 import { addUsage } from '../../src/store/repositories/usage.js';
 import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
@@ -93,11 +93,11 @@ describeOnEachDialect('usage', (dialect) => {
 
   it("reports this month's message and transfer counters", async () => {
     const { key, id } = await newUser('sender');
-    await addUsage(t.server.ctx.store.db, id, usagePeriod(clock.now()), {
+    await addUsage(t.server.ctx.store.db, id, usageDay(clock.now()), {
       num_messages: 3,
       bytes_transferred: 1200,
     });
-    await addUsage(t.server.ctx.store.db, id, '2026-10', {
+    await addUsage(t.server.ctx.store.db, id, '2026-10-31', {
       num_messages: 99,
       bytes_transferred: 99,
     });
@@ -119,7 +119,7 @@ describeOnEachDialect('usage', (dialect) => {
   it('starts a new period at the turn of the month, UTC', async () => {
     const { key, id } = await newUser('monthly');
     clock.advance(Date.UTC(2026, 11, 31, 23, 59, 59, 999) - clock.now());
-    await addUsage(t.server.ctx.store.db, id, usagePeriod(clock.now()), { num_messages: 4 });
+    await addUsage(t.server.ctx.store.db, id, usageDay(clock.now()), { num_messages: 4 });
     const december = await usage(key);
     assert.equal(december.num_messages, 4);
     assert.equal(december.expiry, '2027-01-01T00:00:00.000000+00:00');
@@ -152,11 +152,11 @@ describeOnEachDialect('usage history', (dialect) => {
   it('reports usage month by month, most recent first', async () => {
     const key = await t.addUser('historian');
     const user = await t.server.ctx.services.users.findUser('historian');
-    await addUsage(t.server.ctx.store.db, user.id, '2026-09', {
+    await addUsage(t.server.ctx.store.db, user.id, '2026-09-10', {
       num_messages: 3,
       bytes_transferred: 30,
     });
-    await addUsage(t.server.ctx.store.db, user.id, '2026-11', {
+    await addUsage(t.server.ctx.store.db, user.id, '2026-11-02', {
       num_messages: 5,
       bytes_transferred: 0,
     });
@@ -168,5 +168,60 @@ describeOnEachDialect('usage history', (dialect) => {
     ]);
     const one = await call(t.url, 'GET', '/v2/agents/usage/history?months=1', { key });
     assert.equal(one.body.length, 1);
+  });
+
+  it('reports usage day by day (UTC) as messages arrive and are read, most recent first', async () => {
+    const key = await t.addUser('daily');
+    const agent = await newRegisteredAgent(hostOf(t), key);
+    const sender = TestIdentity.random();
+    const submit = async (n: number) => {
+      const envelope = sender.signEnvelope(
+        makeEnvelope({ sender: sender.address, target: agent.address, payloadJson: `{"n":${n}}` }),
+      );
+      const res = await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: envelope });
+      assert.equal(res.status, 200, res.text);
+    };
+    clock.advance(Date.UTC(2026, 10, 22, 23, 59, 0) - clock.now());
+    await submit(1);
+    await submit(2);
+    clock.advance(2 * 60_000);
+    await submit(3);
+    const read = await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, { key });
+    assert.equal(read.status, 200, read.text);
+    const transferred = Buffer.byteLength(JSON.stringify(read.body.items ?? read.body)) > 0;
+    assert.ok(transferred);
+    const days = await call(t.url, 'GET', '/v2/agents/usage/history?by=day', { key });
+    assert.equal(days.status, 200, days.text);
+    assert.deepEqual(
+      days.body.map((d: { period: string; num_messages: number }) => [d.period, d.num_messages]),
+      [
+        ['2026-11-23', 1],
+        ['2026-11-22', 2],
+      ],
+    );
+    assert.ok(days.body[0].bytes_transferred > 0, 'the read counts on the day it was made');
+    assert.equal(days.body[1].bytes_transferred, 0);
+    const month = await call(t.url, 'GET', '/v2/agents/usage/history', { key });
+    assert.deepEqual(month.body, [
+      {
+        period: '2026-11',
+        num_messages: 3,
+        bytes_transferred: days.body[0].bytes_transferred,
+      },
+    ]);
+    const one = await call(t.url, 'GET', '/v2/agents/usage/history?by=day&days=1', { key });
+    assert.deepEqual(
+      one.body.map((d: { period: string }) => d.period),
+      ['2026-11-23'],
+    );
+  });
+
+  it('refuses a grouping or a number of days it does not know', async () => {
+    for (const query of ['by=week', 'by=day&days=0', 'by=day&days=367', 'days=x']) {
+      const res = await call(t.url, 'GET', `/v2/agents/usage/history?${query}`, {
+        key: t.userKey,
+      });
+      assert.equal(res.status, 422, `${query}: ${res.text}`);
+    }
   });
 });

@@ -61,6 +61,15 @@ describe('web pages: serving', () => {
     assert.equal(res.headers.get('location'), '/inspect/?uri=x&address=y');
   });
 
+  it('answers /favicon.ico with the icon the pages link, built or not', async () => {
+    for (const path of [`${url}/favicon.ico`, `${bareUrl}/favicon.ico`, `${url}/favicon.svg`]) {
+      const res = await fetch(path);
+      assert.equal(res.status, 200, path);
+      assert.equal(res.headers.get('content-type'), 'image/svg+xml');
+      assert.match(await res.text(), /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+    }
+  });
+
   it('says how to build the pages when they are missing', async () => {
     for (const path of ['/', '/inspect/']) {
       const res = await fetch(`${bareUrl}${path}`);

@@ -44,7 +44,7 @@ describeOnEachDialect('mailbox store', (dialect) => {
     const [a, b] = mailboxes as [string, string];
     const { mailbox } = t.store.repos;
     const earlier = message(a);
-    await mailbox.deliver([earlier], '2031-01');
+    await mailbox.deliver([earlier], '2031-01-15');
     const first = message(b);
     const batch = [
       message(a),
@@ -53,7 +53,7 @@ describeOnEachDialect('mailbox store', (dialect) => {
       { ...first, envelope: '{"again":true}' },
       message(b),
     ];
-    const stored = await mailbox.deliver(batch, '2031-01');
+    const stored = await mailbox.deliver(batch, '2031-01-15');
     assert.deepEqual(
       [...stored.ids.keys()].sort(),
       [batch[0]!.uuid, first.uuid, batch[4]!.uuid].sort(),
@@ -83,15 +83,16 @@ describeOnEachDialect('mailbox store', (dialect) => {
     const c = 'agent1messagesc';
     await addMailbox(c, other);
     const period = '2031-01';
+    const day = `${period}-15`;
     const storedBefore = message(a);
-    await mailbox.deliver([storedBefore], period);
+    await mailbox.deliver([storedBefore], day);
     const before = await counters([a, b, c]);
     const ownerMessages = (await usage.period(owner, period)).num_messages;
 
     const fresh = [message(a), message(b), message(c), message(c)];
     const stored = await mailbox.deliver(
       [fresh[0]!, storedBefore, fresh[1]!, fresh[2]!, fresh[3]!],
-      period,
+      day,
     );
 
     assert.deepEqual([...stored.ids.keys()].sort(), fresh.map((m) => m.uuid).sort());
@@ -110,6 +111,11 @@ describeOnEachDialect('mailbox store', (dialect) => {
     );
     assert.equal((await usage.period(owner, period)).num_messages, ownerMessages + 2);
     assert.equal((await usage.period(other, period)).num_messages, 2);
+    // The day's counters move with the month's, each message counted once.
+    assert.deepEqual(
+      (await usage.days(other, 7)).map((d) => [d.period, Number(d.num_messages)]),
+      [[day, 2]],
+    );
   });
 
   it('writes the trace rows given with the group, and answers them as written', async () => {
@@ -166,7 +172,7 @@ describeOnEachDialect('mailbox store', (dialect) => {
     const [, b] = mailboxes as [string, string];
     const { mailbox } = t.store.repos;
     const delivered = message(b);
-    await mailbox.deliver([delivered], '2031-01');
+    await mailbox.deliver([delivered], '2031-01-15');
     const before = await counters([b]);
     assert.equal(await mailbox.acknowledge(b, delivered.uuid), true);
     assert.equal(await mailbox.acknowledge(b, delivered.uuid), false, 'already gone');
@@ -182,7 +188,7 @@ describeOnEachDialect('mailbox store', (dialect) => {
     const { mailbox } = t.store.repos;
     const expired = Array.from({ length: 3 }, () => message(d, randomUUID(), 5));
     const live = message(d, randomUUID(), 50);
-    await mailbox.deliver([...expired, live], '2031-01');
+    await mailbox.deliver([...expired, live], '2031-01-15');
     assert.deepEqual(await counters([d]), [[4, 40, 40]]);
     assert.equal((await mailbox.sweep(10, 2)).removed, 2);
     assert.equal((await mailbox.sweep(10, 2)).removed, 1);
@@ -209,7 +215,7 @@ describeOnEachDialect('mailbox store', (dialect) => {
     });
     const [later, sooner, notYet, expired] = [kept(100), kept(50), kept(10_000), kept(50, 150)];
     const plain = { ...message(g), next_forward_at: null, forward_attempts: 0 };
-    await mailbox.deliver([later, plain, sooner, notYet, expired], '2031-01');
+    await mailbox.deliver([later, plain, sooner, notYet, expired], '2031-01-15');
 
     const [first, ...none] = await mailbox.claimForwards(200, 1200, 1);
     assert.equal(none.length, 0, 'one, as asked');
@@ -275,7 +281,7 @@ describeOnEachDialect('mailbox store', (dialect) => {
     await addMailbox(e, owned);
     await addMailbox(f, owned);
     const { mailbox } = t.store.repos;
-    await mailbox.deliver([message(e), message(e), message(f)], '2031-01');
+    await mailbox.deliver([message(e), message(e), message(f)], '2031-01-15');
     assert.equal(await mailbox.close(e), true);
     assert.equal(await mailbox.close(e), false);
     assert.deepEqual(await counters([f]), [[1, 10, 10]]);

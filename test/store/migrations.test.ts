@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import { Migrator, sql } from 'kysely';
 import { Store } from '../../src/store/index.js';
 import { migrations } from '../../src/store/migrations/index.js';
+// Today's mailbox writes count days: the data of older schemas is written with the table made.
+import * as usageDays from '../../src/store/migrations/0037_usage_days.js';
 import { createTestDatabase, type TestDatabase } from '../kit/databases.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { agentListing } from '../kit/store.js';
@@ -67,7 +69,7 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
     );
     const found = await store.repos.mailbox.findManyWithOwnerUsage(
       ['agent1migrateb', 'agent1migratec'],
-      '2031-01',
+      '2031-01-15',
     );
     assert.deepEqual(
       [...found].map(([address, { ownerBytesStored }]) => [address, ownerBytesStored]).sort(),
@@ -96,6 +98,7 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
       JSON.stringify({ ...good, extra: { shallow: true } }),
     ];
     const now = Date.now();
+    await usageDays.up(store.db);
     await store.repos.mailbox.deliver(
       texts.map((text, index) => ({
         uuid: `00000000-0000-4000-8000-00000000000${index}`,
@@ -105,7 +108,7 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
         received_at: now,
         expires_at: now + 60_000,
       })),
-      '2031-01',
+      '2031-01-15',
     );
 
     await store.migrate();
@@ -148,6 +151,7 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
     );
     await store.repos.mailbox.open({ address: agent.address, user_id: 'u-k', created_at: 0 });
     const uuid = '00000000-0000-4000-8000-000000000014';
+    await usageDays.up(store.db);
     await store.repos.mailbox.deliver(
       [
         {
@@ -159,7 +163,7 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
           expires_at: Number.MAX_SAFE_INTEGER,
         },
       ],
-      '2031-01',
+      '2031-01-15',
     );
 
     await store.migrate();

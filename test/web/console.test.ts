@@ -1,5 +1,6 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
@@ -295,7 +296,7 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
       assert.equal(record.body.profile.readme, 'Now with a readme');
 
       await page.getByRole('link', { name: 'Usage' }).click();
-      await page.getByText('Messages per month').waitFor();
+      await page.getByText('Messages per day (UTC)').waitFor();
 
       await page.getByRole('link', { name: 'Agents' }).click();
       await page.getByRole('link', { name: 'renamed inbox' }).click();
@@ -337,7 +338,10 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
         'the last item of the header is on screen',
       );
       const favicon = await page.locator('link[rel="icon"]').getAttribute('href');
-      assert.match(favicon ?? '', /^data:image\/svg\+xml,/);
+      assert.equal(favicon, '/favicon.svg');
+      const icon = await call(t.url, 'GET', favicon);
+      assert.equal(icon.status, 200);
+      assert.equal(icon.headers.get('content-type'), 'image/svg+xml');
 
       // A search that finds nothing says so.
       await page.getByLabel('Search agents').fill('no-agent-is-called-this');
@@ -368,14 +372,214 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
       await page.waitForFunction(`document.title === 'API keys · Agentry'`);
       const inspector = await context.newPage();
       await inspector.goto(`${t.url}/inspect/`);
-      assert.match(
-        (await inspector.locator('link[rel="icon"]').getAttribute('href')) ?? '',
-        /^data:image\/svg\+xml,/,
+      assert.equal(
+        await inspector.locator('link[rel="icon"]').getAttribute('href'),
+        '/favicon.svg',
       );
       assert.deepEqual(problems, []);
       await context.close();
     },
   );
+
+  it(
+    'fits the header on one row at 1280 px, and wraps it within the screen narrower',
+    opts,
+    async () => {
+      const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+      const page = await context.newPage();
+      const problems = watchPage(page);
+      await page.goto(`${t.url}/#/agents`);
+      await page.getByLabel('API key').fill(t.userKey);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      const signOut = page.getByRole('button', { name: 'Sign out' });
+      await signOut.waitFor();
+      const header = page.locator('header');
+      const nav = page.locator('header nav');
+      const row = async () => ({
+        header: (await header.boundingBox())!,
+        agents: (await nav.getByRole('link', { name: 'Agents' }).boundingBox())!,
+        docs: (await nav.getByRole('link', { name: 'API docs' }).boundingBox())!,
+        switcher: (await page.getByLabel('Acting as').boundingBox())!,
+        signOut: (await signOut.boundingBox())!,
+      });
+      const wide = await row();
+      assert.ok(wide.header.height < 70, `a header of one row: ${JSON.stringify(wide)}`);
+      const middle = (box: { y: number; height: number }) => box.y + box.height / 2;
+      for (const box of [wide.docs, wide.switcher, wide.signOut]) {
+        assert.ok(Math.abs(middle(box) - middle(wide.agents)) < 12, JSON.stringify(wide));
+      }
+      // Narrower, it wraps without overflowing, the switcher and Sign out side by side.
+      await page.setViewportSize({ width: 900, height: 800 });
+      const narrow = await row();
+      const overflow = (await page.evaluate(
+        `document.querySelector('header').scrollWidth - window.innerWidth`,
+      )) as number;
+      assert.ok(overflow <= 0, `the header overflows by ${overflow}px`);
+      assert.ok(Math.abs(middle(narrow.switcher) - middle(narrow.signOut)) < 12);
+      assert.ok(narrow.signOut.x + narrow.signOut.width <= 900);
+      assert.deepEqual(problems, []);
+      await context.close();
+    },
+  );
+
+  it('shows every time one way: how long ago, the exact UTC time on hover', opts, async () => {
+    const key = await t.addUser(`times-${dialect}`);
+    const agent = TestIdentity.random();
+    await registerAgent(t, key, agent, { listing: { name: 'timed agent' } });
+    const made = await call(t.url, 'POST', '/v2/api-keys', { key, body: { label: 'old key' } });
+    assert.ok(made.status < 300, made.text);
+    const revoked = await call(t.url, 'DELETE', `/v2/api-keys/${made.body.id}`, { key });
+    assert.ok(revoked.status < 300, revoked.text);
+    const team = await call(t.url, 'POST', '/v2/teams', {
+      key,
+      body: { slug: `times-${dialect}` },
+    });
+    assert.ok(team.status < 300, team.text);
+    const { page, problems } = await openPage(`${t.url}/#/agents`, key);
+    await page.getByRole('link', { name: 'timed agent' }).waitFor();
+    const pages: [string, string][] = [
+      [`#/agents/${agent.address}`, 'Registered'],
+      ['#/keys', 'revoked'],
+      [`#/teams/times-${dialect}`, 'Added'],
+      ['#/usage', 'This period ends'],
+    ];
+    for (const [route, text] of pages) {
+      await page.goto(`${t.url}/${route}`);
+      await page.locator('main').getByText(text).first().waitFor();
+      await page.locator('main time').first().waitFor();
+      const shown = (await page.evaluate(`[...document.querySelectorAll('main time')].map((e) => ({
+        text: e.textContent, title: e.getAttribute('title'), at: e.getAttribute('datetime'),
+      }))`)) as { text: string; title: string; at: string }[];
+      assert.ok(shown.length > 0, route);
+      for (const time of shown) {
+        assert.match(time.title, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/, route);
+        assert.equal(
+          time.title,
+          `${new Date(time.at).toISOString().slice(0, 19).replace('T', ' ')} UTC`,
+        );
+        assert.match(
+          time.text,
+          /^(just now|(in )?\d+ (min|h|days)( ago)?)$/,
+          `${route}: ${time.text}`,
+        );
+      }
+      const main = (await page.locator('main').textContent()) ?? '';
+      assert.doesNotMatch(main, /\d{1,2}\/\d{1,2}\/\d{4}|\d:\d\d(:\d\d)? ?[AP]M/, route);
+    }
+    assert.deepEqual(problems, []);
+  });
+
+  it(
+    'charts usage by day, today the last bar, with every label inside the chart',
+    opts,
+    async () => {
+      const key = await t.addUser(`daily-${dialect}`);
+      const agent = TestIdentity.random();
+      await registerAgent(t, key, agent, { listing: { name: 'busy agent' } });
+      await sendMessage(agent.address, 'one');
+      await sendMessage(agent.address, 'two');
+      const { page, problems } = await openPage(`${t.url}/#/usage`, key);
+      const chart = page.getByTestId('usage-chart');
+      await chart.waitFor();
+      const today = new Date().toISOString().slice(0, 10);
+      const bars = (await chart.evaluate((svg) =>
+        [...svg.querySelectorAll('g[data-day]')].map((g) => [
+          g.getAttribute('data-day'),
+          Number(g.getAttribute('data-messages')),
+        ]),
+      )) as [string, number][];
+      assert.equal(bars.length, 30);
+      assert.deepEqual(bars.at(-1), [today, 2]);
+      assert.ok(bars.slice(0, -1).every(([, n]) => n === 0));
+      assert.match(
+        (await chart.locator(`g[data-day="${today}"] title`).textContent()) ?? '',
+        /: 2 messages, /,
+      );
+      const box = (await chart.boundingBox())!;
+      const labels = chart.locator('text');
+      assert.ok((await labels.count()) >= 6);
+      for (const label of await labels.all()) {
+        const b = (await label.boundingBox())!;
+        assert.ok(
+          b.x >= box.x - 0.5 && b.x + b.width <= box.x + box.width + 0.5,
+          `${await label.textContent()} is clipped`,
+        );
+        assert.ok(b.y >= box.y - 0.5 && b.y + b.height <= box.y + box.height + 0.5);
+      }
+      await page.getByTestId('usage-months').getByText(today.slice(0, 7)).waitFor();
+      assert.deepEqual(problems, []);
+    },
+  );
+
+  it(
+    'names protocols by their published manifests, the digest beside, and falls back to the digest',
+    opts,
+    async () => {
+      const { greeter } = JSON.parse(
+        readFileSync(join(repositoryRoot, 'test/fixtures/uagents-manifests.json'), 'utf8'),
+      );
+      const published = await call(t.url, 'POST', '/v1/almanac/manifests', { body: greeter });
+      assert.equal(published.status, 200, published.text);
+      const unknown = `proto:${'ab'.repeat(32)}`;
+      const agent = TestIdentity.random();
+      await registerAgent(t, t.userKey, agent, {
+        listing: { name: 'greeting agent', protocols: [greeter.metadata.digest, unknown] },
+      });
+      const { page, problems } = await openPage(`${t.url}/#/agents/${agent.address}`, t.userKey);
+      const named = page.locator(`.protocol[data-digest="${greeter.metadata.digest}"]`);
+      await named.waitFor();
+      assert.equal(
+        await named.locator('.protocol-name').textContent(),
+        `${greeter.metadata.name} ${greeter.metadata.version}`,
+      );
+      assert.equal(await named.locator('.secondary').textContent(), greeter.metadata.digest);
+      await page.locator('main').getByText(unknown, { exact: true }).waitFor();
+      assert.equal(await page.locator(`.protocol[data-digest="${unknown}"]`).count(), 0);
+      assert.deepEqual(problems, []);
+    },
+  );
+
+  it('names the senders that are your own agents, with their address at hand', opts, async () => {
+    const key = await t.addUser(`senders-${dialect}`);
+    const [mine, inbox] = [TestIdentity.random(), TestIdentity.random()];
+    await registerAgent(t, key, mine, { listing: { name: 'my reporter' } });
+    await registerAgent(t, key, inbox, { listing: { name: 'my inbox' } });
+    const stranger = TestIdentity.random();
+    for (const [sender, text] of [
+      [mine, 'from my own'],
+      [stranger, 'from a stranger'],
+    ] as const) {
+      const envelope = sender.signEnvelope(
+        makeEnvelope({
+          sender: sender.address,
+          target: inbox.address,
+          payloadJson: JSON.stringify({ text }),
+        }),
+      );
+      const res = await call(t.url, 'POST', '/v2/agents/mailbox/submit', { body: envelope });
+      assert.equal(res.status, 200, res.text);
+    }
+    const { page, problems } = await openPage(`${t.url}/#/agents/${inbox.address}`, key);
+    const named = page.locator(`main a.agent-ref[data-address="${mine.address}"]`).first();
+    await named.waitFor();
+    assert.equal(await named.textContent(), 'my reporter');
+    assert.equal(await named.getAttribute('title'), mine.address);
+    assert.equal(await named.getAttribute('href'), `#/agents/${mine.address}`);
+    await page.locator('main').getByText(stranger.address, { exact: true }).waitFor();
+
+    await page.goto(`${t.url}/#/agents/${inbox.address}/activity`);
+    const entry = page
+      .getByTestId('timeline')
+      .locator('li', { hasText: 'message from my reporter' });
+    await entry.first().waitFor();
+    assert.equal(await entry.first().locator('a.agent-ref').getAttribute('title'), mine.address);
+    await page
+      .getByTestId('timeline')
+      .getByText(`message from ${stranger.address.slice(0, 12)}…${stranger.address.slice(-6)}`)
+      .first()
+      .waitFor();
+    assert.deepEqual(problems, []);
+  });
 
   it('creates a key shown once and revokes it', opts, async () => {
     const { page, problems } = await openPage(`${t.url}/#/keys`, t.userKey);

@@ -120,6 +120,7 @@ export type { Enrolment, ProvisionedAgent } from '../../src/wire/enrolments';
 export type { SessionInfo } from '../../src/wire/sessions';
 export type { Team, TeamDetail, TeamMember } from '../../src/wire/teams';
 export type { AlmanacAgent } from '../../src/wire/almanac';
+import type { ProtocolManifest } from '../../src/wire/almanac';
 export type { ChatContent, ChatEntry, ChatSession, SendChatAnswer } from '../../src/wire/chat';
 import type { Static } from '@sinclair/typebox';
 import type * as hosting from '../../src/wire/hosting';
@@ -146,14 +147,63 @@ export type {
 
 export const encode = encodeURIComponent;
 
+/** The names of the agents of whoever the pages act for, read at most every half minute. */
+let ownAgents:
+  { team: string | undefined; at: number; names: Promise<Map<string, string>> } | undefined;
+
+/**
+ * The names of your agents (or those of the team chosen under Acting as) by address, for
+ * showing an address that is one of them by its name; agents without a name are left out.
+ */
+export function ownAgentNames(): Promise<Map<string, string>> {
+  const team = currentTeam();
+  if (!ownAgents || ownAgents.team !== team || Date.now() - ownAgents.at > 30_000) {
+    const names = api<AgentRecord[]>('GET', '/v2/agents?limit=1000').then(
+      (agents) => new Map(agents.filter((a) => a.name).map((a) => [a.address, a.name])),
+    );
+    ownAgents = { team, at: Date.now(), names };
+    // A failure is not kept: the next page asks again.
+    names.catch(() => {
+      if (ownAgents?.names === names) ownAgents = undefined;
+    });
+  }
+  return ownAgents.names;
+}
+
+/** The manifests asked for, by digest: a protocol's manifest does not change under its digest. */
+const manifests = new Map<string, Promise<ProtocolManifest | undefined>>();
+
+/**
+ * The manifest published under a protocol digest (`GET /v1/almanac/manifests/protocols/…`),
+ * or undefined when none is known; asked once a page load.
+ */
+export function protocolManifest(digest: string): Promise<ProtocolManifest | undefined> {
+  let found = manifests.get(digest);
+  if (!found) {
+    found = api<ProtocolManifest>('GET', `/v1/almanac/manifests/protocols/${encode(digest)}`).catch(
+      () => undefined,
+    );
+    manifests.set(digest, found);
+  }
+  return found;
+}
+
 /** How an agent is reached: by its proxy when it has a forward URL, else by its mailbox. */
 export function connection(agent: AgentRecord): string {
   return agent.redirect_url ? `proxy → ${agent.redirect_url}` : 'mailbox';
 }
 
-export function when(iso: string | null): string {
-  if (!iso) return '—';
-  return new Date(iso).toLocaleString();
+/**
+ * A moment exactly, the same in every browser and locale: ISO 8601 in UTC, as the server's
+ * logs and the activity charts' days count it (`2026-11-28 17:31:04 UTC`).
+ */
+export function when(iso: string): string {
+  return `${new Date(iso).toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+}
+
+/** A moment's time of day in UTC, `17:31:04` (or `17:31` without the seconds). */
+export function clock(iso: string, seconds = true): string {
+  return new Date(iso).toISOString().slice(11, seconds ? 19 : 16);
 }
 
 /**

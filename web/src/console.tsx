@@ -149,7 +149,6 @@ function Console() {
             <a href="#/federation">Federation</a>
             <a href="/inspect/">Inspector</a>
             <a href="/docs">API docs</a>
-            <span class="user">{session.session.user.name}</span>
             <TeamSwitcher
               user={session.session.user.name}
               teams={teams.value}

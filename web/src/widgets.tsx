@@ -1,7 +1,16 @@
 // Small pieces the console and the inspector pages share.
 
-import { useState } from 'preact/hooks';
-import { ago, encode, when, type AgentStatus, type AgentStatusName } from './api';
+import { useEffect, useState } from 'preact/hooks';
+import {
+  ago,
+  clock,
+  encode,
+  ownAgentNames,
+  protocolManifest,
+  when,
+  type AgentStatus,
+  type AgentStatusName,
+} from './api';
 
 /** A button for what cannot be undone: it asks first, then acts or is kept. */
 export function ConfirmButton(props: {
@@ -30,7 +39,7 @@ export function ConfirmButton(props: {
   );
 }
 
-/** Lines of code-like text (endpoints, protocol digests), one a line; `empty` when none. */
+/** Lines of code-like text (such as endpoints), one a line; `empty` when none. */
 export function MonoLines(props: { items: readonly string[] | undefined; empty?: string }) {
   const items = props.items ?? [];
   if (items.length === 0) return props.empty === undefined ? <None /> : <>{props.empty}</>;
@@ -42,6 +51,71 @@ export function MonoLines(props: { items: readonly string[] | undefined; empty?:
         </div>
       ))}
     </>
+  );
+}
+
+/**
+ * A protocol by the name and version of its published manifest ("AgentChatProtocol 0.3.0"),
+ * its digest beside it in small type; the digest alone while none is known.
+ */
+export function Protocol(props: { digest: string }) {
+  const [name, setName] = useState<string | undefined>();
+  useEffect(() => {
+    let current = true;
+    void protocolManifest(props.digest).then((m) => {
+      if (current && m) setName(`${m.metadata.name} ${m.metadata.version}`);
+    });
+    return () => {
+      current = false;
+    };
+  }, [props.digest]);
+  if (!name) return <div class="mono">{props.digest}</div>;
+  return (
+    <div class="protocol" data-digest={props.digest}>
+      <span class="protocol-name">{name}</span> <span class="mono secondary">{props.digest}</span>
+    </div>
+  );
+}
+
+/** An agent's protocols, one a line, by name where a manifest is known; {@link None} without. */
+export function Protocols(props: { digests: readonly string[] | undefined }) {
+  const digests = props.digests ?? [];
+  if (digests.length === 0) return <None />;
+  return (
+    <>
+      {digests.map((digest) => (
+        <Protocol key={digest} digest={digest} />
+      ))}
+    </>
+  );
+}
+
+/**
+ * An agent address: by its name, linking to its page, when it is one of your agents (the
+ * address on hover); else the address (or `short`, an abbreviation of it) as it is.
+ */
+export function AgentRef(props: { address: string; short?: string }) {
+  const [name, setName] = useState<string | undefined>();
+  useEffect(() => {
+    let current = true;
+    ownAgentNames().then(
+      (names) => current && setName(names.get(props.address)),
+      () => undefined,
+    );
+    return () => {
+      current = false;
+    };
+  }, [props.address]);
+  if (!name) return <span class="mono">{props.short ?? props.address}</span>;
+  return (
+    <a
+      class="agent-ref"
+      href={`#/agents/${encode(props.address)}`}
+      title={props.address}
+      data-address={props.address}
+    >
+      {name}
+    </a>
   );
 }
 
@@ -72,14 +146,20 @@ export function StatusReason(props: { status: AgentStatus }) {
 }
 
 /**
- * A moment as how long ago (or until), with the exact time on hover; `never` when there is
- * none (or {@link None} when `never` is empty).
+ * The one way the console shows a time: how long ago (or until), with the exact time (ISO 8601,
+ * UTC) on hover; `never` when there is none (or {@link None} when `never` is empty). Where
+ * moments follow each other by seconds (log lines, a conversation), `clock` shows the time of
+ * day in UTC instead, to the second or (`clock="minutes"`) the minute.
  */
-export function Moment(props: { iso: string | null; never?: string }) {
+export function Moment(props: {
+  iso: string | null | undefined;
+  never?: string;
+  clock?: 'seconds' | 'minutes';
+}) {
   if (!props.iso) return props.never === '' ? <None /> : <>{props.never ?? 'never'}</>;
   return (
     <time dateTime={props.iso} title={when(props.iso)}>
-      {ago(props.iso)}
+      {props.clock ? clock(props.iso, props.clock === 'seconds') : ago(props.iso)}
     </time>
   );
 }

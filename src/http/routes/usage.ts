@@ -38,11 +38,17 @@ export function usageHistoryRoutes(app: FastifyInstance, ctx: AppContext): void 
       schema: {
         tags: ['usage'],
         summary: 'Get Usage History',
-        description: "The caller's monthly counters, most recent month first.",
+        description:
+          "The caller's counters per month (or, with `by=day`, per day in UTC), most recent first; periods without any are left out.",
         querystring: UsageHistoryQuery,
         response: { 200: UsageHistory, ...errorResponses(401, 422) },
       },
     },
-    async (request) => ctx.services.usage.history(userOf(request), request.query.months ?? 12),
+    async (request) => {
+      const { by, months, days } = request.query;
+      return by === 'day'
+        ? ctx.services.usage.days(userOf(request), days ?? 30)
+        : ctx.services.usage.history(userOf(request), months ?? 12);
+    },
   );
 }

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fastifyStatic from '@fastify/static';
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { ICON_SVG } from '../assets/icon.js';
 
 /** Where `npm run build` puts the pages: dist/web under the package root. */
 const WEB_ROOT = fileURLToPath(new URL('../../../dist/web/', import.meta.url));
@@ -103,6 +104,17 @@ export async function webRoutes(
     if (html === undefined) return reply.code(503).type('text/plain').send(notBuilt);
     return pageHeaders(reply).type('text/html; charset=utf-8').send(html);
   });
+
+  // Browsers ask for `/favicon.ico` on any page (the API docs, a JSON answer); the pages link
+  // `/favicon.svg`. Both are the one icon, which every browser in use reads as SVG.
+  for (const path of ['/favicon.ico', '/favicon.svg']) {
+    app.get(path, { config: { auth: 'none' }, schema: { hide: true } }, async (_request, reply) =>
+      reply
+        .headers({ 'cache-control': 'public, max-age=86400', 'x-content-type-options': 'nosniff' })
+        .type('image/svg+xml')
+        .send(ICON_SVG),
+    );
+  }
 
   app.get(
     '/inspect/',

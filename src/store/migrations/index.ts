@@ -34,6 +34,7 @@ import * as a2a from './0032_a2a.js';
 import * as federation from './0033_federation.js';
 import * as webhookExchanges from './0035_webhook_exchanges.js';
 import * as manifestLookups from './0036_manifest_lookups.js';
+import * as usageDays from './0037_usage_days.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -75,4 +76,5 @@ export const migrations: Record<string, Migration> = {
   '0033_federation': federation,
   '0035_webhook_exchanges': webhookExchanges,
   '0036_manifest_lookups': manifestLookups,
+  '0037_usage_days': usageDays,
 };

@@ -303,28 +303,28 @@ interface MailboxWrites {
   deliver(
     db: Kysely<Database>,
     messages: NewMessage[],
-    period: string,
+    day: string,
     trace?: NewDeliveryEvent[],
   ): Promise<Delivered>;
-  /** Adds bytes served to a user's transfer count of `period`. */
-  countTransfer(db: Kysely<Database>, userId: string, period: string, bytes: number): Promise<void>;
+  /** Adds bytes served to a user's transfer count of `day` and its month. */
+  countTransfer(db: Kysely<Database>, userId: string, day: string, bytes: number): Promise<void>;
 }
 
 const sqliteWrites: MailboxWrites = {
-  deliver: (db, messages, period, trace) =>
+  deliver: (db, messages, day, trace) =>
     atomically(db, async (tx) => {
       const stored = await insertMessages(tx, messages);
       const perOwner = await moveCounters(tx, stored, 1);
       for (const [owner, count] of perOwner) {
-        await addUsage(tx, owner, period, { num_messages: count });
+        await addUsage(tx, owner, day, { num_messages: count });
       }
       const traced =
         trace && trace.length > 0 ? await insertDeliveryEventsReturning(tx, trace) : [];
       return { ids: new Map(stored.map((message) => [message.uuid, message.id])), traced };
     }),
 
-  countTransfer: (db, userId, period, bytes) =>
-    addUsage(db, userId, period, { bytes_transferred: bytes }),
+  countTransfer: (db, userId, day, bytes) =>
+    addUsage(db, userId, day, { bytes_transferred: bytes }),
 };
 
 const postgresWrites: MailboxWrites = {
@@ -332,7 +332,7 @@ const postgresWrites: MailboxWrites = {
   // one per statement and two more for its begin and commit. Every part sees the tables as
   // they were before the statement: `counted` hands the owners of the mailboxes it moved,
   // with what moved, to `owned` and `charged` through RETURNING.
-  async deliver(db, messages, period, trace) {
+  async deliver(db, messages, day, trace) {
     if (messages.length === 0) return { ids: new Map(), traced: [] };
     if (messages.length > MAX_ROWS_PER_INSERT) {
       throw new RangeError(`at most ${MAX_ROWS_PER_INSERT} messages per statement`);
@@ -377,9 +377,14 @@ const postgresWrites: MailboxWrites = {
         do update set bytes_stored = user_storage.bytes_stored + excluded.bytes_stored
       ), charged as (
         insert into usage_periods (user_id, period, num_messages, bytes_transferred)
-        select user_id, ${period}, sum(messages), 0 from counted group by user_id
+        select user_id, ${day.slice(0, 7)}, sum(messages), 0 from counted group by user_id
         on conflict (user_id, period)
         do update set num_messages = usage_periods.num_messages + excluded.num_messages
+      ), charged_day as (
+        insert into usage_days (user_id, day, num_messages, bytes_transferred)
+        select user_id, ${day}, sum(messages), 0 from counted group by user_id
+        on conflict (user_id, day)
+        do update set num_messages = usage_days.num_messages + excluded.num_messages
       )${tracing ? traceStatement(trace) : sql``}
       select 'm' as part, id, uuid${tracing ? TRACE_PART_NULLS : sql``} from stored
       ${tracing ? sql`union all select 'd' as part, id, uuid, ${TRACE_PART_COLUMNS} from traced` : sql``}`.execute(
@@ -399,10 +404,16 @@ const postgresWrites: MailboxWrites = {
   // of transfer counts (never a message, and never a count of another kind), and a poll is
   // spared a disk flush. set_config(…, true) lasts until the end of this statement's own
   // transaction.
-  async countTransfer(db, userId, period, bytes) {
+  async countTransfer(db, userId, day, bytes) {
     await sql`
+      with by_day as (
+        insert into usage_days (user_id, day, num_messages, bytes_transferred)
+        values (${userId}, ${day}, 0, cast(${bytes} as bigint))
+        on conflict (user_id, day)
+        do update set bytes_transferred = usage_days.bytes_transferred + excluded.bytes_transferred
+      )
       insert into usage_periods (user_id, period, num_messages, bytes_transferred)
-      select ${userId}, ${period}, 0, cast(${bytes} as bigint)
+      select ${userId}, ${day.slice(0, 7)}, 0, cast(${bytes} as bigint)
       from (select set_config('synchronous_commit', 'off', true)) as unflushed
       on conflict (user_id, period)
       do update set bytes_transferred = usage_periods.bytes_transferred + excluded.bytes_transferred
@@ -579,13 +590,14 @@ export class MailboxRepository {
 
   /**
    * Stores messages and moves, by exactly the messages stored, their mailboxes' counters,
-   * their owners' stored bytes and their owners' message usage in `period`; all of it or
+   * their owners' stored bytes and their owners' message usage in `day` (UTC, `YYYY-MM-DD`) and
+   * its month; all of it or
    * nothing. A message whose uuid is taken (stored before, or earlier in the list) is
    * skipped. Answers the uuids stored now, each with its row's id. Trace rows given
    * (refusals, resubmissions) are written in the same transaction, and answered as written.
    */
-  deliver(messages: NewMessage[], period: string, trace?: NewDeliveryEvent[]): Promise<Delivered> {
-    return this.writes.deliver(this.db, messages, period, trace);
+  deliver(messages: NewMessage[], day: string, trace?: NewDeliveryEvent[]): Promise<Delivered> {
+    return this.writes.deliver(this.db, messages, day, trace);
   }
 
   /** Unexpired messages of a mailbox, oldest first. */
@@ -635,9 +647,9 @@ export class MailboxRepository {
     });
   }
 
-  /** Counts `bytes` served to the owner's agents in `period`, for the transfer quota. */
-  countTransfer(userId: string, period: string, bytes: number): Promise<void> {
-    return this.writes.countTransfer(this.db, userId, period, bytes);
+  /** Counts `bytes` served to the owner's agents in `day` and its month (the transfer quota's). */
+  countTransfer(userId: string, day: string, bytes: number): Promise<void> {
+    return this.writes.countTransfer(this.db, userId, day, bytes);
   }
 
   /**

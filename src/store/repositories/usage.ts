@@ -14,22 +14,36 @@ export interface StoredTotals {
   bytes_stored: number;
 }
 
-/** Adds to a user's counters of `period`, creating the row on first use. */
+/**
+ * Adds to a user's counters of `day` (UTC, `YYYY-MM-DD`) and of its month (the period the
+ * quotas count), creating the rows on first use.
+ */
 export async function addUsage(
   db: Kysely<Database>,
   userId: string,
-  period: string,
+  day: string,
   delta: Partial<PeriodCounters>,
 ): Promise<void> {
   const messages = delta.num_messages ?? 0;
   const bytes = delta.bytes_transferred ?? 0;
+  const counts = { user_id: userId, num_messages: messages, bytes_transferred: bytes };
   await db
     .insertInto('usage_periods')
-    .values({ user_id: userId, period, num_messages: messages, bytes_transferred: bytes })
+    .values({ ...counts, period: day.slice(0, 7) })
     .onConflict((oc) =>
       oc.columns(['user_id', 'period']).doUpdateSet({
         num_messages: sql`usage_periods.num_messages + ${messages}`,
         bytes_transferred: sql`usage_periods.bytes_transferred + ${bytes}`,
+      }),
+    )
+    .execute();
+  await db
+    .insertInto('usage_days')
+    .values({ ...counts, day })
+    .onConflict((oc) =>
+      oc.columns(['user_id', 'day']).doUpdateSet({
+        num_messages: sql`usage_days.num_messages + ${messages}`,
+        bytes_transferred: sql`usage_days.bytes_transferred + ${bytes}`,
       }),
     )
     .execute();
@@ -67,19 +81,29 @@ export class UsageRepository {
 
   /**
    * Counts one message of the user's in the period (chat messages, docs/chat.md) when it stays
-   * within their monthly limit (their override, else `defaultLimit`), in one statement; answers
-   * false, counting nothing, when it would not.
+   * within their monthly limit (their override, else `defaultLimit`), in one statement, and then
+   * in its `day` (UTC, `YYYY-MM-DD`); answers false, counting nothing, when it would not.
    */
-  async chargeMessage(userId: string, period: string, defaultLimit: number): Promise<boolean> {
+  async chargeMessage(userId: string, day: string, defaultLimit: number): Promise<boolean> {
     const limit = sql<number>`coalesce((select q.messages_per_month from user_quotas q where q.user_id = ${userId}), ${defaultLimit})`;
     const { rows } = await sql<{ num_messages: number }>`
       insert into usage_periods (user_id, period, num_messages, bytes_transferred)
-      select ${userId}, ${period}, 1, 0 where ${limit} >= 1
+      select ${userId}, ${day.slice(0, 7)}, 1, 0 where ${limit} >= 1
       on conflict (user_id, period) do update
         set num_messages = usage_periods.num_messages + 1
         where usage_periods.num_messages + 1 <= ${limit}
       returning num_messages`.execute(this.db);
-    return rows.length > 0;
+    if (rows.length === 0) return false;
+    await this.db
+      .insertInto('usage_days')
+      .values({ user_id: userId, day, num_messages: 1, bytes_transferred: 0 })
+      .onConflict((oc) =>
+        oc
+          .columns(['user_id', 'day'])
+          .doUpdateSet({ num_messages: sql`usage_days.num_messages + 1` }),
+      )
+      .execute();
+    return true;
   }
 
   /** The user's counters of the last `months` periods that have any, most recent first. */
@@ -90,6 +114,17 @@ export class UsageRepository {
       .where('user_id', '=', userId)
       .orderBy('period', 'desc')
       .limit(months)
+      .execute();
+  }
+
+  /** The user's counters of the last `days` days that have any, most recent first. */
+  days(userId: string, days: number): Promise<(PeriodCounters & { period: string })[]> {
+    return this.db
+      .selectFrom('usage_days')
+      .select(['day as period', 'num_messages', 'bytes_transferred'])
+      .where('user_id', '=', userId)
+      .orderBy('day', 'desc')
+      .limit(days)
       .execute();
   }
 

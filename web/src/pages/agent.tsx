@@ -4,7 +4,6 @@ import {
   ApiError,
   connection,
   encode,
-  when,
   type AgentRecord,
   type AlmanacAgent,
   type StoredEnvelope,
@@ -19,6 +18,7 @@ import {
   MonoLines,
   None,
   OrNone,
+  Protocols,
   StatusBadge,
   StatusReason,
 } from '../widgets';
@@ -100,7 +100,7 @@ export function AgentPage(props: { address: string }) {
           </dd>
           <dt>Protocols</dt>
           <dd>
-            <MonoLines items={a.protocols} />
+            <Protocols digests={a.protocols} />
           </dd>
           <dt>Metadata</dt>
           <dd>{a.metadata ? <pre>{JSON.stringify(a.metadata, null, 2)}</pre> : <None />}</dd>
@@ -110,11 +110,15 @@ export function AgentPage(props: { address: string }) {
           </dd>
           <dt>Almanac</dt>
           <dd>
-            {almanac.value === undefined
-              ? '…'
-              : almanac.value === null
-                ? 'not in the Almanac'
-                : `registered, expires ${when(almanac.value.expiry)}`}
+            {almanac.value === undefined ? (
+              '…'
+            ) : almanac.value === null ? (
+              'not in the Almanac'
+            ) : (
+              <>
+                registered, expires <Moment iso={almanac.value.expiry} />
+              </>
+            )}
           </dd>
         </dl>
         <h3>Readme</h3>

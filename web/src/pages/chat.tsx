@@ -3,7 +3,7 @@ import {
   api,
   ApiError,
   encode,
-  when,
+  ownAgentNames,
   type AgentRecord,
   type ChatEntry,
   type ChatSession,
@@ -414,10 +414,7 @@ function BubbleItem(props: { bubble: Bubble; agentName: string }) {
       aria-busy={b.streaming ? 'true' : undefined}
     >
       <p class="said">
-        <span class="who">{who}</span>{' '}
-        <time dateTime={b.at} title={when(b.at)}>
-          {new Date(b.at).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })}
-        </time>
+        <span class="who">{who}</span> <Moment iso={b.at} clock="minutes" />
       </p>
       {b.text && (
         <p class="text" data-testid="text">
@@ -447,10 +444,7 @@ export function ChatSessionsPage() {
   const [sessions, setSessions] = useState<ChatSession[] | undefined>();
   const [more, setMore] = useState(false);
   const [error, setError] = useState<string | undefined>();
-  const names = useLoad(async () => {
-    const agents = await api<AgentRecord[]>('GET', '/v2/agents?limit=1000');
-    return new Map(agents.map((a) => [a.address, a.name]));
-  }, []);
+  const names = useLoad(ownAgentNames, []);
   const older = useAction();
   const page = (offset: number) =>
     api<ChatSession[]>('GET', `/v2/chat/sessions?limit=${SESSIONS_PAGE}&offset=${offset}`);

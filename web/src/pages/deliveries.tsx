@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks';
-import { api, when, type DeliveryEventView } from '../api';
+import { api, type DeliveryEventView } from '../api';
+import { Moment } from '../widgets';
 import { useAction } from '../hooks';
 
 /** One message's delivery trace, loaded when asked for. */
@@ -20,7 +21,7 @@ export function DeliveryTrace(props: { path: string; label?: string }) {
     <ol class="trace" data-testid="trace">
       {events.map((e, i) => (
         <li key={i}>
-          {when(e.at)} {e.event}
+          <Moment iso={e.at} /> {e.event}
           {e.status_code !== null && ` ${e.status_code}`}
           {e.latency_ms !== null && ` ${e.latency_ms} ms`}
           {e.detail && ` (${e.detail})`}

@@ -2,7 +2,6 @@ import { useLayoutEffect, useRef, useState } from 'preact/hooks';
 import {
   api,
   encode,
-  when,
   type HostedAgent,
   type HostedLogLine,
   type HostedSecret,
@@ -88,7 +87,9 @@ export function HostedAgentPage(props: { address: string }) {
             )}
           </dd>
           <dt>Created</dt>
-          <dd>{when(a.creation_timestamp)}</dd>
+          <dd>
+            <Moment iso={a.creation_timestamp} />
+          </dd>
         </dl>
         <p>
           <button
@@ -315,9 +316,7 @@ function HostedLogs(props: { path: string }) {
                 key={`${line.log_timestamp} ${i}`}
                 class={`log-${line.log_level} log-${line.log_type}`}
               >
-                <time dateTime={line.log_timestamp}>
-                  {new Date(line.log_timestamp).toLocaleTimeString()}
-                </time>{' '}
+                <Moment iso={line.log_timestamp} clock="seconds" />{' '}
                 <span class="level">{line.log_level}</span>{' '}
                 {line.log_type === 'system' && <span class="level">agentry</span>}{' '}
                 <span class="entry">{line.log_entry}</span>

@@ -9,7 +9,7 @@ import {
   type LocalAgentInfo,
 } from '../local-agent';
 import { SignIn, type Auth } from '../session';
-import { Moment, MonoLines, OrNone } from '../widgets';
+import { Moment, MonoLines, OrNone, Protocols } from '../widgets';
 
 /** The agent a link names: what it says of itself, and what Agentry knows of it. */
 export function Inspector(props: { uri: string; address: string; auth: Auth }) {
@@ -79,7 +79,7 @@ function LocalInfo(props: { info: LocalAgentInfo; history: HistoryEntry[] | unde
       </dd>
       <dt>Protocols</dt>
       <dd>
-        <MonoLines items={info.protocols} />
+        <Protocols digests={info.protocols} />
       </dd>
       <dt>Recent messages</dt>
       <dd>

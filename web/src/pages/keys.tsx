@@ -1,11 +1,17 @@
 import { useState } from 'preact/hooks';
-import { api, encode, when, type ApiKey, type McpSession, type NewApiKey } from '../api';
+import { api, encode, type ApiKey, type McpSession, type NewApiKey } from '../api';
 import { useAction, useLoad } from '../hooks';
 import { Copy, Moment } from '../widgets';
 
 /** What a key is now: revoked, expired or active. */
-function keyState(k: ApiKey): string {
-  if (k.revoked_at) return `revoked ${when(k.revoked_at)}`;
+function keyState(k: ApiKey) {
+  if (k.revoked_at) {
+    return (
+      <>
+        revoked <Moment iso={k.revoked_at} />
+      </>
+    );
+  }
   if (k.expires_at && Date.parse(k.expires_at) < Date.now()) return 'expired';
   return k.current ? 'active (this session)' : 'active';
 }

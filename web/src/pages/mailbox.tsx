@@ -1,5 +1,5 @@
 import { bytes, encode, type AgentRecord, type StoredEnvelope } from '../api';
-import { Moment } from '../widgets';
+import { AgentRef, Moment } from '../widgets';
 import { DeliveryTrace } from './deliveries';
 
 /** A payload's text: base64-decoded UTF-8, or as it is when it is not base64. */
@@ -47,7 +47,9 @@ export function Mailbox(props: {
                 <td>
                   <Moment iso={m.received_at} never="" />
                 </td>
-                <td class="mono">{m.envelope.sender}</td>
+                <td>
+                  <AgentRef address={m.envelope.sender} />
+                </td>
                 <td>
                   <code>{payloadText(m.envelope.payload).slice(0, 200)}</code>
                 </td>

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
-import { api, encode, when, type Enrolment, type ProvisionedAgent } from '../api';
+import { api, encode, type Enrolment, type ProvisionedAgent } from '../api';
 import { useAction, useLoad } from '../hooks';
+import { Moment } from '../widgets';
 
 /**
  * Provisioning agents for the agentverse-sdk (A2A, LangGraph, FastAPI bridges): Agentry makes
@@ -108,7 +109,9 @@ export function ProvisionCard() {
                 <td>{e.name}</td>
                 <td class="mono">{e.handle}</td>
                 <td class="mono">{e.address}</td>
-                <td>{when(e.created_at)}</td>
+                <td>
+                  <Moment iso={e.created_at} />
+                </td>
                 <td>
                   <button type="button" class="secondary" onClick={() => end(e.address)}>
                     End enrolment

@@ -1,5 +1,13 @@
 import { useState } from 'preact/hooks';
-import { api, encode, type ActivityStats, type StatsBucket, type StatsBucketCounts } from '../api';
+import {
+  api,
+  clock,
+  encode,
+  when,
+  type ActivityStats,
+  type StatsBucket,
+  type StatsBucketCounts,
+} from '../api';
 import { useEvery, useLoad } from '../hooks';
 
 /** The message counts drawn, bottom to top of each bar, with the words the legend shows. */
@@ -25,20 +33,15 @@ const HEIGHT = 150;
 /** Counts in the current bucket grow: the chart is read again this often. */
 const REFRESH_MS = 60_000;
 
-/** A bucket's start as its axis label: the hour (local), or the day (UTC, as counted). */
+/**
+ * A bucket's start as its axis label, in UTC as the buckets are counted: the hour (`17:00`) or
+ * the day (`11-28`); `long` for the table and the bars' titles (`2026-11-28 17:00 UTC`,
+ * `2026-11-28`).
+ */
 function label(start: string, bucket: StatsBucket, long = false): string {
-  const date = new Date(start);
-  if (bucket === 'day') {
-    return date.toLocaleDateString(undefined, {
-      ...(long ? { weekday: 'short' } : {}),
-      month: 'short',
-      day: 'numeric',
-      timeZone: 'UTC',
-    });
-  }
-  return long
-    ? date.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'short' })
-    : date.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
+  const day = when(start).slice(0, 10);
+  if (bucket === 'day') return long ? day : day.slice(5);
+  return long ? `${day} ${clock(start, false)} UTC` : clock(start, false);
 }
 
 function total(buckets: StatsBucketCounts[], field: (typeof SERIES)[number][0]): number {

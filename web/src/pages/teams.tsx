@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
-import { api, encode, when, type Team, type TeamDetail } from '../api';
+import { api, encode, type Team, type TeamDetail } from '../api';
 import { useAction, useLoad } from '../hooks';
+import { Moment } from '../widgets';
 
 /** The switcher in the header: the user's own things, or one of their teams'. */
 export function TeamSwitcher(props: {
@@ -111,7 +112,9 @@ export function TeamsPage(props: {
                     </td>
                     <td>{t.name}</td>
                     <td>{t.role}</td>
-                    <td>{when(t.created_at)}</td>
+                    <td>
+                      <Moment iso={t.created_at} />
+                    </td>
                     <td>
                       <button
                         type="button"
@@ -192,7 +195,9 @@ function Members(props: { slug: string; me: string; onChanged: () => void }) {
                   m.role
                 )}
               </td>
-              <td>{when(m.added_at)}</td>
+              <td>
+                <Moment iso={m.added_at} />
+              </td>
               <td>
                 {(owner || m.user === props.me) && (
                   <button

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, type TimelineEntry, type TimelinePage } from '../api';
 import { messageOf, useAction } from '../hooks';
 import { useTimelineStream, type LiveState } from '../stream';
-import { Moment } from '../widgets';
+import { AgentRef, Moment } from '../widgets';
 import { DeliveryTrace } from './deliveries';
 
 /** The kind filters offered: groups of the API's `kind` (docs/activity.md). */
@@ -176,6 +176,24 @@ export function Timeline(props: { address: string }) {
 }
 
 /**
+ * An entry's line, the other agent in it (a message's sender, written abbreviated) by its name
+ * when it is one of yours.
+ */
+function Summary(props: { entry: TimelineEntry }) {
+  const { summary, peer } = props.entry;
+  const short = peer && `${peer.slice(0, 12)}…${peer.slice(-6)}`;
+  const at = short ? summary.indexOf(short) : -1;
+  if (!peer || !short || at < 0) return <>{summary}</>;
+  return (
+    <>
+      {summary.slice(0, at)}
+      <AgentRef address={peer} short={short} />
+      {summary.slice(at + short.length)}
+    </>
+  );
+}
+
+/**
  * One entry: when, its kind, what happened; an error's traceback folded away, a message's
  * steps (its trace) loaded when asked for.
  */
@@ -194,7 +212,7 @@ function Entry(props: { entry: TimelineEntry; fresh: boolean }) {
       <span class="kind mono">{entry.kind}</span>
       <span class="summary">
         {failure && <strong class="flag">Failure: </strong>}
-        {entry.summary}
+        <Summary entry={entry} />
       </span>
       {traceback && (
         <details class="traceback">
