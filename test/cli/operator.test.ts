@@ -65,7 +65,7 @@ describe('command line: the first hour', () => {
 
   it('a mistyped command is named, with the command meant and where help is', () => {
     const res = runAgentry(['user', 'list']);
-    assert.notEqual(res.code, 0);
+    assert.equal(res.code, 2, res.stderr);
     assert.match(res.stderr, /unknown command 'user'/);
     assert.match(res.stderr, /Did you mean users\?/);
     assert.match(res.stderr, /agentry --help/);

@@ -159,6 +159,11 @@ export class ChildRun {
     return this.out;
   }
 
+  /** What the process has written to stderr so far. */
+  stderr(): string {
+    return this.err;
+  }
+
   output(): string {
     return [this.out, this.err].filter(Boolean).join('\n').trim();
   }
