@@ -32,6 +32,7 @@ import * as mcpSessions from './0030_mcp_sessions.js';
 import * as crashLoops from './0031_crash_loops.js';
 import * as a2a from './0032_a2a.js';
 import * as federation from './0033_federation.js';
+import * as servers from './0034_servers.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -71,4 +72,5 @@ export const migrations: Record<string, Migration> = {
   '0031_crash_loops': crashLoops,
   '0032_a2a': a2a,
   '0033_federation': federation,
+  '0034_servers': servers,
 };
