@@ -57,9 +57,9 @@ export function agentryArgs(...args: string[]): string[] {
 }
 
 /** Children still running; none may outlive the tests or the benchmark, even when they fail. */
-const running = new Set<ChildProcess>();
+const running = new Set<ChildRun>();
 process.once('exit', () => {
-  for (const child of running) child.kill('SIGTERM');
+  for (const run of running) run.kill('SIGTERM');
 });
 
 /** A process a test or the benchmark started, with its output kept for error messages. */
@@ -71,12 +71,14 @@ export class ChildRun {
   private constructor(
     readonly name: string,
     private readonly child: ChildProcess,
+    /** Whether signals go to the process's group: it and whatever it started. */
+    private readonly group = false,
   ) {
     child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (this.out += chunk));
     child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (this.err += chunk));
-    running.add(child);
+    running.add(this);
     this.exited = once(child, 'exit').then(([code]) => {
-      running.delete(child);
+      running.delete(this);
       return code as number | null;
     });
   }
@@ -107,6 +109,25 @@ export class ChildRun {
     return new ChildRun(
       name,
       spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] }),
+    );
+  }
+
+  /**
+   * Starts `command <args>` in `cwd` as a process group of its own, stopped as one: for a
+   * command that starts the program in a child of its own (`npm start`) and does not pass
+   * signals on.
+   */
+  static group(
+    name: string,
+    command: string,
+    args: string[],
+    env: NodeJS.ProcessEnv = process.env,
+    cwd = repositoryRoot,
+  ): ChildRun {
+    return new ChildRun(
+      name,
+      spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true }),
+      true,
     );
   }
 
@@ -142,14 +163,22 @@ export class ChildRun {
 
   /** Sends `signal` (SIGKILL: a crash) without waiting for the process to end. */
   kill(signal: NodeJS.Signals): void {
-    this.child.kill(signal);
+    if (!this.group) {
+      this.child.kill(signal);
+      return;
+    }
+    try {
+      process.kill(-this.child.pid!, signal);
+    } catch {
+      // The group has ended.
+    }
   }
 
   /** Asks the process to stop (SIGTERM), killing it if it has not exited within the grace. */
   async stop(graceMs = 10_000): Promise<void> {
     if (this.hasExited()) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+    this.kill('SIGTERM');
+    const timer = setTimeout(() => this.kill('SIGKILL'), graceMs);
     await this.exited;
     clearTimeout(timer);
   }
