@@ -123,6 +123,11 @@ export default tseslint.config(
       'no-console': 'off',
     },
   },
+  {
+    // Plain Node scripts (the build): Node's globals.
+    files: ['scripts/**/*.js'],
+    languageOptions: { globals: { console: 'readonly', process: 'readonly', URL: 'readonly' } },
+  },
   // The layers (docs/architecture.md): a folder imports nothing from the layers above it.
   selfContainedRule('crypto'),
   selfContainedRule('config', ['errors.js']),
