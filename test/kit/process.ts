@@ -1,6 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -46,6 +46,10 @@ export function ensureServerBuild(): void {
     if (result.status !== 0) {
       throw new Error(`server build failed:\n${result.stdout}${result.stderr}`);
     }
+    // tsc builds incrementally and leaves unchanged outputs as they were: the entry is marked
+    // as built now, so that the next process does not compile again.
+    const now = new Date();
+    utimesSync(agentryEntry, now, now);
   }
   compiled = true;
 }
