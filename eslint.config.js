@@ -110,7 +110,7 @@ function cliRule() {
 }
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'data/', 'coverage/', 'bench/results/'] },
+  { ignores: ['dist/', 'node_modules/', 'data/', 'coverage/', 'bench/results/', '.venv/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -122,6 +122,11 @@ export default tseslint.config(
       '@typescript-eslint/consistent-type-imports': 'error',
       'no-console': 'off',
     },
+  },
+  {
+    // Plain Node scripts (the build): Node's globals.
+    files: ['scripts/**/*.js'],
+    languageOptions: { globals: { console: 'readonly', process: 'readonly', URL: 'readonly' } },
   },
   // The layers (docs/architecture.md): a folder imports nothing from the layers above it.
   selfContainedRule('crypto'),

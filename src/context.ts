@@ -41,6 +41,7 @@ import { ProxyService } from './services/proxy.js';
 import { ForwardOutages } from './services/proxy-outages.js';
 import { HostingRunner, type HostingRunnerOptions } from './runner/runner.js';
 import { McpSessionsService } from './services/mcp-sessions.js';
+import { SERVER_HEARTBEAT_MS, ServersService } from './services/servers.js';
 import { SessionsService } from './services/sessions.js';
 import { StorageAssetsService } from './services/storage-assets.js';
 import { AssetFiles } from './infra/asset-files.js';
@@ -87,6 +88,7 @@ export interface Services {
   mcpSessions: McpSessionsService;
   a2a: A2aService;
   federation: FederationService;
+  servers: ServersService;
 }
 
 /** A job the server runs on a timer (expiry sweeps and the like). */
@@ -370,6 +372,7 @@ export function createContext(
   );
 
   // MCP sessions end after a day unused: the client initializes again, as the protocol says.
+  const servers = new ServersService(store, clock);
   const mcpSessions = new McpSessionsService(store, clock, feed, { idleMs: 24 * 3_600_000 });
   // Chat agents their owners serve over A2A: A2A messages reach them as chat messages.
   const a2a = new A2aService(store, clock, chat, search, agents, {
@@ -516,6 +519,11 @@ export function createContext(
       run: () => mcpSessions.purgeIdle(),
     },
     {
+      name: 'this server listening',
+      intervalMs: SERVER_HEARTBEAT_MS,
+      run: () => servers.heartbeat(),
+    },
+    {
       name: 'expired searches',
       intervalMs: 600_000,
       run: () => search.purgeExpiredSearches(),
@@ -575,6 +583,7 @@ export function createContext(
       mcpSessions,
       a2a,
       federation,
+      servers,
     },
     metrics,
     housekeeping,

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import { redactUrl, type Config } from './config/index.js';
@@ -179,6 +180,10 @@ export class Server {
       this.timers.push(timer);
     }
     this.loops = this.ctx.loops.map((loop) => new RunningLoop(loop, logger));
+    // `agentry status` on this database finds the server by this record, whatever its port.
+    await this.ctx.services.servers
+      .listening(reachableHere(address), hostname())
+      .catch((err: unknown) => logger.warn({ err }, 'could not record where this server listens'));
     // Agents reach this process by its public URL: they start once it listens.
     await this.runner?.start();
     listening?.(address);
@@ -262,6 +267,9 @@ export class Server {
       // Hosted agents stop (their last lines kept) while the store is open, and are released
       // for other runners to take.
       await this.runner?.stop();
+      await this.ctx.services.servers
+        .stopped()
+        .catch((err: unknown) => this.ctx.logger.warn({ err }, 'could not withdraw this server'));
       await Promise.all([this.app.close(), this.stopLoops()]);
       await this.ctx.close();
     })();
@@ -271,4 +279,12 @@ export class Server {
   private stopLoops(): Promise<void> {
     return Promise.all(this.loops.map((loop) => loop.stop())).then(() => undefined);
   }
+}
+
+/** The address a listening socket reports, as a client on the same machine reaches it. */
+function reachableHere(address: string): string {
+  const url = new URL(address);
+  if (url.hostname === '0.0.0.0') url.hostname = '127.0.0.1';
+  if (url.hostname === '[::]') url.hostname = '[::1]';
+  return url.origin;
 }

@@ -55,9 +55,20 @@ const debug =
   process.argv.includes('--debug') || /^(debug|trace)$/.test(process.env.AGENTRY_LOG_LEVEL ?? '');
 const argv = process.argv.filter((arg) => arg !== '--debug');
 
+// A reader that stops early (`agentry activity … --json | head -1`) ends any command, quietly.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(0);
+    throw err;
+  });
+}
+
 const program = new Command('agentry')
   .description('Self-hostable identity, registry, mailbox and proxy service for uAgents')
   .version(version)
+  // Commander has said what is wrong (an unknown command or option, a missing argument): a
+  // mistake to correct, exit code 2; its help and version exit 0. Commands inherit this.
+  .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2))
   .option('--debug', 'print the stack trace of a failure')
   .showHelpAfterError('(run "agentry --help" for the commands, "agentry COMMAND --help" for one)')
   .showSuggestionAfterError(true)

@@ -14,6 +14,7 @@ import { EnrolmentsRepository } from './repositories/enrolments.js';
 import { A2aRepository } from './repositories/a2a.js';
 import { FederationRepository } from './repositories/federation.js';
 import { McpSessionsRepository } from './repositories/mcp-sessions.js';
+import { ServersRepository } from './repositories/servers.js';
 import { ProbesRepository } from './repositories/probes.js';
 import { HostingRepository } from './repositories/hosting.js';
 import { ChallengesRepository, IdentitiesRepository } from './repositories/identity.js';
@@ -57,6 +58,7 @@ export interface Repositories {
   mcpSessions: McpSessionsRepository;
   a2a: A2aRepository;
   federation: FederationRepository;
+  servers: ServersRepository;
 }
 
 function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories {
@@ -87,6 +89,7 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     mcpSessions: new McpSessionsRepository(db),
     a2a: new A2aRepository(db),
     federation: new FederationRepository(db),
+    servers: new ServersRepository(db),
   };
 }
 

@@ -63,6 +63,7 @@ export interface Database {
   a2a_remote_agents: A2aRemoteAgentsTable;
   federation_identity: FederationIdentityTable;
   published_agents: PublishedAgentsTable;
+  servers: ServersTable;
 }
 
 export interface UsersTable {
@@ -800,4 +801,16 @@ export interface FederationIdentityTable {
 export interface PublishedAgentsTable {
   address: string;
   published_at: number;
+}
+
+/** Where a server process on this database listens (migration 0034). */
+export interface ServersTable {
+  id: string;
+  /** Where it listens, as its own machine reaches it: http://127.0.0.1:8000. */
+  url: string;
+  /** The name of its machine. */
+  host: string;
+  pid: number;
+  started_at: number;
+  seen_at: number;
 }

@@ -5,7 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { messageUuid } from '../../src/services/mailbox.js';
 import { registerAgent } from '../kit/agents.js';
-import { testPgUrl } from '../kit/databases.js';
+import { createTestDatabase, testPgUrl } from '../kit/databases.js';
+import { dialects } from '../kit/dialects.js';
+import { freePort } from '../kit/ports.js';
 import { call } from '../kit/http.js';
 import { mcpClient } from '../kit/mcp.js';
 import { agentryArgs, ChildRun, runAgentry, runAgentryInBackground } from '../kit/process.js';
@@ -65,7 +67,7 @@ describe('command line: the first hour', () => {
 
   it('a mistyped command is named, with the command meant and where help is', () => {
     const res = runAgentry(['user', 'list']);
-    assert.notEqual(res.code, 0);
+    assert.equal(res.code, 2, res.stderr);
     assert.match(res.stderr, /unknown command 'user'/);
     assert.match(res.stderr, /Did you mean users\?/);
     assert.match(res.stderr, /agentry --help/);
@@ -298,6 +300,54 @@ describe('command line: the first hour', () => {
     const down = await runAgentryInBackground(['status', '--url', 'http://127.0.0.1:1', ...db]);
     assert.equal(down.code, 3);
     assert.match(down.output, /does not answer \(is "agentry serve" running\?\)/);
+  });
+
+  it('status finds the server this database serves, whatever its port, and not once it stops', async () => {
+    for (const dialect of dialects) {
+      const database = await createTestDatabase(dialect);
+      const store = ['--database-url', database.url];
+      const port = await freePort();
+      // Not the default port, nor the public URL's: only the database says where it listens.
+      const serving = ChildRun.node(
+        'agentry serve',
+        agentryArgs('serve', ...store, '--port', String(port)),
+        plainEnv({ AGENTRY_LOG_FORMAT: 'json', AGENTRY_DRAIN_SECONDS: '0' }),
+      );
+      try {
+        await serving.waitForOutput(/"msg":"agentry listening"/, 30_000);
+        const res = await runAgentryInBackground(['status', '--json', ...store], {
+          AGENTRY_PUBLIC_URL: 'http://127.0.0.1:1',
+        });
+        assert.equal(res.code, 0, `${dialect}: ${res.output}`);
+        const status = JSON.parse(res.stdout) as {
+          server: { url: string; answers: boolean };
+          servers: { url: string }[];
+        };
+        assert.deepEqual(status.server, {
+          url: `http://127.0.0.1:${port}`,
+          answers: true,
+          detail: 'ready',
+        });
+        assert.equal(status.servers.length, 1);
+        const text = await runAgentryInBackground(['status', ...store]);
+        assert.match(
+          text.output,
+          new RegExp(`^server +http://127\\.0\\.0\\.1:${port}: ready$`, 'm'),
+        );
+        await serving.stop();
+        const stopped = await runAgentryInBackground(['status', '--json', ...store], {
+          AGENTRY_PUBLIC_URL: 'http://127.0.0.1:1',
+        });
+        assert.equal(stopped.code, 3, `${dialect}: ${stopped.output}`);
+        assert.equal(
+          (JSON.parse(stopped.stdout) as { server: { url: string } }).server.url,
+          'http://127.0.0.1:1',
+        );
+      } finally {
+        await serving.stop();
+        await database.drop();
+      }
+    }
   });
 
   it('keys list has a header and --json', async () => {

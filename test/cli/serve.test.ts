@@ -6,7 +6,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stripVTControlCharacters } from 'node:util';
 import { call } from '../kit/http.js';
-import { agentryArgs, repositoryRoot, runAgentry, spawnServer } from '../kit/process.js';
+import { freePort } from '../kit/ports.js';
+import {
+  agentryArgs,
+  ChildRun,
+  ensureServerBuild,
+  repositoryRoot,
+  runAgentry,
+  spawnServer,
+} from '../kit/process.js';
 import { registerAgent } from '../kit/agents.js';
 import { TestIdentity } from '../kit/uagent.js';
 
@@ -92,6 +100,38 @@ describe('command line: serve and migrate', () => {
         server.child.kill('SIGKILL');
         rmSync(fresh, { recursive: true, force: true });
       }
+    }
+  });
+
+  it('under npm start, tells a command to make more keys that runs as printed from the project', async () => {
+    ensureServerBuild();
+    const fresh = mkdtempSync(join(tmpdir(), 'agentry-npm-'));
+    // The person's shell: no settings of the test run; the database and port by environment,
+    // so that the printed command runs word for word against the same database.
+    const env = {
+      ...Object.fromEntries(
+        Object.entries(process.env).filter(
+          ([name]) => !name.startsWith('AGENTRY_') && !name.startsWith('npm_'),
+        ),
+      ),
+      AGENTRY_DATABASE_URL: `sqlite:${join(fresh, 'agentry.db')}`,
+      AGENTRY_PORT: String(await freePort()),
+      AGENTRY_LOG_FORMAT: 'json',
+      AGENTRY_DRAIN_SECONDS: '0',
+    };
+    // The start script itself (its build is already done, and tested on its own).
+    const server = ChildRun.group('npm start', 'npm', ['start', '--ignore-scripts'], env);
+    try {
+      const [, printed] = (await server.waitForOutput(
+        /Make more with "([^"]+ keys add admin)"/,
+        60_000,
+      )) as [string, string];
+      const made = ChildRun.spawn(printed, 'bash', ['-c', printed], env);
+      assert.equal(await made.waitForExit(), 0, `${printed}: ${made.output()}`);
+      assert.match(made.stdout(), /^agy_\S+$/m);
+    } finally {
+      await server.stop();
+      rmSync(fresh, { recursive: true, force: true });
     }
   });
 

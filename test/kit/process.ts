@@ -1,6 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -46,6 +46,10 @@ export function ensureServerBuild(): void {
     if (result.status !== 0) {
       throw new Error(`server build failed:\n${result.stdout}${result.stderr}`);
     }
+    // tsc builds incrementally and leaves unchanged outputs as they were: the entry is marked
+    // as built now, so that the next process does not compile again.
+    const now = new Date();
+    utimesSync(agentryEntry, now, now);
   }
   compiled = true;
 }
@@ -57,9 +61,9 @@ export function agentryArgs(...args: string[]): string[] {
 }
 
 /** Children still running; none may outlive the tests or the benchmark, even when they fail. */
-const running = new Set<ChildProcess>();
+const running = new Set<ChildRun>();
 process.once('exit', () => {
-  for (const child of running) child.kill('SIGTERM');
+  for (const run of running) run.kill('SIGTERM');
 });
 
 /** A process a test or the benchmark started, with its output kept for error messages. */
@@ -71,12 +75,14 @@ export class ChildRun {
   private constructor(
     readonly name: string,
     private readonly child: ChildProcess,
+    /** Whether signals go to the process's group: it and whatever it started. */
+    private readonly group = false,
   ) {
     child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (this.out += chunk));
     child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (this.err += chunk));
-    running.add(child);
+    running.add(this);
     this.exited = once(child, 'exit').then(([code]) => {
-      running.delete(child);
+      running.delete(this);
       return code as number | null;
     });
   }
@@ -107,6 +113,25 @@ export class ChildRun {
     return new ChildRun(
       name,
       spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] }),
+    );
+  }
+
+  /**
+   * Starts `command <args>` in `cwd` as a process group of its own, stopped as one: for a
+   * command that starts the program in a child of its own (`npm start`) and does not pass
+   * signals on.
+   */
+  static group(
+    name: string,
+    command: string,
+    args: string[],
+    env: NodeJS.ProcessEnv = process.env,
+    cwd = repositoryRoot,
+  ): ChildRun {
+    return new ChildRun(
+      name,
+      spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true }),
+      true,
     );
   }
 
@@ -142,14 +167,22 @@ export class ChildRun {
 
   /** Sends `signal` (SIGKILL: a crash) without waiting for the process to end. */
   kill(signal: NodeJS.Signals): void {
-    this.child.kill(signal);
+    if (!this.group) {
+      this.child.kill(signal);
+      return;
+    }
+    try {
+      process.kill(-this.child.pid!, signal);
+    } catch {
+      // The group has ended.
+    }
   }
 
   /** Asks the process to stop (SIGTERM), killing it if it has not exited within the grace. */
   async stop(graceMs = 10_000): Promise<void> {
     if (this.hasExited()) return;
-    this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+    this.kill('SIGTERM');
+    const timer = setTimeout(() => this.kill('SIGKILL'), graceMs);
     await this.exited;
     clearTimeout(timer);
   }
@@ -157,6 +190,11 @@ export class ChildRun {
   /** What the process has written to stdout so far. */
   stdout(): string {
     return this.out;
+  }
+
+  /** What the process has written to stderr so far. */
+  stderr(): string {
+    return this.err;
   }
 
   output(): string {

@@ -64,13 +64,6 @@ not answer, 4 the message did not reach the agent or it did not answer within --
 1 any other failure.`,
     )
     .action(async (first: string | undefined, second: string | undefined, flags: ChatFlags) => {
-      // A reader that stops early (`| head -1`) ends the command, quietly.
-      for (const stream of [process.stdout, process.stderr]) {
-        stream.on('error', (err: NodeJS.ErrnoException) => {
-          if (err.code === 'EPIPE') process.exit(0);
-          throw err;
-        });
-      }
       const withSession = flags.session !== undefined;
       const [agent, text] =
         withSession && second === undefined ? [undefined, first] : [first, second];

@@ -1,3 +1,4 @@
+import { basename, relative } from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig, redactUrl, type Config } from '../../config/index.js';
 import { findHostingPython } from '../../runner/python.js';
@@ -71,6 +72,22 @@ function databaseLabel(url: string): string {
 }
 
 /**
+ * How a person runs the command line where this server was started: `npx agentry` in the
+ * project's directory under `npm start` (after `npm ci` the package's own command is not on
+ * the PATH, and npx finds it there without the network), `npm run agentry --` under another
+ * npm script (`npm run dev`, no build), `agentry` when it was run by that name, else this
+ * program's path (`node dist/cli/main.js` in the container image).
+ */
+export function commandLine(): string {
+  const script = process.env.npm_lifecycle_event;
+  if (script === 'start') return 'npx agentry';
+  if (script !== undefined) return 'npm run agentry --';
+  const program = process.argv[1] ?? 'agentry';
+  if (basename(program) === 'agentry') return 'agentry';
+  return `node ${relative(process.cwd(), program) || program}`;
+}
+
+/**
  * What a person starting the server needs, in one block: where the console and the API docs
  * are, the database in use and what start did to it, the key made on first start, and how to
  * open the service to other machines when it listens on loopback only.
@@ -101,7 +118,7 @@ export function startupBlock(server: Server, config: Config, address: string): s
       '',
       `    ${token}`,
       '',
-      `Use it as "Authorization: Bearer <key>", or sign in to the console with it. Make more with "agentry keys add ${user.name}".`,
+      `Use it as "Authorization: Bearer <key>", or sign in to the console with it. Make more with "${commandLine()} keys add ${user.name}".`,
     );
   }
   if (server.hostingKeyMade !== undefined) {

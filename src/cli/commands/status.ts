@@ -1,4 +1,6 @@
+import { hostname } from 'node:os';
 import type { Command } from 'commander';
+import type { AppContext } from '../../context.js';
 import { AGENT_STATUSES, type AgentStatusName } from '../../wire/activity.js';
 import type { FederationStatus } from '../../wire/federation.js';
 import { formatTime, isoTime, withJsonOption, withServices, withStoreOptions } from '../common.js';
@@ -20,6 +22,27 @@ async function probe(url: string): Promise<{ url: string; answers: boolean; deta
   } catch {
     return { url, answers: false, detail: 'does not answer (is "agentry serve" running?)' };
   }
+}
+
+/** `url` as another machine reaches it: a loopback address names `host`, the server's machine. */
+function onMachine(url: string, host: string): string {
+  const parsed = new URL(url);
+  if (/^(127\.|\[::1\]$|localhost$)/.test(parsed.hostname)) parsed.hostname = host;
+  return parsed.origin;
+}
+
+/**
+ * Where to ask for the server: `--url` when given; else every server this database says
+ * listens (each replica; one on another machine by that machine's name); else the public URL.
+ */
+async function serverUrls(ctx: AppContext, url: string | undefined): Promise<string[]> {
+  if (url !== undefined) return [url.replace(/\/+$/, '')];
+  const here = hostname();
+  const listening = await ctx.services.servers.listeningServers();
+  const urls = listening.map((server) =>
+    server.host === here ? server.url : onMachine(server.url, server.host),
+  );
+  return urls.length > 0 ? [...new Set(urls)] : [ctx.config.publicUrl.replace(/\/+$/, '')];
 }
 
 /**
@@ -69,7 +92,8 @@ function healthWords(target: {
 }
 
 /**
- * `agentry status`: a summary of the service: whether it answers, its agents by status, the
+ * `agentry status`: a summary of the service: whether it answers (each server on this
+ * database, or `--url`), its agents by status, the
  * messages waiting in mailboxes, and the failures of the last hour.
  */
 export function addStatusCommand(program: Command): void {
@@ -80,13 +104,17 @@ export function addStatusCommand(program: Command): void {
         .description(
           'summarise the service: whether it answers, agents by status, pending messages, MCP sessions, recent failures',
         )
-        .option('--url <url>', 'where the server answers (default: AGENTRY_PUBLIC_URL)'),
+        .option(
+          '--url <url>',
+          'where the server answers (default: where the servers on this database listen, else AGENTRY_PUBLIC_URL)',
+        ),
     ),
   ).action(async (flags) => {
     await withServices(flags, async (ctx) => {
-      const server = await probe(
-        ((flags.url as string | undefined) ?? ctx.config.publicUrl).replace(/\/+$/, ''),
+      const servers = await Promise.all(
+        (await serverUrls(ctx, flags.url as string | undefined)).map(probe),
       );
+      const server = servers.find((one) => one.answers) ?? servers[0]!;
       const byStatus = Object.fromEntries(AGENT_STATUSES.map((s) => [s, 0])) as Record<
         AgentStatusName,
         number
@@ -115,6 +143,7 @@ export function addStatusCommand(program: Command): void {
       const published = await ctx.services.federation.publishedCount();
       const summary = {
         server,
+        servers,
         database: ctx.config.databaseUrl.startsWith('sqlite:') ? 'sqlite' : 'postgres',
         agents: { total: agents, ...byStatus },
         pending_messages: Number(pending.messages),
@@ -137,12 +166,15 @@ export function addStatusCommand(program: Command): void {
           remote_lookups: federation?.remote_lookups ?? [],
         },
       };
+      if (!server.answers) process.exitCode = 3;
       if (flags.json) {
         console.log(JSON.stringify(summary));
         return;
       }
       const lines = [
-        `server            ${server.url}: ${server.detail}`,
+        ...servers.map(
+          (one, i) => `${i === 0 ? 'server' : ''}`.padEnd(18) + `${one.url}: ${one.detail}`,
+        ),
         `agents            ${agents}${agents > 0 ? ` (${AGENT_STATUSES.map((s) => `${byStatus[s]} ${s}`).join(', ')})` : ''}`,
         `pending messages  ${summary.pending_messages} (${summary.bytes_stored} bytes)`,
         `MCP sessions      ${mcp.open} open (${mcp.lastHour} used in the last hour)`,
@@ -177,7 +209,6 @@ export function addStatusCommand(program: Command): void {
         );
       }
       console.log(lines.join('\n'));
-      if (!server.answers) process.exitCode = 3;
     });
   });
 }

@@ -32,6 +32,7 @@ import * as mcpSessions from './0030_mcp_sessions.js';
 import * as crashLoops from './0031_crash_loops.js';
 import * as a2a from './0032_a2a.js';
 import * as federation from './0033_federation.js';
+import * as servers from './0034_servers.js';
 import * as webhookExchanges from './0035_webhook_exchanges.js';
 import * as manifestLookups from './0036_manifest_lookups.js';
 import * as usageDays from './0037_usage_days.js';
@@ -74,6 +75,7 @@ export const migrations: Record<string, Migration> = {
   '0031_crash_loops': crashLoops,
   '0032_a2a': a2a,
   '0033_federation': federation,
+  '0034_servers': servers,
   '0035_webhook_exchanges': webhookExchanges,
   '0036_manifest_lookups': manifestLookups,
   '0037_usage_days': usageDays,
