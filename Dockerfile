@@ -11,6 +11,8 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY scripts ./scripts
 COPY src ./src
+# The console's pages, built by vite with the server.
+COPY web ./web
 RUN npm run build && npm prune --omit=dev
 
 # Runtime stage: the compiled program and production modules, run as an unprivileged user.
