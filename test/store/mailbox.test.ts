@@ -40,6 +40,28 @@ describeOnEachDialect('mailbox store', (dialect) => {
     });
   }
 
+  it('counts deliveries and transfers of one owner at once without two writers waiting on each other', async () => {
+    // Replicas deliver messages to an owner's agents while those agents' polls count what they
+    // were handed: each write takes the owner's month and day of usage; were their order to
+    // differ, PostgreSQL would end some of them as deadlocked.
+    const userId = await insertUser(t.store);
+    const addresses = Array.from({ length: 8 }, (_, i) => `agent1usageorder${i}`);
+    for (const address of addresses) await addMailbox(address, userId);
+    const { mailbox } = t.store.repos;
+    const day = '2031-04-02';
+    await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        i % 2 === 0
+          ? mailbox.deliver([message(addresses[i % 8]!), message(addresses[(i + 3) % 8]!)], day)
+          : mailbox.countTransfer(userId, day, 7),
+      ),
+    );
+    assert.deepEqual(await t.store.repos.usage.period(userId, '2031-04'), {
+      num_messages: 40,
+      bytes_transferred: 140,
+    });
+  });
+
   it('delivers many messages in order, skipping uuids taken before or earlier in the list', async () => {
     const [a, b] = mailboxes as [string, string];
     const { mailbox } = t.store.repos;

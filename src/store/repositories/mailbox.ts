@@ -380,9 +380,13 @@ const postgresWrites: MailboxWrites = {
         select user_id, ${day.slice(0, 7)}, sum(messages), 0 from counted group by user_id
         on conflict (user_id, period)
         do update set num_messages = usage_periods.num_messages + excluded.num_messages
+        returning user_id
       ), charged_day as (
+        -- After the month's rows (it reads what that step wrote): every writer of usage counts
+        -- takes the month's row before the day's, so that two of them never wait on each other.
         insert into usage_days (user_id, day, num_messages, bytes_transferred)
-        select user_id, ${day}, sum(messages), 0 from counted group by user_id
+        select c.user_id, ${day}, sum(c.messages), 0
+        from counted c join charged p on p.user_id = c.user_id group by c.user_id
         on conflict (user_id, day)
         do update set num_messages = usage_days.num_messages + excluded.num_messages
       )${tracing ? traceStatement(trace) : sql``}
@@ -405,18 +409,21 @@ const postgresWrites: MailboxWrites = {
   // spared a disk flush. set_config(…, true) lasts until the end of this statement's own
   // transaction.
   async countTransfer(db, userId, day, bytes) {
+    // The month's row first, then the day's (the day's insert reads what the month's wrote), as
+    // every writer of usage counts takes them: two writers never wait on each other.
     await sql`
-      with by_day as (
-        insert into usage_days (user_id, day, num_messages, bytes_transferred)
-        values (${userId}, ${day}, 0, cast(${bytes} as bigint))
-        on conflict (user_id, day)
-        do update set bytes_transferred = usage_days.bytes_transferred + excluded.bytes_transferred
+      with by_month as (
+        insert into usage_periods (user_id, period, num_messages, bytes_transferred)
+        select ${userId}, ${day.slice(0, 7)}, 0, cast(${bytes} as bigint)
+        from (select set_config('synchronous_commit', 'off', true)) as unflushed
+        on conflict (user_id, period)
+        do update set bytes_transferred = usage_periods.bytes_transferred + excluded.bytes_transferred
+        returning user_id
       )
-      insert into usage_periods (user_id, period, num_messages, bytes_transferred)
-      select ${userId}, ${day.slice(0, 7)}, 0, cast(${bytes} as bigint)
-      from (select set_config('synchronous_commit', 'off', true)) as unflushed
-      on conflict (user_id, period)
-      do update set bytes_transferred = usage_periods.bytes_transferred + excluded.bytes_transferred
+      insert into usage_days (user_id, day, num_messages, bytes_transferred)
+      select user_id, ${day}, 0, cast(${bytes} as bigint) from by_month
+      on conflict (user_id, day)
+      do update set bytes_transferred = usage_days.bytes_transferred + excluded.bytes_transferred
     `.execute(db);
   },
 };
