@@ -512,6 +512,9 @@ describeOnEachDialect('storage assets', (dialect) => {
     });
     assert.equal(asBytes.status, 200);
     assert.equal(asBytes.headers.get('content-type'), 'image/png');
+    // Whatever was uploaded runs nothing on this origin when a browser opens it.
+    assert.equal(asBytes.headers.get('content-security-policy'), 'sandbox');
+    assert.equal(asBytes.headers.get('x-content-type-options'), 'nosniff');
     assert.ok(Buffer.from(await asBytes.arrayBuffer()).equals(image));
     const asJson = await download(id, { key: t.userKey });
     assert.ok(Buffer.from(asJson.body.contents, 'base64').equals(image));

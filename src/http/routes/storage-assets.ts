@@ -5,7 +5,7 @@ import { Type } from '@sinclair/typebox';
 import type { AppContext } from '../../context.js';
 import type { Principal } from '../../auth/principal.js';
 import { RequestValidationError, UnauthenticatedError } from '../../errors.js';
-import type { AssetCaller } from '../../services/storage-assets.js';
+import type { AssetCaller, AssetInfo } from '../../services/storage-assets.js';
 import { bodyChecker } from '../../wire/check.js';
 import { errorResponses } from '../../wire/common.js';
 import { isMimeType } from '../../wire/formats.js';
@@ -47,6 +47,18 @@ function callerOf(principal: Principal): AssetCaller {
 }
 
 const checkContent = bodyChecker(AssetContentRequest);
+
+/**
+ * An asset's contents as they are, with its MIME type: whatever was uploaded, a browser that
+ * opens it runs nothing of it on this origin (sandboxed) nor takes it for another type.
+ */
+function sendRaw(reply: FastifyReply, asset: AssetInfo, contents: Buffer | Uint8Array) {
+  return reply
+    .type(rawTypeOf(asset))
+    .header('content-security-policy', 'sandbox')
+    .header('x-content-type-options', 'nosniff')
+    .send(contents as never);
+}
 
 /** Whether the client asked for the contents as they are rather than as JSON. */
 function wantsRaw(request: FastifyRequest): boolean {
@@ -215,7 +227,7 @@ export async function storageAssetsRoutes(app: FastifyInstance, ctx: AppContext)
         callerOf(request.principal),
         request.params.asset_id,
       );
-      if (wantsRaw(request)) return reply.type(rawTypeOf(asset)).send(contents as never);
+      if (wantsRaw(request)) return sendRaw(reply, asset, contents);
       return downloadView(asset, contents);
     },
   );
@@ -239,12 +251,7 @@ export async function storageAssetsRoutes(app: FastifyInstance, ctx: AppContext)
         request.params.asset_id,
       );
       if (/json/i.test(request.headers.accept ?? '')) return downloadView(asset, contents);
-      // Whatever was uploaded, a browser opening the link runs nothing of it on this origin.
-      return reply
-        .type(rawTypeOf(asset))
-        .header('content-security-policy', 'sandbox')
-        .header('x-content-type-options', 'nosniff')
-        .send(contents as never);
+      return sendRaw(reply, asset, contents);
     },
   );
 
