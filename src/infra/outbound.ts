@@ -93,22 +93,33 @@ function publicLookup(
 }
 
 /**
- * Why the guard (when private targets are not allowed) would refuse every connection to this
- * URL, judged now by the rule it connects by; undefined when it would let one through, or when
- * the name does not resolve now (it may later). For a clear answer where a URL is given: the
- * guard still judges each connection where it is made.
+ * How the guard (when private targets are not allowed) judges a connection to this URL's host
+ * now, by the rule it connects by: refused (the reason), `unresolved` when the name does not
+ * resolve now (it may later), or undefined when it would let one through. For a clear answer
+ * where a URL is given: the guard still judges each connection where it is made.
  */
-export async function refusedTarget(url: string): Promise<PrivateTargetError | undefined> {
+export async function judgeTarget(
+  url: string,
+): Promise<PrivateTargetError | 'unresolved' | undefined> {
   const hostname = new URL(url).hostname.replace(/^\[(.*)\]$/, '$1');
   if (isPrivateAddress(hostname)) return new PrivateTargetError(hostname, hostname);
   let addresses: LookupAddress[];
   try {
     addresses = await lookupAll(hostname);
   } catch {
-    return undefined;
+    return 'unresolved';
   }
   const allowed = publicOf(hostname, addresses);
   return allowed instanceof PrivateTargetError ? allowed : undefined;
+}
+
+/**
+ * Why the guard would refuse every connection to this URL ({@link judgeTarget}); undefined
+ * when it would let one through, or when the name does not resolve now.
+ */
+export async function refusedTarget(url: string): Promise<PrivateTargetError | undefined> {
+  const judged = await judgeTarget(url);
+  return judged === 'unresolved' ? undefined : judged;
 }
 
 function lookupAll(hostname: string): Promise<LookupAddress[]> {

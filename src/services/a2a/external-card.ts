@@ -1,10 +1,9 @@
-import { lookup } from 'node:dns/promises';
 import { AgentCard, type AgentInterface, type AgentSkill } from '@a2a-js/sdk';
 import { DefaultAgentCardResolver } from '@a2a-js/sdk/client';
 import { isLegacyAgentCard } from '@a2a-js/sdk/compat/v0_3/client';
 import { interceptors, request, type Dispatcher } from 'undici';
 import { RequestValidationError } from '../../errors.js';
-import { isPrivateAddress, PrivateTargetError } from '../../infra/outbound.js';
+import { judgeTarget, PrivateTargetError } from '../../infra/outbound.js';
 
 /** The A2A versions Agentry calls an external agent with, the newer preferred. */
 export type A2aVersion = '1.0' | '0.3';
@@ -100,18 +99,12 @@ export class CardReader {
    */
   private async checkTarget(url: string, what: string): Promise<void> {
     if (this.policy.allowPrivateTargets) return;
-    const host = new URL(url).hostname.replace(/^\[(.*)\]$/, '$1');
-    let addresses: string[];
-    try {
-      addresses = isPrivateAddress(host)
-        ? [host]
-        : (await lookup(host, { all: true })).map((entry) => entry.address);
-    } catch {
+    const judged = await judgeTarget(url);
+    if (judged === 'unresolved')
       throw refused(`${what} (${url}) names a host that does not resolve`);
-    }
-    if (addresses.length > 0 && addresses.every(isPrivateAddress)) {
+    if (judged) {
       throw refused(
-        `${what} (${url}) points at a private network address: ${new PrivateTargetError(host, addresses[0]!).message}; ${PRIVATE_TARGET_HINT}`,
+        `${what} (${url}) points at a private network address: ${judged.message}; ${PRIVATE_TARGET_HINT}`,
       );
     }
   }
