@@ -94,12 +94,7 @@ export class ChildRun {
     env: NodeJS.ProcessEnv = process.env,
     cwd = repositoryRoot,
   ): ChildRun {
-    const child = spawn(process.execPath, args, {
-      cwd,
-      env,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    return new ChildRun(name, child);
+    return ChildRun.spawn(name, process.execPath, args, env, cwd);
   }
 
   /** Starts `command <args>` in `cwd`. */
@@ -109,10 +104,12 @@ export class ChildRun {
     args: string[],
     env: NodeJS.ProcessEnv = process.env,
     cwd = repositoryRoot,
+    group = false,
   ): ChildRun {
     return new ChildRun(
       name,
-      spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] }),
+      spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: group }),
+      group,
     );
   }
 
@@ -128,11 +125,7 @@ export class ChildRun {
     env: NodeJS.ProcessEnv = process.env,
     cwd = repositoryRoot,
   ): ChildRun {
-    return new ChildRun(
-      name,
-      spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true }),
-      true,
-    );
+    return ChildRun.spawn(name, command, args, env, cwd, true);
   }
 
   get pid(): number {
