@@ -4,7 +4,7 @@ import { ConflictError, ForbiddenError, NotFoundError } from '../errors.js';
 import type { Clock } from '../infra/clock.js';
 import type { Store } from '../store/index.js';
 import type { EnrolmentRow } from '../store/repositories/enrolments.js';
-import { handleFromName } from './handles.js';
+import { handleFromName, handleHeld } from './handles.js';
 import type { UsersService } from './users.js';
 
 /** An enrolled address as its owner sees it. */
@@ -71,13 +71,7 @@ export class EnrolmentsService {
       }
       // The agent registers under this handle: one another agent holds (or was enrolled with)
       // would refuse it, so the URI could never register.
-      const holder = await tx.search.addressOfHandle(handle);
-      if (
-        (holder !== undefined && holder !== address) ||
-        (await tx.enrolments.handleHeldByAnother(handle, address))
-      ) {
-        throw handleTaken(handle);
-      }
+      if (await handleHeld(tx, handle, address)) throw handleTaken(handle);
       // Two provisions of one handle at the same instant both pass the check above: the
       // enrolments' unique index lets one of them in.
       const owner = await tx.enrolments.claim(row);

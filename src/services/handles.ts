@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { ConflictError } from '../errors.js';
-import type { Store } from '../store/index.js';
+import type { Repositories, Store } from '../store/index.js';
 
 const HANDLE_ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
 /** How many random handles `generate` tries before it gives up (each collides rarely). */
@@ -30,6 +30,21 @@ export function handleFromName(name: string): string {
   return `${handleWords(name) || 'agent'}-${suffix}`;
 }
 
+/**
+ * Whether another agent than `address` holds `handle`: a listing carries it, or an enrolment
+ * keeps it (docs/enrolments.md). Registration refuses such a handle; with no address, whether
+ * any agent holds it.
+ */
+export async function handleHeld(
+  repos: Repositories,
+  handle: string,
+  address?: string,
+): Promise<boolean> {
+  const holder = await repos.search.addressOfHandle(handle);
+  if (holder !== undefined && holder !== address) return true;
+  return repos.enrolments.handleHeldByAnother(handle, address);
+}
+
 /** Whether a handle is free, and a free one like it when it is not. */
 export interface HandleAvailability {
   available: boolean;
@@ -47,11 +62,7 @@ export class HandlesService {
 
   /** Whether registration would accept `handle` from an agent that holds none. */
   async isFree(handle: string): Promise<boolean> {
-    const { search, enrolments } = this.store.repos;
-    return (
-      (await search.addressOfHandle(handle)) === undefined &&
-      !(await enrolments.handleHeldByAnother(handle))
-    );
+    return !(await handleHeld(this.store.repos, handle));
   }
 
   /** Whether the handle is free; when it is not, a free one made from it. */
