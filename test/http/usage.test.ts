@@ -1,6 +1,7 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { usageDay } from '../../src/services/usage.js';
+import { CompiledStatements } from '../../src/store/compiled.js';
 import { addUsage } from '../../src/store/repositories/usage.js';
 import { hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
@@ -93,11 +94,11 @@ describeOnEachDialect('usage', (dialect) => {
 
   it("reports this month's message and transfer counters", async () => {
     const { key, id } = await newUser('sender');
-    await addUsage(t.server.ctx.store.db, id, usageDay(clock.now()), {
+    await addUsage(t.server.ctx.store.db, new CompiledStatements(), id, usageDay(clock.now()), {
       num_messages: 3,
       bytes_transferred: 1200,
     });
-    await addUsage(t.server.ctx.store.db, id, '2026-10-31', {
+    await addUsage(t.server.ctx.store.db, new CompiledStatements(), id, '2026-10-31', {
       num_messages: 99,
       bytes_transferred: 99,
     });
@@ -119,7 +120,9 @@ describeOnEachDialect('usage', (dialect) => {
   it('starts a new period at the turn of the month, UTC', async () => {
     const { key, id } = await newUser('monthly');
     clock.advance(Date.UTC(2026, 11, 31, 23, 59, 59, 999) - clock.now());
-    await addUsage(t.server.ctx.store.db, id, usageDay(clock.now()), { num_messages: 4 });
+    await addUsage(t.server.ctx.store.db, new CompiledStatements(), id, usageDay(clock.now()), {
+      num_messages: 4,
+    });
     const december = await usage(key);
     assert.equal(december.num_messages, 4);
     assert.equal(december.expiry, '2027-01-01T00:00:00.000000+00:00');
@@ -152,11 +155,11 @@ describeOnEachDialect('usage history', (dialect) => {
   it('reports usage month by month, most recent first', async () => {
     const key = await t.addUser('historian');
     const user = await t.server.ctx.services.users.findUser('historian');
-    await addUsage(t.server.ctx.store.db, user.id, '2026-09-10', {
+    await addUsage(t.server.ctx.store.db, new CompiledStatements(), user.id, '2026-09-10', {
       num_messages: 3,
       bytes_transferred: 30,
     });
-    await addUsage(t.server.ctx.store.db, user.id, '2026-11-02', {
+    await addUsage(t.server.ctx.store.db, new CompiledStatements(), user.id, '2026-11-02', {
       num_messages: 5,
       bytes_transferred: 0,
     });

@@ -2,6 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { sql } from 'kysely';
 import { periodEnd, usagePeriod } from '../../src/services/usage.js';
+import { CompiledStatements } from '../../src/store/compiled.js';
 import { addUsage } from '../../src/store/repositories/usage.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { insertUser, openTestStore, type TestStore } from '../kit/store.js';
@@ -29,7 +30,10 @@ describeOnEachDialect('usage store', (dialect) => {
     });
     await Promise.all(
       Array.from({ length: 10 }, () =>
-        addUsage(t.store.db, userId, '2026-11', { num_messages: 1, bytes_transferred: 100 }),
+        addUsage(t.store.db, new CompiledStatements(), userId, '2026-11', {
+          num_messages: 1,
+          bytes_transferred: 100,
+        }),
       ),
     );
     assert.deepEqual(await t.store.repos.usage.period(userId, '2026-11'), {
@@ -41,7 +45,7 @@ describeOnEachDialect('usage store', (dialect) => {
 
   it('adds transfers to the period, also concurrently, and leaves the session as it was', async () => {
     const userId = await insertUser(t.store);
-    await addUsage(t.store.db, userId, '2026-10', { num_messages: 3 });
+    await addUsage(t.store.db, new CompiledStatements(), userId, '2026-10', { num_messages: 3 });
     await Promise.all(
       Array.from({ length: 10 }, () => t.store.repos.mailbox.countTransfer(userId, '2026-10', 70)),
     );

@@ -6,6 +6,7 @@ import type {
   MessagesTable,
   QuarantinedMessagesTable,
 } from '../schema.js';
+import { CompiledStatements } from '../compiled.js';
 import { atomically, MAX_ROWS_PER_INSERT, slices } from '../statements.js';
 import {
   insertDeliveryEvents,
@@ -134,17 +135,50 @@ export function insertMessagesQuery(db: Kysely<Database>, messages: NewMessage[]
 }
 
 /**
+ * The columns every one of `rows` sets, in order, when they all set the same ones (a value
+ * left undefined sets nothing); undefined when they differ, as Kysely then writes defaults.
+ */
+function sharedColumns(rows: readonly object[]): string[] | undefined {
+  const columns = Object.keys(rows[0]!);
+  for (const row of rows) {
+    const keys = Object.keys(row);
+    if (keys.length !== columns.length) return undefined;
+    for (const [index, key] of keys.entries()) {
+      if (key !== columns[index] || (row as Record<string, unknown>)[key] === undefined) {
+        return undefined;
+      }
+    }
+  }
+  return columns;
+}
+
+/**
  * Stores the messages, in order, except those whose uuid is taken (by a message stored
  * before or earlier in the list), and returns the id, uuid, mailbox and size of each one
  * stored. The counters are the caller's to move.
  */
 async function insertMessages(
   db: Kysely<Database>,
+  statements: CompiledStatements,
   messages: NewMessage[],
 ): Promise<Pick<MessageRow, 'id' | 'uuid' | 'address' | 'size'>[]> {
   const stored: Pick<MessageRow, 'id' | 'uuid' | 'address' | 'size'>[] = [];
   for (const slice of slices(messages)) {
-    stored.push(...(await insertMessagesQuery(db, slice).execute()));
+    const columns = sharedColumns(slice);
+    if (columns === undefined) {
+      stored.push(...(await insertMessagesQuery(db, slice).execute()));
+      continue;
+    }
+    const values = slice.flatMap((message) =>
+      columns.map((column) => (message as Record<string, unknown>)[column]),
+    );
+    const { rows } = await statements.execute(
+      db,
+      `messages.insert ${slice.length} ${columns.join(',')}`,
+      values,
+      () => insertMessagesQuery(db, slice).compile(),
+    );
+    stored.push(...rows);
   }
   return stored;
 }
@@ -157,6 +191,7 @@ async function insertMessages(
  */
 async function moveCounters(
   db: Kysely<Database>,
+  statements: CompiledStatements,
   messages: Pick<MessageRow, 'address' | 'size'>[],
   sign: 1 | -1,
 ): Promise<Map<string, number>> {
@@ -174,20 +209,28 @@ async function moveCounters(
     ([address, change]) =>
       sql`(${address}, cast(${change.messages} as bigint), cast(${change.bytes} as bigint))`,
   );
-  const moved = await db
-    .updateTable('mailboxes')
-    .from(
-      sql<{ column1: string; column2: number; column3: number }>`(values ${sql.join(values)})`.as(
-        'change',
-      ),
-    )
-    .set({
-      pending_messages: sql`mailboxes.pending_messages + change.column2`,
-      bytes_stored: sql`mailboxes.bytes_stored + change.column3`,
-    })
-    .whereRef('mailboxes.address', '=', 'change.column1')
-    .returning(['mailboxes.address', 'mailboxes.user_id'])
-    .execute();
+  const { rows: moved } = await statements.execute(
+    db,
+    `mailboxes.counters ${changes.size}`,
+    [...changes].flatMap(([address, change]) => [address, change.messages, change.bytes]),
+    () =>
+      db
+        .updateTable('mailboxes')
+        .from(
+          sql<{
+            column1: string;
+            column2: number;
+            column3: number;
+          }>`(values ${sql.join(values)})`.as('change'),
+        )
+        .set({
+          pending_messages: sql`mailboxes.pending_messages + change.column2`,
+          bytes_stored: sql`mailboxes.bytes_stored + change.column3`,
+        })
+        .whereRef('mailboxes.address', '=', 'change.column1')
+        .returning(['mailboxes.address', 'mailboxes.user_id'])
+        .compile(),
+  );
   const bytesByOwner = new Map<string, number>();
   const messagesByOwner = new Map<string, number>();
   for (const { address, user_id } of moved) {
@@ -195,26 +238,29 @@ async function moveCounters(
     bytesByOwner.set(user_id, (bytesByOwner.get(user_id) ?? 0) + change.bytes);
     messagesByOwner.set(user_id, (messagesByOwner.get(user_id) ?? 0) + change.messages);
   }
-  await addToOwnersStorage(db, bytesByOwner);
+  await addToOwnersStorage(db, statements, bytesByOwner);
   return messagesByOwner;
 }
 
 /** Moves owners' totals of stored bytes (user id → bytes, negative to take off). */
 async function addToOwnersStorage(
   db: Kysely<Database>,
+  statements: CompiledStatements,
   bytesByOwner: Map<string, number>,
 ): Promise<void> {
   const changes = [...bytesByOwner].filter(([, bytes]) => bytes !== 0);
   if (changes.length === 0) return;
-  await db
-    .insertInto('user_storage')
-    .values(changes.map(([user_id, bytes_stored]) => ({ user_id, bytes_stored })))
-    .onConflict((oc) =>
-      oc.column('user_id').doUpdateSet({
-        bytes_stored: sql`user_storage.bytes_stored + excluded.bytes_stored`,
-      }),
-    )
-    .execute();
+  await statements.execute(db, `user_storage.add ${changes.length}`, changes.flat(), () =>
+    db
+      .insertInto('user_storage')
+      .values(changes.map(([user_id, bytes_stored]) => ({ user_id, bytes_stored })))
+      .onConflict((oc) =>
+        oc.column('user_id').doUpdateSet({
+          bytes_stored: sql`user_storage.bytes_stored + excluded.bytes_stored`,
+        }),
+      )
+      .compile(),
+  );
 }
 
 /**
@@ -252,7 +298,7 @@ function moveToQuarantine(
         .onConflict((oc) => oc.column('uuid').doNothing())
         .execute();
     }
-    await moveCounters(db, removed, -1);
+    await moveCounters(db, new CompiledStatements(), removed, -1);
     await insertDeliveryEvents(
       db,
       leavingRows(removed, 'quarantined', now, (m) => reasons.get(m.uuid) ?? 'unservable'),
@@ -310,13 +356,13 @@ interface MailboxWrites {
   countTransfer(db: Kysely<Database>, userId: string, day: string, bytes: number): Promise<void>;
 }
 
-const sqliteWrites: MailboxWrites = {
+const sqliteWrites = (statements: CompiledStatements): MailboxWrites => ({
   deliver: (db, messages, day, trace) =>
     atomically(db, async (tx) => {
-      const stored = await insertMessages(tx, messages);
-      const perOwner = await moveCounters(tx, stored, 1);
+      const stored = await insertMessages(tx, statements, messages);
+      const perOwner = await moveCounters(tx, statements, stored, 1);
       for (const [owner, count] of perOwner) {
-        await addUsage(tx, owner, day, { num_messages: count });
+        await addUsage(tx, statements, owner, day, { num_messages: count });
       }
       const traced =
         trace && trace.length > 0 ? await insertDeliveryEventsReturning(tx, trace) : [];
@@ -324,10 +370,10 @@ const sqliteWrites: MailboxWrites = {
     }),
 
   countTransfer: (db, userId, day, bytes) =>
-    addUsage(db, userId, day, { bytes_transferred: bytes }),
-};
+    addUsage(db, statements, userId, day, { bytes_transferred: bytes }),
+});
 
-const postgresWrites: MailboxWrites = {
+const postgresWrites = (statements: CompiledStatements): MailboxWrites => ({
   // One statement is atomic on its own and costs one round trip, where a transaction costs
   // one per statement and two more for its begin and commit. Every part sees the tables as
   // they were before the statement: `counted` hands the owners of the mailboxes it moved,
@@ -355,7 +401,7 @@ const postgresWrites: MailboxWrites = {
       (traced ? ', sender, digest' : '') + (kept ? ', next_forward_at, forward_attempts' : ''),
     );
     const tracing = trace !== undefined && trace.length > 0;
-    const result = await sql<{ part: 'm' | 'd' } & DeliveryEventRow>`
+    const statement = sql<{ part: 'm' | 'd' } & DeliveryEventRow>`
       with stored as (
         insert into messages (uuid, address, envelope, size, received_at, expires_at${columns})
         values ${rows}
@@ -391,9 +437,34 @@ const postgresWrites: MailboxWrites = {
         do update set num_messages = usage_days.num_messages + excluded.num_messages
       )${tracing ? traceStatement(trace) : sql``}
       select 'm' as part, id, uuid${tracing ? TRACE_PART_NULLS : sql``} from stored
-      ${tracing ? sql`union all select 'd' as part, id, uuid, ${TRACE_PART_COLUMNS} from traced` : sql``}`.execute(
-      db,
-    );
+      ${tracing ? sql`union all select 'd' as part, id, uuid, ${TRACE_PART_COLUMNS} from traced` : sql``}`;
+    const values = messages.flatMap((m) => [
+      m.uuid,
+      m.address,
+      m.envelope,
+      m.size,
+      m.received_at,
+      m.expires_at,
+      ...(traced ? [m.sender ?? null, m.digest ?? null] : []),
+      ...(kept ? [m.next_forward_at ?? null, m.forward_attempts ?? 0] : []),
+    ]);
+    values.push(day.slice(0, 7), day);
+    if (tracing) {
+      for (const e of trace) {
+        values.push(
+          e.address,
+          e.event,
+          e.at,
+          e.uuid ?? null,
+          e.digest ?? null,
+          e.sender ?? null,
+          e.size ?? null,
+          e.detail ?? null,
+        );
+      }
+    }
+    const shape = `messages.deliver ${messages.length}${traced ? ' traced' : ''}${kept ? ' kept' : ''} ${tracing ? trace.length : 0}`;
+    const result = await statements.execute(db, shape, values, () => statement.compile(db));
     const ids = new Map<string, number>();
     const written: DeliveryEventRow[] = [];
     for (const { part, ...row } of result.rows) {
@@ -426,7 +497,7 @@ const postgresWrites: MailboxWrites = {
       do update set bytes_transferred = usage_days.bytes_transferred + excluded.bytes_transferred
     `.execute(db);
   },
-};
+});
 
 /** The trace rows of a group insert on PostgreSQL, as one more step of its statement. */
 function traceStatement(events: NewDeliveryEvent[]): RawBuilder<unknown> {
@@ -461,12 +532,14 @@ const TRACE_PART_NULLS = sql`, cast(null as text) as address, cast(null as text)
  */
 export class MailboxRepository {
   private readonly writes: MailboxWrites;
+  /** The hot statements, compiled once per shape for this database. */
+  private readonly statements = new CompiledStatements();
 
   constructor(
     private readonly db: Kysely<Database>,
     private readonly dialect: DialectName,
   ) {
-    this.writes = dialect === 'sqlite' ? sqliteWrites : postgresWrites;
+    this.writes = (dialect === 'sqlite' ? sqliteWrites : postgresWrites)(this.statements);
   }
 
   /** Creates the mailbox, empty, unless it exists. */
@@ -490,7 +563,11 @@ export class MailboxRepository {
         .returning(['user_id', 'bytes_stored'])
         .executeTakeFirst();
       if (!removed) return false;
-      await addToOwnersStorage(db, new Map([[removed.user_id, -Number(removed.bytes_stored)]]));
+      await addToOwnersStorage(
+        db,
+        this.statements,
+        new Map([[removed.user_id, -Number(removed.bytes_stored)]]),
+      );
       return true;
     });
   }
@@ -531,29 +608,35 @@ export class MailboxRepository {
     addresses: string[],
     period: string,
   ): Promise<Map<string, MailboxWithOwnerUsage>> {
-    const rows = await this.db
-      .selectFrom('mailboxes as m')
-      .leftJoin('usage_periods as u', (join) =>
-        join.onRef('u.user_id', '=', 'm.user_id').on('u.period', '=', period),
-      )
-      .leftJoin('user_quotas as q', 'q.user_id', 'm.user_id')
-      .leftJoin('user_storage as s', 's.user_id', 'm.user_id')
-      .selectAll('m')
-      .select([
-        'u.num_messages',
-        'u.bytes_transferred',
-        's.bytes_stored as owner_bytes_stored',
-        'q.agents as quota_agents',
-        'q.messages_per_month as quota_messages_per_month',
-        'q.bytes_stored as quota_bytes_stored',
-        'q.bytes_transferred_per_month as quota_bytes_transferred_per_month',
-      ])
-      .where((eb) =>
-        addresses.length === 1
-          ? eb('m.address', '=', addresses[0]!)
-          : eb('m.address', 'in', addresses),
-      )
-      .execute();
+    const { rows } = await this.statements.execute(
+      this.db,
+      `mailboxes.with_owner_usage ${addresses.length}`,
+      [period, ...addresses],
+      () =>
+        this.db
+          .selectFrom('mailboxes as m')
+          .leftJoin('usage_periods as u', (join) =>
+            join.onRef('u.user_id', '=', 'm.user_id').on('u.period', '=', period),
+          )
+          .leftJoin('user_quotas as q', 'q.user_id', 'm.user_id')
+          .leftJoin('user_storage as s', 's.user_id', 'm.user_id')
+          .selectAll('m')
+          .select([
+            'u.num_messages',
+            'u.bytes_transferred',
+            's.bytes_stored as owner_bytes_stored',
+            'q.agents as quota_agents',
+            'q.messages_per_month as quota_messages_per_month',
+            'q.bytes_stored as quota_bytes_stored',
+            'q.bytes_transferred_per_month as quota_bytes_transferred_per_month',
+          ])
+          .where((eb) =>
+            addresses.length === 1
+              ? eb('m.address', '=', addresses[0]!)
+              : eb('m.address', 'in', addresses),
+          )
+          .compile(),
+    );
     return new Map(
       rows.map((row) => [
         row.address,
@@ -586,12 +669,18 @@ export class MailboxRepository {
    * whose retention has not yet run out (a replay): one round trip for both.
    */
   async existing(uuids: string[]): Promise<Set<string>> {
-    const rows = await this.db
-      .selectFrom('messages')
-      .select('uuid')
-      .where('uuid', 'in', uuids)
-      .unionAll(this.db.selectFrom('replays').select('uuid').where('uuid', 'in', uuids))
-      .execute();
+    const { rows } = await this.statements.execute(
+      this.db,
+      `messages.existing ${uuids.length}`,
+      [...uuids, ...uuids],
+      () =>
+        this.db
+          .selectFrom('messages')
+          .select('uuid')
+          .where('uuid', 'in', uuids)
+          .unionAll(this.db.selectFrom('replays').select('uuid').where('uuid', 'in', uuids))
+          .compile(),
+    );
     return new Set(rows.map((row) => row.uuid));
   }
 
@@ -680,7 +769,7 @@ export class MailboxRepository {
         .returning([...LEAVING_KEPT, 'expires_at'])
         .executeTakeFirst();
       if (!removed) return false;
-      await moveCounters(db, [removed], -1);
+      await moveCounters(db, this.statements, [removed], -1);
       await db
         .insertInto('replays')
         .values({ uuid, expires_at: removed.expires_at })
@@ -707,7 +796,7 @@ export class MailboxRepository {
         .returning([...LEAVING_KEPT, 'expires_at'])
         .execute();
       if (removed.length === 0) return 0;
-      await moveCounters(db, removed, -1);
+      await moveCounters(db, this.statements, removed, -1);
       for (const slice of slices(removed)) {
         await db
           .insertInto('replays')
@@ -753,7 +842,7 @@ export class MailboxRepository {
         )
         .returning([...LEAVING_KEPT, 'next_forward_at'])
         .execute();
-      await moveCounters(db, removed, -1);
+      await moveCounters(db, this.statements, removed, -1);
       // A kept message still waiting for its forward counts in its agent's outage.
       const unforwarded = (m: LeavingMessage) =>
         m.next_forward_at == null ? null : EXPIRED_UNFORWARDED_DETAIL;

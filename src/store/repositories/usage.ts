@@ -1,4 +1,5 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
+import type { CompiledStatements } from '../compiled.js';
 import type { Database, UserQuotasTable } from '../schema.js';
 
 export type QuotaOverridesRow = Selectable<UserQuotasTable>;
@@ -16,10 +17,12 @@ export interface StoredTotals {
 
 /**
  * Adds to a user's counters of `day` (UTC, `YYYY-MM-DD`) and of its month (the period the
- * quotas count), creating the rows on first use.
+ * quotas count), creating the rows on first use: the month's row first, as every writer of
+ * usage counts takes them, so that two writers never wait on each other.
  */
 export async function addUsage(
   db: Kysely<Database>,
+  statements: CompiledStatements,
   userId: string,
   day: string,
   delta: Partial<PeriodCounters>,
@@ -27,26 +30,39 @@ export async function addUsage(
   const messages = delta.num_messages ?? 0;
   const bytes = delta.bytes_transferred ?? 0;
   const counts = { user_id: userId, num_messages: messages, bytes_transferred: bytes };
-  await db
-    .insertInto('usage_periods')
-    .values({ ...counts, period: day.slice(0, 7) })
-    .onConflict((oc) =>
-      oc.columns(['user_id', 'period']).doUpdateSet({
-        num_messages: sql`usage_periods.num_messages + ${messages}`,
-        bytes_transferred: sql`usage_periods.bytes_transferred + ${bytes}`,
-      }),
-    )
-    .execute();
-  await db
-    .insertInto('usage_days')
-    .values({ ...counts, day })
-    .onConflict((oc) =>
-      oc.columns(['user_id', 'day']).doUpdateSet({
-        num_messages: sql`usage_days.num_messages + ${messages}`,
-        bytes_transferred: sql`usage_days.bytes_transferred + ${bytes}`,
-      }),
-    )
-    .execute();
+  const period = day.slice(0, 7);
+  await statements.execute(
+    db,
+    'usage_periods.add',
+    [userId, messages, bytes, period, messages, bytes],
+    () =>
+      db
+        .insertInto('usage_periods')
+        .values({ ...counts, period })
+        .onConflict((oc) =>
+          oc.columns(['user_id', 'period']).doUpdateSet({
+            num_messages: sql`usage_periods.num_messages + ${messages}`,
+            bytes_transferred: sql`usage_periods.bytes_transferred + ${bytes}`,
+          }),
+        )
+        .compile(),
+  );
+  await statements.execute(
+    db,
+    'usage_days.add',
+    [userId, messages, bytes, day, messages, bytes],
+    () =>
+      db
+        .insertInto('usage_days')
+        .values({ ...counts, day })
+        .onConflict((oc) =>
+          oc.columns(['user_id', 'day']).doUpdateSet({
+            num_messages: sql`usage_days.num_messages + ${messages}`,
+            bytes_transferred: sql`usage_days.bytes_transferred + ${bytes}`,
+          }),
+        )
+        .compile(),
+  );
 }
 
 /**

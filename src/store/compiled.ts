@@ -1,0 +1,61 @@
+import type { CompiledQuery, Kysely, QueryResult } from 'kysely';
+import type { Database } from './schema.js';
+
+/** Shapes kept per set: a statement has one per row count it has met. */
+const DEFAULT_LIMIT = 1000;
+
+/**
+ * Statements compiled once per shape. Kysely builds each query as a tree of frozen nodes and
+ * compiles the tree to SQL on every call: on the mailbox's group commit that was a tenth of
+ * the main thread, more than the statements' own parsing costs the database. A statement
+ * whose text depends only on its shape (how many rows, which optional columns) is built and
+ * compiled by Kysely the first time its shape is met; later calls bind their own values to
+ * the same text and skip the builder.
+ *
+ * The caller lists the values in the order the compiled statement binds them. The first
+ * compilation of each shape checks that the list matches the parameters Kysely produced, so
+ * a builder whose order differs fails at once, on the first call, instead of ever binding a
+ * value to the wrong column.
+ *
+ * One set per database: the SQL text is the dialect's.
+ */
+export class CompiledStatements {
+  private readonly compiled = new Map<string, CompiledQuery>();
+
+  constructor(private readonly limit = DEFAULT_LIMIT) {}
+
+  /**
+   * Runs the statement of `shape` with `parameters`, compiled by `compile` when the shape is
+   * new. `db` may be a transaction: the statement runs on its connection.
+   */
+  async execute<R>(
+    db: Kysely<Database>,
+    shape: string,
+    parameters: readonly unknown[],
+    compile: () => CompiledQuery<R>,
+  ): Promise<QueryResult<R>> {
+    const known = this.compiled.get(shape);
+    if (known !== undefined) return db.executeQuery<R>({ ...known, parameters });
+    const compiled = compile();
+    assertSameParameters(shape, compiled.parameters, parameters);
+    if (this.compiled.size >= this.limit) {
+      this.compiled.delete(this.compiled.keys().next().value as string);
+    }
+    this.compiled.set(shape, compiled);
+    return db.executeQuery<R>(compiled);
+  }
+}
+
+function assertSameParameters(
+  shape: string,
+  compiled: readonly unknown[],
+  given: readonly unknown[],
+): void {
+  const at = compiled.findIndex((value, index) => !Object.is(value, given[index]));
+  if (compiled.length !== given.length || at !== -1) {
+    throw new Error(
+      `statement "${shape}": its values are listed out of the compiled order ` +
+        `(${given.length} given, ${compiled.length} compiled; first difference at ${at})`,
+    );
+  }
+}
