@@ -482,7 +482,7 @@ const postgresWrites = (statements: CompiledStatements): MailboxWrites => ({
   async countTransfer(db, userId, day, bytes) {
     // The month's row first, then the day's (the day's insert reads what the month's wrote), as
     // every writer of usage counts takes them: two writers never wait on each other.
-    await sql`
+    const statement = sql`
       with by_month as (
         insert into usage_periods (user_id, period, num_messages, bytes_transferred)
         select ${userId}, ${day.slice(0, 7)}, 0, cast(${bytes} as bigint)
@@ -495,7 +495,13 @@ const postgresWrites = (statements: CompiledStatements): MailboxWrites => ({
       select user_id, ${day}, 0, cast(${bytes} as bigint) from by_month
       on conflict (user_id, day)
       do update set bytes_transferred = usage_days.bytes_transferred + excluded.bytes_transferred
-    `.execute(db);
+    `;
+    await statements.execute(
+      db,
+      'usage.transfer',
+      [userId, day.slice(0, 7), bytes, day, bytes],
+      () => statement.compile(db),
+    );
   },
 });
 
@@ -697,20 +703,27 @@ export class MailboxRepository {
   }
 
   /** Unexpired messages of a mailbox, oldest first. */
-  listPending(
+  async listPending(
     address: string,
     now: number,
     page: { limit: number; offset: number },
   ): Promise<PendingMessage[]> {
-    return this.db
-      .selectFrom('messages')
-      .select(PENDING)
-      .where('address', '=', address)
-      .where('expires_at', '>', now)
-      .orderBy('id')
-      .limit(page.limit)
-      .offset(page.offset)
-      .execute();
+    const { rows } = await this.statements.execute(
+      this.db,
+      'messages.pending',
+      [address, now, page.limit, page.offset],
+      () =>
+        this.db
+          .selectFrom('messages')
+          .select(PENDING)
+          .where('address', '=', address)
+          .where('expires_at', '>', now)
+          .orderBy('id')
+          .limit(page.limit)
+          .offset(page.offset)
+          .compile(),
+    );
+    return rows;
   }
 
   findPending(address: string, uuid: string, now: number): Promise<PendingMessage | undefined> {
