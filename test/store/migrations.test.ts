@@ -319,4 +319,51 @@ describeOnEachDialect('migrations of existing data', (dialect) => {
       await scratch.drop();
     }
   });
+
+  it('0038 keeps the protocols of the registrations stored before, searchable and deleted with them', async () => {
+    const scratch = await createTestDatabase(dialect);
+    const old = Store.open(scratch.url);
+    try {
+      await migrateTo('0037_usage_days', old);
+      const digest = `proto:${'cd'.repeat(32)}`;
+      const registration = (address: string, expiresAt: number) => ({
+        address,
+        prefix: 'agent',
+        endpoints: '[{"url":"http://127.0.0.1:1/submit","weight":1}]',
+        protocols: JSON.stringify([digest]),
+        metadata: null,
+        signed_at: 0,
+        signature: `sig-${address}`,
+        expires_at: expiresAt,
+        updated_at: 0,
+      });
+      await old.db
+        .insertInto('almanac_registrations')
+        .values([registration('agent1kept', 1e15), registration('agent1lapsed', 10)])
+        .execute();
+      await old.db
+        .insertInto('almanac_protocols')
+        .values([
+          { digest, address: 'agent1kept' },
+          { digest, address: 'agent1lapsed' },
+        ])
+        .execute();
+
+      await old.migrate();
+      const page = { offset: 0, limit: 10 };
+      const found = async () =>
+        (await old.repos.search.almanacByProtocol(digest, 0, 0, page)).map((row) => row.address);
+      assert.deepEqual((await found()).sort(), ['agent1kept', 'agent1lapsed']);
+      await old.repos.almanac.deleteExpired(100, 0);
+      assert.deepEqual(await found(), ['agent1kept']);
+      const left = await old.db.selectFrom('almanac_protocols').select('address').execute();
+      assert.deepEqual(
+        left.map((row) => row.address),
+        ['agent1kept'],
+      );
+    } finally {
+      await old.close();
+      await scratch.drop();
+    }
+  });
 });

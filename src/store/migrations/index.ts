@@ -36,6 +36,7 @@ import * as servers from './0034_servers.js';
 import * as webhookExchanges from './0035_webhook_exchanges.js';
 import * as manifestLookups from './0036_manifest_lookups.js';
 import * as usageDays from './0037_usage_days.js';
+import * as protocolIndexByAgent from './0038_protocol_index_by_agent.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -79,4 +80,5 @@ export const migrations: Record<string, Migration> = {
   '0035_webhook_exchanges': webhookExchanges,
   '0036_manifest_lookups': manifestLookups,
   '0037_usage_days': usageDays,
+  '0038_protocol_index_by_agent': protocolIndexByAgent,
 };
