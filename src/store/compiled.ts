@@ -46,6 +46,29 @@ export class CompiledStatements {
   }
 }
 
+/**
+ * The shape and values of an INSERT of `rows`, in the order Kysely binds them (row by row,
+ * column by column), when every row sets the same columns in the same order; undefined when
+ * they differ (Kysely then writes defaults into the gaps, and the statement is built as usual).
+ */
+export function insertedRows(
+  rows: readonly object[],
+): { shape: string; values: unknown[] } | undefined {
+  const columns = Object.keys(rows[0]!);
+  const values: unknown[] = [];
+  for (const row of rows) {
+    const keys = Object.keys(row);
+    if (keys.length !== columns.length) return undefined;
+    for (const [index, key] of keys.entries()) {
+      const value = (row as Record<string, unknown>)[key];
+      // A value left undefined sets nothing.
+      if (key !== columns[index] || value === undefined) return undefined;
+      values.push(value);
+    }
+  }
+  return { shape: `${rows.length} ${columns.join(',')}`, values };
+}
+
 function assertSameParameters(
   shape: string,
   compiled: readonly unknown[],

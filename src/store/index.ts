@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import { CompiledStatements } from './compiled.js';
 import { openDatabase, type DatabaseOptions } from './database.js';
 import { dialectNamed, type Dialect, type DialectName } from './dialect.js';
 import { migrateToLatest, type MigrationOutcome } from './migrate.js';
@@ -61,7 +62,11 @@ export interface Repositories {
   servers: ServersRepository;
 }
 
-function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories {
+function bindRepositories(
+  db: Kysely<Database>,
+  dialect: Dialect,
+  statements: CompiledStatements,
+): Repositories {
   return {
     users: new UsersRepository(db, dialect),
     apiKeys: new ApiKeysRepository(db),
@@ -69,9 +74,9 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
     identities: new IdentitiesRepository(db),
     usage: new UsageRepository(db),
     agents: new AgentsRepository(db),
-    mailbox: new MailboxRepository(db, dialect.name),
+    mailbox: new MailboxRepository(db, dialect.name, statements),
     proxy: new ProxyRepository(db, dialect.name),
-    almanac: new AlmanacRepository(db),
+    almanac: new AlmanacRepository(db, statements),
     interactions: new InteractionsRepository(db),
     search: new SearchRepository(db, dialect.name),
     domains: new DomainsRepository(db),
@@ -99,13 +104,15 @@ function bindRepositories(db: Kysely<Database>, dialect: Dialect): Repositories 
  */
 export class Store {
   readonly repos: Repositories;
+  /** Shared by the repositories of every transaction: the texts are this database's. */
+  private readonly statements = new CompiledStatements();
 
   private constructor(
     readonly db: Kysely<Database>,
     private readonly sqlDialect: Dialect,
     private readonly closeDb: () => Promise<void>,
   ) {
-    this.repos = bindRepositories(db, sqlDialect);
+    this.repos = bindRepositories(db, sqlDialect, this.statements);
   }
 
   static open(url: string, options: DatabaseOptions = {}): Store {
@@ -122,7 +129,9 @@ export class Store {
   }
 
   transaction<T>(work: (tx: Repositories) => Promise<T>): Promise<T> {
-    return this.db.transaction().execute((trx) => work(bindRepositories(trx, this.sqlDialect)));
+    return this.db
+      .transaction()
+      .execute((trx) => work(bindRepositories(trx, this.sqlDialect, this.statements)));
   }
 
   /** True when the store answers a trivial query (readiness). */

@@ -1,4 +1,5 @@
 import { sql, type Kysely, type RawBuilder, type Selectable } from 'kysely';
+import { insertedRows, type CompiledStatements } from '../compiled.js';
 import { atomically, slices } from '../statements.js';
 import { GONE_STATUSES } from '../../wire/activity.js';
 import type {
@@ -63,7 +64,11 @@ export function almanacActiveAt(address: RawBuilder<unknown>, now: number): RawB
 
 /** Signed registrations and status updates, and protocol manifests. */
 export class AlmanacRepository {
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    /** Registration's statements, compiled once per shape for this database. */
+    private readonly statements: CompiledStatements,
+  ) {}
 
   /**
    * Stores each registration (each agent at most once in `rows`) unless the stored one was
@@ -75,7 +80,7 @@ export class AlmanacRepository {
   async upsertRegistrations(rows: AlmanacRegistrationRow[]): Promise<Set<string>> {
     const stored = new Set<string>();
     for (const slice of slices(rows)) {
-      const written = await this.db
+      const upsert = this.db
         .insertInto('almanac_registrations')
         .values(slice)
         .onConflict((oc) =>
@@ -93,8 +98,18 @@ export class AlmanacRepository {
             }))
             .where(newerOrSameSecond('almanac_registrations')),
         )
-        .returning('address')
-        .execute();
+        .returning('address');
+      const inserted = insertedRows(slice);
+      const written = inserted
+        ? (
+            await this.statements.execute(
+              this.db,
+              `almanac_registrations.upsert ${inserted.shape}`,
+              inserted.values,
+              () => upsert.compile(),
+            )
+          ).rows
+        : await upsert.execute();
       for (const { address } of written) stored.add(address);
     }
     return stored;
@@ -104,11 +119,17 @@ export class AlmanacRepository {
   async declaredProtocols(addresses: string[]): Promise<Map<string, string>> {
     const declared = new Map<string, string>();
     for (const slice of slices(addresses)) {
-      const rows = await this.db
-        .selectFrom('almanac_registrations')
-        .select(['address', 'protocols'])
-        .where('address', 'in', slice)
-        .execute();
+      const { rows } = await this.statements.execute(
+        this.db,
+        `almanac_registrations.protocols ${slice.length}`,
+        slice,
+        () =>
+          this.db
+            .selectFrom('almanac_registrations')
+            .select(['address', 'protocols'])
+            .where('address', 'in', slice)
+            .compile(),
+      );
       for (const row of rows) declared.set(row.address, row.protocols);
     }
     return declared;
@@ -127,7 +148,12 @@ export class AlmanacRepository {
       [...new Set(digests)].map((digest) => ({ digest, address })),
     );
     for (const slice of slices(rows)) {
-      await this.db.insertInto('almanac_protocols').values(slice).execute();
+      await this.statements.execute(
+        this.db,
+        `almanac_protocols.insert ${slice.length}`,
+        slice.flatMap(({ digest, address }) => [digest, address]),
+        () => this.db.insertInto('almanac_protocols').values(slice).compile(),
+      );
     }
   }
 

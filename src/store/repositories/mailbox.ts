@@ -6,7 +6,7 @@ import type {
   MessagesTable,
   QuarantinedMessagesTable,
 } from '../schema.js';
-import { CompiledStatements } from '../compiled.js';
+import { CompiledStatements, insertedRows } from '../compiled.js';
 import { atomically, MAX_ROWS_PER_INSERT, slices } from '../statements.js';
 import {
   insertDeliveryEvents,
@@ -135,24 +135,6 @@ export function insertMessagesQuery(db: Kysely<Database>, messages: NewMessage[]
 }
 
 /**
- * The columns every one of `rows` sets, in order, when they all set the same ones (a value
- * left undefined sets nothing); undefined when they differ, as Kysely then writes defaults.
- */
-function sharedColumns(rows: readonly object[]): string[] | undefined {
-  const columns = Object.keys(rows[0]!);
-  for (const row of rows) {
-    const keys = Object.keys(row);
-    if (keys.length !== columns.length) return undefined;
-    for (const [index, key] of keys.entries()) {
-      if (key !== columns[index] || (row as Record<string, unknown>)[key] === undefined) {
-        return undefined;
-      }
-    }
-  }
-  return columns;
-}
-
-/**
  * Stores the messages, in order, except those whose uuid is taken (by a message stored
  * before or earlier in the list), and returns the id, uuid, mailbox and size of each one
  * stored. The counters are the caller's to move.
@@ -164,21 +146,18 @@ async function insertMessages(
 ): Promise<Pick<MessageRow, 'id' | 'uuid' | 'address' | 'size'>[]> {
   const stored: Pick<MessageRow, 'id' | 'uuid' | 'address' | 'size'>[] = [];
   for (const slice of slices(messages)) {
-    const columns = sharedColumns(slice);
-    if (columns === undefined) {
+    const rows = insertedRows(slice);
+    if (rows === undefined) {
       stored.push(...(await insertMessagesQuery(db, slice).execute()));
       continue;
     }
-    const values = slice.flatMap((message) =>
-      columns.map((column) => (message as Record<string, unknown>)[column]),
-    );
-    const { rows } = await statements.execute(
+    const { rows: inserted } = await statements.execute(
       db,
-      `messages.insert ${slice.length} ${columns.join(',')}`,
-      values,
+      `messages.insert ${rows.shape}`,
+      rows.values,
       () => insertMessagesQuery(db, slice).compile(),
     );
-    stored.push(...rows);
+    stored.push(...inserted);
   }
   return stored;
 }
@@ -538,12 +517,12 @@ const TRACE_PART_NULLS = sql`, cast(null as text) as address, cast(null as text)
  */
 export class MailboxRepository {
   private readonly writes: MailboxWrites;
-  /** The hot statements, compiled once per shape for this database. */
-  private readonly statements = new CompiledStatements();
 
   constructor(
     private readonly db: Kysely<Database>,
     private readonly dialect: DialectName,
+    /** The hot statements, compiled once per shape for this database. */
+    private readonly statements: CompiledStatements,
   ) {
     this.writes = (dialect === 'sqlite' ? sqliteWrites : postgresWrites)(this.statements);
   }
