@@ -366,6 +366,16 @@ export const realAgentsScenario: Scenario = {
             derivedFrom: ['real_agents.mailbox', 'real_agents.endpoint'],
           },
         },
+        {
+          // Both pairs slow down alike when other work takes the machine's cores: their ratio
+          // moves less than the difference between builds measured at different moments.
+          id: 'real_agents.mailbox_ratio',
+          label: 'real agents: round trip through the mailbox ÷ to an endpoint agent, p50',
+          store: dialect,
+          value: mailboxP50 / directP50,
+          unit: '×',
+          details: { derivedFrom: ['real_agents.mailbox', 'real_agents.endpoint'] },
+        },
       ];
     } finally {
       for (const agent of started) agent.child.kill('SIGTERM');
