@@ -87,13 +87,21 @@ const loadAverageAtStart = loadavg()[0]!;
 const skipped: string[] = [];
 const partial =
   args.out === undefined && (args.profiling || args.words.length > 0 || args.stores !== undefined);
-const selected = scenarios.filter(
+const named = scenarios.filter(
   (scenario) => args.words.length === 0 || args.words.some((word) => scenario.name.includes(word)),
 );
-if (selected.length === 0) {
+if (named.length === 0) {
   process.stderr.write(`no scenario's name contains ${args.words.join(' or ')}\n`);
   process.exit(2);
 }
+const selected = named.filter((scenario) => {
+  const reason = scenario.skip?.();
+  if (reason !== undefined) {
+    skipped.push(reason);
+    progress(`skipping ${reason}`);
+  }
+  return reason === undefined;
+});
 const available = await benchStores();
 if (available.skipped) {
   skipped.push(available.skipped);

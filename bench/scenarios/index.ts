@@ -14,6 +14,7 @@ import { mailboxHeldScenario } from './mailbox-held.js';
 import { mailboxListScenario } from './mailbox-list.js';
 import { mailboxSubmitScenario, mailboxSubmitUntracedScenario } from './mailbox-submit.js';
 import { mcpScenario } from './mcp.js';
+import { realAgentsScenario } from './real-agents.js';
 import type { Scenario } from './scenario.js';
 import { searchScenario } from './search.js';
 
@@ -28,6 +29,7 @@ export const scenarios: Scenario[] = [
   mailboxListScenario,
   mailboxDeliveryScenario,
   mailboxHeldScenario,
+  realAgentsScenario,
   almanacScenario,
   federationScenario,
   searchScenario,

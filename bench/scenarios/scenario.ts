@@ -43,5 +43,10 @@ export interface Scenario {
    * scenario measures apart): its peak memory is its process's alone.
    */
   ownMemoryOnly?: boolean;
+  /**
+   * Why the scenario cannot run on this machine (something it needs is not installed), or
+   * undefined when it can: a scenario skipped is reported with the run's other skips.
+   */
+  skip?(): string | undefined;
   run(ctx: ScenarioContext): Promise<Measure[]>;
 }
