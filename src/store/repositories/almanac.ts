@@ -80,25 +80,27 @@ export class AlmanacRepository {
   async upsertRegistrations(rows: AlmanacRegistrationRow[]): Promise<Set<string>> {
     const stored = new Set<string>();
     for (const slice of slices(rows)) {
-      const upsert = this.db
-        .insertInto('almanac_registrations')
-        .values(slice)
-        .onConflict((oc) =>
-          oc
-            .column('address')
-            .doUpdateSet((eb) => ({
-              prefix: eb.ref('excluded.prefix'),
-              endpoints: eb.ref('excluded.endpoints'),
-              protocols: eb.ref('excluded.protocols'),
-              metadata: eb.ref('excluded.metadata'),
-              signed_at: eb.ref('excluded.signed_at'),
-              signature: eb.ref('excluded.signature'),
-              expires_at: eb.ref('excluded.expires_at'),
-              updated_at: eb.ref('excluded.updated_at'),
-            }))
-            .where(newerOrSameSecond('almanac_registrations')),
-        )
-        .returning('address');
+      // Built only when its shape is new (or its rows set different columns).
+      const upsert = () =>
+        this.db
+          .insertInto('almanac_registrations')
+          .values(slice)
+          .onConflict((oc) =>
+            oc
+              .column('address')
+              .doUpdateSet((eb) => ({
+                prefix: eb.ref('excluded.prefix'),
+                endpoints: eb.ref('excluded.endpoints'),
+                protocols: eb.ref('excluded.protocols'),
+                metadata: eb.ref('excluded.metadata'),
+                signed_at: eb.ref('excluded.signed_at'),
+                signature: eb.ref('excluded.signature'),
+                expires_at: eb.ref('excluded.expires_at'),
+                updated_at: eb.ref('excluded.updated_at'),
+              }))
+              .where(newerOrSameSecond('almanac_registrations')),
+          )
+          .returning('address');
       const inserted = insertedRows(slice);
       const written = inserted
         ? (
@@ -106,10 +108,10 @@ export class AlmanacRepository {
               this.db,
               `almanac_registrations.upsert ${inserted.shape}`,
               inserted.values,
-              () => upsert.compile(),
+              () => upsert().compile(),
             )
           ).rows
-        : await upsert.execute();
+        : await upsert().execute();
       for (const { address } of written) stored.add(address);
     }
     return stored;

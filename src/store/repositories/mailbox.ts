@@ -184,10 +184,11 @@ async function moveCounters(
   if (changes.size === 0) return new Map();
   // A VALUES list names its columns column1, column2… on both SQLite and PostgreSQL; the
   // casts tell PostgreSQL what the parameters are.
-  const values = [...changes].map(
-    ([address, change]) =>
-      sql`(${address}, cast(${change.messages} as bigint), cast(${change.bytes} as bigint))`,
-  );
+  const values = () =>
+    [...changes].map(
+      ([address, change]) =>
+        sql`(${address}, cast(${change.messages} as bigint), cast(${change.bytes} as bigint))`,
+    );
   const { rows: moved } = await statements.execute(
     db,
     `mailboxes.counters ${changes.size}`,
@@ -200,7 +201,7 @@ async function moveCounters(
             column1: string;
             column2: number;
             column3: number;
-          }>`(values ${sql.join(values)})`.as('change'),
+          }>`(values ${sql.join(values())})`.as('change'),
         )
         .set({
           pending_messages: sql`mailboxes.pending_messages + change.column2`,
@@ -366,24 +367,26 @@ const postgresWrites = (statements: CompiledStatements): MailboxWrites => ({
     // forward columns only for a group that holds a message the proxy kept.
     const traced = messages.some((m) => m.sender != null || m.digest != null);
     const kept = messages.some((m) => m.next_forward_at != null);
-    const rows = sql.join(
-      messages.map((m) => {
-        const values = [
-          sql`${m.uuid}, ${m.address}, ${m.envelope}, ${m.size}, ${m.received_at}, ${m.expires_at}`,
-          ...(traced ? [sql`${m.sender ?? null}, ${m.digest ?? null}`] : []),
-          ...(kept ? [sql`${m.next_forward_at ?? null}, ${m.forward_attempts ?? 0}`] : []),
-        ];
-        return sql`(${sql.join(values)})`;
-      }),
-    );
+    const rows = () =>
+      sql.join(
+        messages.map((m) => {
+          const values = [
+            sql`${m.uuid}, ${m.address}, ${m.envelope}, ${m.size}, ${m.received_at}, ${m.expires_at}`,
+            ...(traced ? [sql`${m.sender ?? null}, ${m.digest ?? null}`] : []),
+            ...(kept ? [sql`${m.next_forward_at ?? null}, ${m.forward_attempts ?? 0}`] : []),
+          ];
+          return sql`(${sql.join(values)})`;
+        }),
+      );
     const columns = sql.raw(
       (traced ? ', sender, digest' : '') + (kept ? ', next_forward_at, forward_attempts' : ''),
     );
     const tracing = trace !== undefined && trace.length > 0;
-    const statement = sql<{ part: 'm' | 'd' } & DeliveryEventRow>`
+    // Built only when its shape is new.
+    const statement = () => sql<{ part: 'm' | 'd' } & DeliveryEventRow>`
       with stored as (
         insert into messages (uuid, address, envelope, size, received_at, expires_at${columns})
-        values ${rows}
+        values ${rows()}
         on conflict (uuid) do nothing
         returning id, uuid, address, size
       ), per_mailbox as (
@@ -443,7 +446,7 @@ const postgresWrites = (statements: CompiledStatements): MailboxWrites => ({
       }
     }
     const shape = `messages.deliver ${messages.length}${traced ? ' traced' : ''}${kept ? ' kept' : ''} ${tracing ? trace.length : 0}`;
-    const result = await statements.execute(db, shape, values, () => statement.compile(db));
+    const result = await statements.execute(db, shape, values, () => statement().compile(db));
     const ids = new Map<string, number>();
     const written: DeliveryEventRow[] = [];
     for (const { part, ...row } of result.rows) {
@@ -461,7 +464,7 @@ const postgresWrites = (statements: CompiledStatements): MailboxWrites => ({
   async countTransfer(db, userId, day, bytes) {
     // The month's row first, then the day's (the day's insert reads what the month's wrote), as
     // every writer of usage counts takes them: two writers never wait on each other.
-    const statement = sql`
+    const statement = () => sql`
       with by_month as (
         insert into usage_periods (user_id, period, num_messages, bytes_transferred)
         select ${userId}, ${day.slice(0, 7)}, 0, cast(${bytes} as bigint)
@@ -479,7 +482,7 @@ const postgresWrites = (statements: CompiledStatements): MailboxWrites => ({
       db,
       'usage.transfer',
       [userId, day.slice(0, 7), bytes, day, bytes],
-      () => statement.compile(db),
+      () => statement().compile(db),
     );
   },
 });
