@@ -44,6 +44,23 @@ export class CompiledStatements {
     this.compiled.set(shape, compiled);
     return db.executeQuery<R>(compiled);
   }
+
+  /**
+   * An INSERT of `rows`, built by `build`, on the statement of its shape (`name`, the rows'
+   * count and columns), bound to the rows' own values column by column. Rows that set different
+   * columns are built and run as usual. Answers what the statement returns.
+   */
+  async insert<R>(
+    db: Kysely<Database>,
+    name: string,
+    rows: readonly object[],
+    build: () => { compile(): CompiledQuery<R>; execute(): Promise<R[]> },
+  ): Promise<R[]> {
+    const shaped = insertedRows(rows);
+    if (shaped === undefined) return build().execute();
+    const compile = () => build().compile();
+    return (await this.execute(db, `${name} ${shaped.shape}`, shaped.values, compile)).rows;
+  }
 }
 
 /**
@@ -51,9 +68,7 @@ export class CompiledStatements {
  * column by column), when every row sets the same columns in the same order; undefined when
  * they differ (Kysely then writes defaults into the gaps, and the statement is built as usual).
  */
-export function insertedRows(
-  rows: readonly object[],
-): { shape: string; values: unknown[] } | undefined {
+function insertedRows(rows: readonly object[]): { shape: string; values: unknown[] } | undefined {
   const columns = Object.keys(rows[0]!);
   const values: unknown[] = [];
   for (const row of rows) {

@@ -1,5 +1,5 @@
 import { sql, type Kysely, type RawBuilder, type Selectable } from 'kysely';
-import { insertedRows, type CompiledStatements } from '../compiled.js';
+import type { CompiledStatements } from '../compiled.js';
 import { atomically, slices } from '../statements.js';
 import { GONE_STATUSES } from '../../wire/activity.js';
 import type {
@@ -80,38 +80,32 @@ export class AlmanacRepository {
   async upsertRegistrations(rows: AlmanacRegistrationRow[]): Promise<Set<string>> {
     const stored = new Set<string>();
     for (const slice of slices(rows)) {
-      // Built only when its shape is new (or its rows set different columns).
-      const upsert = () =>
-        this.db
-          .insertInto('almanac_registrations')
-          .values(slice)
-          .onConflict((oc) =>
-            oc
-              .column('address')
-              .doUpdateSet((eb) => ({
-                prefix: eb.ref('excluded.prefix'),
-                endpoints: eb.ref('excluded.endpoints'),
-                protocols: eb.ref('excluded.protocols'),
-                metadata: eb.ref('excluded.metadata'),
-                signed_at: eb.ref('excluded.signed_at'),
-                signature: eb.ref('excluded.signature'),
-                expires_at: eb.ref('excluded.expires_at'),
-                updated_at: eb.ref('excluded.updated_at'),
-              }))
-              .where(newerOrSameSecond('almanac_registrations')),
-          )
-          .returning('address');
-      const inserted = insertedRows(slice);
-      const written = inserted
-        ? (
-            await this.statements.execute(
-              this.db,
-              `almanac_registrations.upsert ${inserted.shape}`,
-              inserted.values,
-              () => upsert().compile(),
+      const written = await this.statements.insert(
+        this.db,
+        'almanac_registrations.upsert',
+        slice,
+        // Built only when its shape is new (or its rows set different columns).
+        () =>
+          this.db
+            .insertInto('almanac_registrations')
+            .values(slice)
+            .onConflict((oc) =>
+              oc
+                .column('address')
+                .doUpdateSet((eb) => ({
+                  prefix: eb.ref('excluded.prefix'),
+                  endpoints: eb.ref('excluded.endpoints'),
+                  protocols: eb.ref('excluded.protocols'),
+                  metadata: eb.ref('excluded.metadata'),
+                  signed_at: eb.ref('excluded.signed_at'),
+                  signature: eb.ref('excluded.signature'),
+                  expires_at: eb.ref('excluded.expires_at'),
+                  updated_at: eb.ref('excluded.updated_at'),
+                }))
+                .where(newerOrSameSecond('almanac_registrations')),
             )
-          ).rows
-        : await upsert().execute();
+            .returning('address'),
+      );
       for (const { address } of written) stored.add(address);
     }
     return stored;
@@ -150,11 +144,8 @@ export class AlmanacRepository {
       [...new Set(digests)].map((digest) => ({ digest, address })),
     );
     for (const slice of slices(rows)) {
-      await this.statements.execute(
-        this.db,
-        `almanac_protocols.insert ${slice.length}`,
-        slice.flatMap(({ digest, address }) => [digest, address]),
-        () => this.db.insertInto('almanac_protocols').values(slice).compile(),
+      await this.statements.insert(this.db, 'almanac_protocols.insert', slice, () =>
+        this.db.insertInto('almanac_protocols').values(slice),
       );
     }
   }

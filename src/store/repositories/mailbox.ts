@@ -6,7 +6,7 @@ import type {
   MessagesTable,
   QuarantinedMessagesTable,
 } from '../schema.js';
-import { CompiledStatements, insertedRows } from '../compiled.js';
+import { CompiledStatements } from '../compiled.js';
 import { atomically, MAX_ROWS_PER_INSERT, slices } from '../statements.js';
 import {
   insertDeliveryEvents,
@@ -146,18 +146,11 @@ async function insertMessages(
 ): Promise<Pick<MessageRow, 'id' | 'uuid' | 'address' | 'size'>[]> {
   const stored: Pick<MessageRow, 'id' | 'uuid' | 'address' | 'size'>[] = [];
   for (const slice of slices(messages)) {
-    const rows = insertedRows(slice);
-    if (rows === undefined) {
-      stored.push(...(await insertMessagesQuery(db, slice).execute()));
-      continue;
-    }
-    const { rows: inserted } = await statements.execute(
-      db,
-      `messages.insert ${rows.shape}`,
-      rows.values,
-      () => insertMessagesQuery(db, slice).compile(),
+    stored.push(
+      ...(await statements.insert(db, 'messages.insert', slice, () =>
+        insertMessagesQuery(db, slice),
+      )),
     );
-    stored.push(...inserted);
   }
   return stored;
 }
