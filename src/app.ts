@@ -17,6 +17,7 @@ import {
 import { installMetrics } from './http/plugins/metrics.js';
 import { installOpenApi } from './http/plugins/openapi.js';
 import { requestLoggerFactory } from './http/plugins/request-logger.js';
+import { sharedSerializers } from './http/plugins/serialization.js';
 import { installValidation } from './http/plugins/validation.js';
 import { agentsRoutes } from './http/routes/agents.js';
 import { a2aRoutes, a2aSettingRoutes } from './http/routes/a2a.js';
@@ -73,6 +74,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     frameworkErrors,
     clientErrorHandler,
     ...serverTimeouts(config),
+    schemaController: { compilersFactory: { buildSerializer: sharedSerializers } },
   });
 
   // Set as soon as close() begins (before the listening socket closes): requests still arriving
