@@ -1,5 +1,5 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import { openSqliteConnection } from './database.js';
+import { openSqliteConnection } from './sqlite-connection.js';
 
 /**
  * The thread of a {@link BackgroundCheckpointer}: its own connection copies committed pages

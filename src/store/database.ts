@@ -14,6 +14,7 @@ import {
 } from 'kysely';
 import pg from 'pg';
 import { BackgroundCheckpointer } from './checkpointer.js';
+import { openSqliteConnection } from './sqlite-connection.js';
 import type { Database } from './schema.js';
 
 import { defaults } from '../config/index.js';
@@ -94,23 +95,6 @@ class ImmediateSqliteDialect extends SqliteDialect {
   override createDriver(): Driver {
     return new ImmediateSqliteDriver(this.settings);
   }
-}
-
-/**
- * A better-sqlite3 connection with the settings the service runs on (the background
- * checkpoint thread opens its own with them).
- */
-export function openSqliteConnection(path: string): BetterSqlite3.Database {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-  const sqlite = new BetterSqlite3(path);
-  // WAL lets readers proceed while one writer commits; NORMAL keeps commits durable against
-  // a process crash (the WAL is written before the commit returns) at a fraction of FULL's
-  // fsync cost. A power loss may roll back the last transactions, never corrupt the file.
-  sqlite.pragma('journal_mode = WAL');
-  sqlite.pragma('synchronous = NORMAL');
-  sqlite.pragma('foreign_keys = ON');
-  sqlite.pragma('busy_timeout = 5000');
-  return sqlite;
 }
 
 function openSqlite(url: string, options: DatabaseOptions): DatabaseHandle {

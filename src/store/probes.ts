@@ -4,6 +4,7 @@
  * search scenario seeds the full-text index as registration does. They are gathered here,
  * deliberately, so that nothing else reaches into the store's modules from outside.
  */
-export { openSqliteConnection, sqlitePath } from './database.js';
+export { sqlitePath } from './database.js';
+export { openSqliteConnection } from './sqlite-connection.js';
 export { insertMessagesQuery, type NewMessage } from './repositories/mailbox.js';
 export { fullTextSearch } from './full-text.js';
