@@ -10,12 +10,13 @@
  * others: its servers listen on ports the system gives, its SQLite files and directories are
  * temporary ones of its own, on PostgreSQL it works in a database of its own
  * (`test/kit/databases.ts`), and in Redis under a key prefix of its own (`test/kit/redis.ts`).
+ * `AGENTRY_TEST_TIMES=FILE` writes how long every file took to FILE (JSON, slowest first).
  * `AGENTRY_TEST_CONCURRENCY` sets how many files run at once: by default one more than the
  * cores, for a file waits on child processes, databases and the network part of the time (on
  * two cores, four at once took as long as three, and slowed the longest files further).
  */
 import { randomBytes } from 'node:crypto';
-import { readdirSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join, relative } from 'node:path';
 import { finished } from 'node:stream/promises';
@@ -212,10 +213,18 @@ try {
   await dropLeftDatabases(runTag);
 }
 // On stderr, beside whatever the reporter writes: which files to keep in LONGEST.
-const slowest = [...took].sort(([, a], [, b]) => b - a).slice(0, 12);
+const byTime = [...took].sort(([, a], [, b]) => b - a);
+const slowest = byTime.slice(0, 12);
 console.error(
   `The slowest files (${concurrency} at a time, then ${alone.length} alone):\n${slowest
     .map(([file, ms]) => `  ${(ms / 1000).toFixed(1).padStart(6)} s  ${file}`)
     .join('\n')}`,
 );
+// Every file's time, for a closer look at where a run's time goes.
+if (process.env.AGENTRY_TEST_TIMES) {
+  writeFileSync(
+    process.env.AGENTRY_TEST_TIMES,
+    `${JSON.stringify(Object.fromEntries(byTime.map(([file, ms]) => [file, Math.round(ms)])), null, 2)}\n`,
+  );
+}
 process.exitCode = passed ? 0 : 1;
