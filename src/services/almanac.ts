@@ -305,15 +305,16 @@ export class AlmanacService {
     prefix?: AlmanacNetworkPrefix,
     options: { localOnly?: boolean } = {},
   ): Promise<AlmanacEntry> {
-    const row = await this.store.repos.almanac.findResolvable(address);
-    if (!row || row.expires_at <= this.clock.now()) {
+    const now = this.clock.now();
+    const row = await this.store.repos.almanac.findResolvable(address, now);
+    if (!row || row.expires_at <= now) {
       const listed = (await this.resolveListing(address)) ?? (await this.resolveOwn(address));
       if (listed) return listed;
       if (this.remote && !options.localOnly) return this.remote.resolve(address, prefix);
     }
     if (
       !row ||
-      row.expires_at <= this.clock.now() ||
+      row.expires_at <= now ||
       (prefix !== undefined && row.prefix !== null && row.prefix !== prefix)
     ) {
       throw new NotFoundError('agent not found');
@@ -321,7 +322,7 @@ export class AlmanacService {
     const endpoints = JSON.parse(row.endpoints) as Endpoint[];
     return {
       address,
-      active: await this.store.repos.almanac.activeAt(address, this.clock.now()),
+      active: Number(row.active) === 1,
       type: this.typeOf(endpoints),
       endpoints,
       protocols: JSON.parse(row.protocols) as string[],

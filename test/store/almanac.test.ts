@@ -149,12 +149,14 @@ describeOnEachDialect('almanac store', (dialect) => {
     assert.ok(await almanac.findStatus(recentOrphan));
   });
 
-  it('joins the last status into the resolvable record, null when none was sent', async () => {
+  it('says in the resolvable record whether the agent is active then, by its last status', async () => {
     const almanac = t.store.repos.almanac;
     const { address } = TestIdentity.random();
-    await upsertOne(registration(address, Date.UTC(2026, 10, 21), 'http://c/'));
-    assert.equal((await almanac.findResolvable(address))?.is_active, null);
-    await almanac.upsertStatus(status(address, Date.UTC(2026, 10, 21)));
-    assert.equal((await almanac.findResolvable(address))?.is_active, 0);
+    const signedAt = Date.UTC(2026, 10, 21);
+    await upsertOne(registration(address, signedAt, 'http://c/'));
+    assert.equal((await almanac.findResolvable(address, signedAt + HOUR))?.active, 1);
+    assert.equal((await almanac.findResolvable(address, signedAt + 49 * HOUR))?.active, 0);
+    await almanac.upsertStatus(status(address, signedAt + HOUR));
+    assert.equal((await almanac.findResolvable(address, signedAt + 2 * HOUR))?.active, 0);
   });
 });

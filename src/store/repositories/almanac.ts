@@ -15,7 +15,8 @@ export type AlmanacManifestRow = Selectable<AlmanacManifestsTable>;
 
 /** A registration with the agent's last signed status, null when it never sent one. */
 export type ResolvableRow = AlmanacRegistrationRow & {
-  is_active: number | null;
+  /** 1 when the agent is active at the time asked for ({@link almanacActiveAt}), else 0. */
+  active: number;
   domain: string | null;
 };
 
@@ -159,13 +160,14 @@ export class AlmanacRepository {
   }
 
   /** What resolution needs, in one indexed lookup. */
-  findResolvable(address: string): Promise<ResolvableRow | undefined> {
+  findResolvable(address: string, now: number): Promise<ResolvableRow | undefined> {
+    // Whether it is active comes with the row: a look-up is one statement, one round trip.
+    const active = sql<number>`case when ${almanacActiveAt(sql.ref('r.address'), now)} then 1 else 0 end`;
     return this.db
       .selectFrom('almanac_registrations as r')
-      .leftJoin('almanac_statuses as s', 's.address', 'r.address')
       .leftJoin('domain_agents as d', 'd.address', 'r.address')
       .selectAll('r')
-      .select(['s.is_active', 'd.domain'])
+      .select(['d.domain', active.as('active')])
       .where('r.address', '=', address)
       .executeTakeFirst();
   }
