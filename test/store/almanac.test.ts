@@ -6,7 +6,7 @@ import type {
   AlmanacStatusRow,
 } from '../../src/store/repositories/almanac.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
-import { openTestStore, type TestStore } from '../kit/store.js';
+import { agentListing, insertUser, openTestStore, type TestStore } from '../kit/store.js';
 import { TestIdentity } from '../kit/uagent.js';
 
 const HOUR = 3600 * 1000;
@@ -147,6 +147,79 @@ describeOnEachDialect('almanac store', (dialect) => {
     assert.equal(await almanac.findStatus(orphan), undefined);
     assert.ok(await almanac.findStatus(live), "a registered agent's status stays");
     assert.ok(await almanac.findStatus(recentOrphan));
+  });
+
+  it('reads in the resolvable record what the one rule of active says of a registered agent', async () => {
+    const { almanac, agents, hosting } = t.store.repos;
+    const userId = await insertUser(t.store);
+    const registeredAt = Date.UTC(2026, 10, 21);
+    const now = registeredAt + HOUR;
+    const presence = async (
+      address: string,
+      status: string,
+      statusAt: number,
+      lastSeenAt: number | null = statusAt,
+    ) =>
+      t.store.db
+        .insertInto('agent_presence')
+        .values({
+          address,
+          last_seen_at: lastSeenAt,
+          last_poll_at: null,
+          forward_ok_at: null,
+          forward_failed_at: null,
+          forward_error: null,
+          error_at: null,
+          error: null,
+          inactive_at: null,
+          status,
+          status_at: statusAt,
+        })
+        .execute();
+    const hosted = async (address: string, state: string) => {
+      await agents.save(agentListing({ address, user_id: userId }));
+      await hosting.insert({
+        address,
+        owner_id: userId,
+        network: 'testnet',
+        seed_ciphertext: 'x',
+        code: null,
+        code_digest: null,
+        code_updated_at: null,
+        revision: 0,
+        desired_state: state,
+        state,
+        state_reason: null,
+        state_changed_at: registeredAt,
+        runner_id: null,
+        lease_expires_at: null,
+        restarts: 0,
+        created_at: registeredAt,
+      });
+    };
+    // Each agent registered at registeredAt, then in one of the states the rule looks at.
+    const cases: [string, (address: string) => Promise<unknown>][] = [
+      ['nothing else', async () => {}],
+      ['stopped by a signed status', (a) => almanac.upsertStatus(status(a, registeredAt + 1))],
+      ['gone since registering', (a) => presence(a, 'offline', registeredAt + 1)],
+      ['gone before registering', (a) => presence(a, 'offline', registeredAt - 1)],
+      ['gone in its own millisecond', (a) => presence(a, 'offline', registeredAt)],
+      ['unreachable since registering', (a) => presence(a, 'unreachable', registeredAt + 1)],
+      ['seen working', (a) => presence(a, 'active', registeredAt + 1)],
+      ['unreachable, never seen', (a) => presence(a, 'unreachable', registeredAt + 1, null)],
+      ['hosted and running', (a) => hosted(a, 'running')],
+      ['hosted and stopped', (a) => hosted(a, 'stopped')],
+    ];
+    for (const [name, arrange] of cases) {
+      const { address } = TestIdentity.random();
+      await arrange(address);
+      await upsertOne(registration(address, registeredAt, 'http://c/'));
+      for (const at of [now, registeredAt + 49 * HOUR]) {
+        const expected = (await almanac.activeAt(address, at)) ? 1 : 0;
+        const row = await almanac.findResolvable(address, at);
+        assert.equal(row?.active, expected, `${name}, ${at === now ? 'registered' : 'expired'}`);
+      }
+    }
   });
 
   it('says in the resolvable record whether the agent is active then, by its last status', async () => {
