@@ -21,9 +21,10 @@ describe('answers written by serializers shared within the process', () => {
   it('compiles again for another schema, or other shared schemas to refer to', () => {
     const first = sharedSerializers({}, {})(route(answer()));
     const narrower = sharedSerializers({}, {})(route({ ...answer(), required: ['name'] }));
-    const otherShared = sharedSerializers({ Extra: { $id: 'Extra', type: 'string' } }, {})(
-      route(answer()),
-    );
+    const otherShared = sharedSerializers(
+      { Extra: { $id: 'Extra', type: 'string' } },
+      {},
+    )(route(answer()));
     assert.notEqual(narrower, first);
     assert.notEqual(otherShared, first);
     assert.throws(() => narrower({ count: 1 }), /name/);
