@@ -163,9 +163,9 @@ export class AlmanacRepository {
    * What resolution needs, in one indexed lookup: the registration, its name, and whether the
    * agent is active at `now` by the rule of {@link almanacActiveAt}, read here from joined rows
    * rather than its correlated subqueries. For an agent known to have this registration the two
-   * agree (the store tests hold them to it); PostgreSQL plans the joins in a tenth of the time,
-   * which on a look-up is most of its cost. An expired registration is not active by itself
-   * (resolution then looks at the agent's listing).
+   * agree (the store tests hold them to it); PostgreSQL plans the joins in less than half the
+   * time, and planning is most of a look-up's cost there. An expired registration is not
+   * active by itself (resolution then looks at the agent's listing).
    */
   findResolvable(address: string, now: number): Promise<ResolvableRow | undefined> {
     const gone = sql.join(GONE_STATUSES.map((status) => sql.lit(status)));
