@@ -322,7 +322,7 @@ export class AlmanacService {
     const endpoints = JSON.parse(row.endpoints) as Endpoint[];
     return {
       address,
-      active: Number(row.active) === 1,
+      active: row.active === 1,
       type: this.typeOf(endpoints),
       endpoints,
       protocols: JSON.parse(row.protocols) as string[],

@@ -13,7 +13,7 @@ export type AlmanacRegistrationRow = Selectable<AlmanacRegistrationsTable>;
 export type AlmanacStatusRow = Selectable<AlmanacStatusesTable>;
 export type AlmanacManifestRow = Selectable<AlmanacManifestsTable>;
 
-/** A registration with the agent's last signed status, null when it never sent one. */
+/** A registration with the agent's name and whether it is active, as a look-up reads them. */
 export type ResolvableRow = AlmanacRegistrationRow & {
   /** 1 when the agent is active at the time asked for ({@link almanacActiveAt}), else 0. */
   active: number;
@@ -32,6 +32,9 @@ function newerOrSameSecond(table: 'almanac_registrations' | 'almanac_statuses') 
   return sql<boolean>`(${signedAt} < excluded.signed_at or (${signedAt} = excluded.signed_at and ${signature} <> excluded.signature))`;
 }
 
+/** {@link GONE_STATUSES} as a list of SQL literals. */
+const goneStatuses = sql.join(GONE_STATUSES.map((status) => sql.lit(status)));
+
 /**
  * Whether the agent's status says nobody is there ({@link GONE_STATUSES}: offline or
  * unreachable; an agent never seen is no evidence) since its record was last made current: since its unexpired Almanac registration
@@ -40,7 +43,7 @@ function newerOrSameSecond(table: 'almanac_registrations' | 'almanac_statuses') 
  */
 export function presenceGoneSince(address: RawBuilder<unknown>, now: number): RawBuilder<boolean> {
   return sql<boolean>`exists (select 1 from agent_presence ap where ap.address = ${address}
-    and ap.last_seen_at is not null and ap.status in (${sql.join(GONE_STATUSES.map((status) => sql.lit(status)))})
+    and ap.last_seen_at is not null and ap.status in (${goneStatuses})
     and ap.status_at > coalesce((select max(ar.updated_at) from almanac_registrations ar
       where ar.address = ${address} and ar.expires_at > ${now}), -1))`;
 }
@@ -168,7 +171,6 @@ export class AlmanacRepository {
    * active by itself (resolution then looks at the agent's listing).
    */
   findResolvable(address: string, now: number): Promise<ResolvableRow | undefined> {
-    const gone = sql.join(GONE_STATUSES.map((status) => sql.lit(status)));
     return this.db
       .selectFrom('almanac_registrations as r')
       .leftJoin('domain_agents as d', 'd.address', 'r.address')
@@ -182,7 +184,7 @@ export class AlmanacRepository {
         join
           .onRef('ap.address', '=', 'r.address')
           .on('ap.last_seen_at', 'is not', null)
-          .on(sql<boolean>`ap.status in (${gone})`)
+          .on(sql<boolean>`ap.status in (${goneStatuses})`)
           .onRef('ap.status_at', '>', 'r.updated_at'),
       )
       .selectAll('r')
