@@ -103,6 +103,35 @@ function allTestFiles(): string[] {
 /** How long each file took, in ms. */
 const took = new Map<string, number>();
 
+/** A test that failed: where, which, and why (its error's first lines). */
+interface Failure {
+  file: string;
+  name: string;
+  why: string;
+}
+/** Every failure of the run, repeated at its end, where a long log's tail shows it. */
+const failures: Failure[] = [];
+
+interface FailEvent {
+  name: string;
+  file?: string;
+  todo?: boolean | string;
+  details: { error?: { failureType?: string; message?: string; cause?: unknown } };
+}
+
+/** The failure an event reports, or none for a suite that failed only because a test in it did. */
+function failureOf(event: FailEvent): Failure | undefined {
+  const error = event.details.error;
+  if (error?.failureType === 'subtestsFailed') return undefined;
+  const cause = error?.cause instanceof Error ? error.cause : error;
+  const why = (cause instanceof Error ? cause.message : String(error?.message ?? cause))
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .slice(0, 6)
+    .join('\n      ');
+  return { file: event.file ? relative(repositoryRoot, event.file) : '?', name: event.name, why };
+}
+
 /**
  * Runs `files` (as `node --test` does, each in a process of its own), `concurrency` at a time
  * and in the order given; resolves to whether all passed.
@@ -116,8 +145,11 @@ async function runFiles(files: string[], concurrency: number): Promise<boolean> 
     timeout: TIMEOUT_MS,
     ...(namePatterns.length > 0 ? { testNamePatterns: namePatterns } : {}),
   });
-  stream.on('test:fail', (event: { todo?: boolean | string }) => {
-    if (!event.todo) passed = false;
+  stream.on('test:fail', (event: FailEvent) => {
+    if (event.todo) return;
+    passed = false;
+    const failure = failureOf(event);
+    if (failure) failures.push(failure);
   });
   // A file's own entry, named by its path, ends with how long the whole file took.
   stream.on('test:complete', (event: { name: string; details: { duration_ms: number } }) => {
@@ -220,6 +252,13 @@ console.error(
     .map(([file, ms]) => `  ${(ms / 1000).toFixed(1).padStart(6)} s  ${file}`)
     .join('\n')}`,
 );
+if (failures.length > 0) {
+  console.error(
+    `${failures.length} failed:\n${failures
+      .map(({ file, name, why }) => `  ${file}: ${name}\n      ${why}`)
+      .join('\n')}`,
+  );
+}
 // Every file's time, for a closer look at where a run's time goes.
 if (process.env.AGENTRY_TEST_TIMES) {
   writeFileSync(
