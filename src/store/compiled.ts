@@ -21,23 +21,40 @@ const DEFAULT_LIMIT = 1000;
  */
 export class CompiledStatements {
   private readonly compiled = new Map<string, CompiledQuery>();
+  private readonly limit: number;
+  private readonly keepPrepared: (sql: string) => void;
 
-  constructor(private readonly limit = DEFAULT_LIMIT) {}
+  constructor(
+    options: {
+      /** Shapes kept at most; the oldest goes first. */
+      limit?: number;
+      /** Told the text of each statement run with `prepared` (the database's own). */
+      keepPrepared?: (sql: string) => void;
+    } = {},
+  ) {
+    this.limit = options.limit ?? DEFAULT_LIMIT;
+    this.keepPrepared = options.keepPrepared ?? (() => {});
+  }
 
   /**
    * Runs the statement of `shape` with `parameters`, compiled by `compile` when the shape is
-   * new. `db` may be a transaction: the statement runs on its connection.
+   * new. `db` may be a transaction: the statement runs on its connection. A statement run
+   * `prepared` is kept prepared by each connection of the database (on PostgreSQL, planned once
+   * per connection instead of on every run): for the few statements, reads above all, whose
+   * planning costs more than their running.
    */
   async execute<R>(
     db: Kysely<Database>,
     shape: string,
     parameters: readonly unknown[],
     compile: () => CompiledQuery<R>,
+    options: { prepared?: boolean } = {},
   ): Promise<QueryResult<R>> {
     const known = this.compiled.get(shape);
     if (known !== undefined) return db.executeQuery<R>({ ...known, parameters });
     const compiled = compile();
     assertSameParameters(shape, compiled.parameters, parameters);
+    if (options.prepared) this.keepPrepared(compiled.sql);
     if (this.compiled.size >= this.limit) {
       this.compiled.delete(this.compiled.keys().next().value as string);
     }

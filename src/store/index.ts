@@ -105,19 +105,21 @@ function bindRepositories(
 export class Store {
   readonly repos: Repositories;
   /** Shared by the repositories of every transaction: the texts are this database's. */
-  private readonly statements = new CompiledStatements();
+  private readonly statements: CompiledStatements;
 
   private constructor(
     readonly db: Kysely<Database>,
     private readonly sqlDialect: Dialect,
     private readonly closeDb: () => Promise<void>,
+    keepPrepared: (sql: string) => void,
   ) {
+    this.statements = new CompiledStatements({ keepPrepared });
     this.repos = bindRepositories(db, sqlDialect, this.statements);
   }
 
   static open(url: string, options: DatabaseOptions = {}): Store {
     const handle = openDatabase(url, options);
-    return new Store(handle.db, dialectNamed(handle.dialect), handle.close);
+    return new Store(handle.db, dialectNamed(handle.dialect), handle.close, handle.keepPrepared);
   }
 
   get dialect(): DialectName {

@@ -1,6 +1,8 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { sql } from 'kysely';
 import { CompiledStatements } from '../../src/store/compiled.js';
+import { openDatabase } from '../../src/store/database.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { insertUser, openTestStore, type TestStore } from '../kit/store.js';
 
@@ -76,7 +78,7 @@ describeOnEachDialect('statements compiled once per shape', (dialect) => {
   });
 
   it('keeps at most its limit of shapes, the oldest going first', async () => {
-    const statements = new CompiledStatements(2);
+    const statements = new CompiledStatements({ limit: 2 });
     const userId = await insertUser(t.store);
     const compiles: string[] = [];
     const select = (shape: string) =>
@@ -91,4 +93,68 @@ describeOnEachDialect('statements compiled once per shape', (dialect) => {
     for (const shape of ['a', 'b', 'a', 'c', 'b', 'a']) await select(shape);
     assert.deepEqual(compiles, ['a', 'b', 'c', 'a']);
   });
+
+  /** The statement of {@link storedOf}, through `statements`, run prepared. */
+  const storedPrepared = (statements: CompiledStatements, db: typeof t.store.db, userId: string) =>
+    statements.execute(
+      db,
+      'user_storage.bytes',
+      [userId],
+      () =>
+        db
+          .selectFrom('user_storage')
+          .select('bytes_stored')
+          .where('user_id', '=', userId)
+          .compile(),
+      { prepared: true },
+    );
+
+  it('tells the database the text of a statement run prepared, once, and of no other', async () => {
+    const kept: string[] = [];
+    const statements = new CompiledStatements({ keepPrepared: (text) => kept.push(text) });
+    const userId = await insertUser(t.store);
+    await addStored(statements, userId, 3);
+    await storedPrepared(statements, t.store.db, userId);
+    await storedPrepared(statements, t.store.db, userId);
+    assert.equal(kept.length, 1);
+    assert.match(kept[0]!, /^select "bytes_stored" from "user_storage" where "user_id" = /);
+  });
+
+  if (dialect === 'postgres') {
+    it('on PostgreSQL, runs a statement kept prepared by its name on each connection, which plans it once', async () => {
+      const handle = openDatabase(t.url);
+      try {
+        const statements = new CompiledStatements({ keepPrepared: handle.keepPrepared });
+        const [first, second] = [await insertUser(t.store), await insertUser(t.store)];
+        await addStored(statements, first, 11);
+        await addStored(statements, second, 22);
+        // One connection, so that its own prepared statements can be read.
+        await handle.db.connection().execute(async (db) => {
+          const answers: number[] = [];
+          for (let i = 0; i < 8; i++) {
+            const { rows } = await storedPrepared(statements, db, i % 2 ? first : second);
+            answers.push(Number(rows[0]!.bytes_stored));
+          }
+          assert.deepEqual(answers, [22, 11, 22, 11, 22, 11, 22, 11]);
+          await addStored(statements, first, 1);
+          const { rows } = await sql<{
+            name: string;
+            statement: string;
+            generic_plans: number;
+            custom_plans: number;
+          }>`select name, statement, generic_plans, custom_plans from pg_prepared_statements`.execute(
+            db,
+          );
+          // The statement not run prepared is not kept; the other was planned once for all
+          // after the custom plans PostgreSQL tries first (five).
+          assert.equal(rows.length, 1);
+          assert.match(rows[0]!.statement, /from "user_storage" where "user_id" = \$1$/);
+          assert.equal(rows[0]!.generic_plans + rows[0]!.custom_plans, 8);
+          assert.ok(rows[0]!.generic_plans >= 1, `${rows[0]!.generic_plans} generic plans`);
+        });
+      } finally {
+        await handle.close();
+      }
+    });
+  }
 });

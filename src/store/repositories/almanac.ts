@@ -170,31 +170,39 @@ export class AlmanacRepository {
    * time, and planning is most of a look-up's cost there. An expired registration is not
    * active by itself (resolution then looks at the agent's listing).
    */
-  findResolvable(address: string, now: number): Promise<ResolvableRow | undefined> {
-    return this.db
-      .selectFrom('almanac_registrations as r')
-      .leftJoin('domain_agents as d', 'd.address', 'r.address')
-      .leftJoin('almanac_statuses as st', (join) =>
-        join.onRef('st.address', '=', 'r.address').on('st.is_active', '=', 0),
-      )
-      .leftJoin('hosted_agents as ha', (join) =>
-        join.onRef('ha.address', '=', 'r.address').on('ha.state', '<>', 'running'),
-      )
-      .leftJoin('agent_presence as ap', (join) =>
-        join
-          .onRef('ap.address', '=', 'r.address')
-          .on('ap.last_seen_at', 'is not', null)
-          .on(sql<boolean>`ap.status in (${goneStatuses})`)
-          .onRef('ap.status_at', '>', 'r.updated_at'),
-      )
-      .selectAll('r')
-      .select([
-        'd.domain',
-        sql<number>`case when r.expires_at > ${now} and st.address is null
-          and ha.address is null and ap.address is null then 1 else 0 end`.as('active'),
-      ])
-      .where('r.address', '=', address)
-      .executeTakeFirst();
+  async findResolvable(address: string, now: number): Promise<ResolvableRow | undefined> {
+    const { rows } = await this.statements.execute(
+      this.db,
+      'almanac_registrations.resolvable',
+      [now, 0, 'running', address],
+      () =>
+        this.db
+          .selectFrom('almanac_registrations as r')
+          .leftJoin('domain_agents as d', 'd.address', 'r.address')
+          .leftJoin('almanac_statuses as st', (join) =>
+            join.onRef('st.address', '=', 'r.address').on('st.is_active', '=', 0),
+          )
+          .leftJoin('hosted_agents as ha', (join) =>
+            join.onRef('ha.address', '=', 'r.address').on('ha.state', '<>', 'running'),
+          )
+          .leftJoin('agent_presence as ap', (join) =>
+            join
+              .onRef('ap.address', '=', 'r.address')
+              .on('ap.last_seen_at', 'is not', null)
+              .on(sql<boolean>`ap.status in (${goneStatuses})`)
+              .onRef('ap.status_at', '>', 'r.updated_at'),
+          )
+          .selectAll('r')
+          .select([
+            'd.domain',
+            sql<number>`case when r.expires_at > ${now} and st.address is null
+              and ha.address is null and ap.address is null then 1 else 0 end`.as('active'),
+          ])
+          .where('r.address', '=', address)
+          .compile(),
+      { prepared: true },
+    );
+    return rows[0];
   }
 
   /** Whether the agent is active at `now` ({@link almanacActiveAt}). */
