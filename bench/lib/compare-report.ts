@@ -28,7 +28,7 @@ function figuresOf(measure: Measure): Figure[] {
       suffix: '',
       label: measure.label,
       unit: measure.unit,
-      higherIsBetter: higherIsBetter(measure.unit),
+      higherIsBetter: measure.higherIsBetter ?? higherIsBetter(measure.unit),
       read: (m) => m.value,
     },
   ];

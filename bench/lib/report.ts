@@ -13,6 +13,12 @@ export interface Measure {
   store?: DialectName;
   value: number;
   unit: string;
+  /**
+   * Whether a larger value is the better one, where the unit does not say: by default only
+   * rates (a unit per second) are; times, sizes and ratios are better smaller. A ratio of two
+   * rates, such as throughput with ÷ without a load, says it here.
+   */
+  higherIsBetter?: boolean;
   latencyMs?: { p50: number; p99: number };
   /** CPU the server under test used over the run, in cores (1 = one core all the time). */
   serverCores?: number;

@@ -418,6 +418,7 @@ export const activityStreamsScenario: Scenario = {
           store: dialect,
           value: withRate / withoutRate,
           unit: '×',
+          higherIsBetter: true,
           details: {
             // In the order they ran: round by round, without, with, with, without.
             withoutRuns: rates(without),

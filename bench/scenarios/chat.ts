@@ -460,6 +460,7 @@ export const chatSessionsFollowingScenario: Scenario = {
           store: dialect,
           value: withRate / withoutRate,
           unit: '×',
+          higherIsBetter: true,
           details: {
             // In the order they ran: round by round, without, with, with, without.
             withoutRuns: rates(without),

@@ -493,6 +493,7 @@ export const hostingScenario: Scenario = {
         store: dialect,
         value: withAgents.requestsPerSecond / without.requestsPerSecond,
         unit: '×',
+        higherIsBetter: true,
         details: {
           withoutRuns: [firstWithout.requestsPerSecond, secondWithout.requestsPerSecond],
           agentsCoresDuringRun: agentsCores,

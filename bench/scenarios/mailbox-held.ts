@@ -260,6 +260,7 @@ export const mailboxHeldScenario: Scenario = {
           store: dialect,
           value: withHeld.requestsPerSecond / without.requestsPerSecond,
           unit: '×',
+          higherIsBetter: true,
           details: {
             withoutRuns: [firstWithout.requestsPerSecond, secondWithout.requestsPerSecond],
             derivedFrom: ['mailbox.held.submit_without', 'mailbox.held.submit_with'],
