@@ -41,7 +41,9 @@ export class CompiledStatements {
    * new. `db` may be a transaction: the statement runs on its connection. A statement run
    * `prepared` is kept prepared by each connection of the database (on PostgreSQL, planned once
    * per connection instead of on every run): for the few statements, reads above all, whose
-   * planning costs more than their running.
+   * planning costs more than their running. Such a statement names the columns it reads, never
+   * `*`: PostgreSQL refuses to run a kept plan whose result a migration changed ("cached plan
+   * must not change result type"), as one run by a newer replica alongside older ones would.
    */
   async execute<R>(
     db: Kysely<Database>,

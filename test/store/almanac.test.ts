@@ -1,5 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { sql } from 'kysely';
 import { isoTimestamp } from '../../src/wire/common.js';
 import type {
   AlmanacRegistrationRow,
@@ -231,5 +232,33 @@ describeOnEachDialect('almanac store', (dialect) => {
     assert.equal((await almanac.findResolvable(address, signedAt + 49 * HOUR))?.active, 0);
     await almanac.upsertStatus(status(address, signedAt + HOUR));
     assert.equal((await almanac.findResolvable(address, signedAt + 2 * HOUR))?.active, 0);
+  });
+
+  it('goes on answering look-ups after a migration adds a column to the registrations', async () => {
+    // Each PostgreSQL connection keeps the look-up prepared: a newer replica's migration must
+    // not break the connections of the older ones that kept it.
+    const own = await openTestStore(dialect);
+    try {
+      const almanac = own.store.repos.almanac;
+      const signedAt = Date.UTC(2026, 10, 21);
+      const addresses = Array.from({ length: 8 }, () => TestIdentity.random().address);
+      await almanac.upsertRegistrations(
+        addresses.map((address) => registration(address, signedAt, 'http://c/')),
+      );
+      const lookUpAll = () =>
+        Promise.all(addresses.map((address) => almanac.findResolvable(address, signedAt + HOUR)));
+      // Several connections at once, each more than the five runs before a generic plan.
+      for (let i = 0; i < 7; i++) await lookUpAll();
+      await sql`alter table almanac_registrations add column added_later text`.execute(
+        own.store.db,
+      );
+      const rows = await lookUpAll();
+      assert.deepEqual(
+        rows.map((row) => [row?.active, JSON.parse(row?.endpoints ?? '[]')[0]?.url]),
+        addresses.map(() => [1, 'http://c/']),
+      );
+    } finally {
+      await own.close();
+    }
   });
 });

@@ -13,8 +13,11 @@ export type AlmanacRegistrationRow = Selectable<AlmanacRegistrationsTable>;
 export type AlmanacStatusRow = Selectable<AlmanacStatusesTable>;
 export type AlmanacManifestRow = Selectable<AlmanacManifestsTable>;
 
-/** A registration with the agent's name and whether it is active, as a look-up reads them. */
-export type ResolvableRow = AlmanacRegistrationRow & {
+/** What a look-up reads of a registration, with the agent's name and whether it is active. */
+export type ResolvableRow = Pick<
+  AlmanacRegistrationRow,
+  'prefix' | 'endpoints' | 'protocols' | 'metadata' | 'expires_at'
+> & {
   /** 1 when the agent is active at the time asked for ({@link almanacActiveAt}), else 0. */
   active: number;
   domain: string | null;
@@ -192,8 +195,14 @@ export class AlmanacRepository {
               .on(sql<boolean>`ap.status in (${goneStatuses})`)
               .onRef('ap.status_at', '>', 'r.updated_at'),
           )
-          .selectAll('r')
+          // Named columns, not r.*: a kept plan whose result gained a column (a migration run
+          // by a newer replica) would fail on the connections that kept it.
           .select([
+            'r.prefix',
+            'r.endpoints',
+            'r.protocols',
+            'r.metadata',
+            'r.expires_at',
             'd.domain',
             sql<number>`case when r.expires_at > ${now} and st.address is null
               and ha.address is null and ap.address is null then 1 else 0 end`.as('active'),
