@@ -124,6 +124,7 @@ export class Server {
         }
       }
       await ctx.rateLimits?.connect();
+      await ctx.changes.listening();
       const bootstrapped = config.bootstrapUser ? await ctx.services.users.bootstrap() : undefined;
       const app = await buildApp(ctx);
       const search = await options.python;

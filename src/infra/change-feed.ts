@@ -151,6 +151,11 @@ export function changeOfNotification(payload: string): Change | undefined {
 export interface RemoteChanges {
   /** Sends the notifications of what this process published; never waits and never throws. */
   send(notifications: readonly string[]): void;
+  /**
+   * Settles once the first attempt to hear the other processes has ended, heard or not (a
+   * failed one is tried again, and what was missed meanwhile looked at again once it is heard).
+   */
+  listening(): Promise<void>;
 }
 
 /**
@@ -188,6 +193,15 @@ export class ChangeFeed {
   /** Where this process's changes go to reach the others (PostgreSQL's notifications). */
   connect(remote: RemoteChanges): void {
     this.remote = remote;
+  }
+
+  /**
+   * Settles once the road to the other processes is open, if there is one: a process that
+   * answered before would neither hear their changes nor tell them its own (a submit to it
+   * would not wake a poll held by another until the road opened).
+   */
+  listening(): Promise<void> {
+    return this.remote?.listening() ?? Promise.resolve();
   }
 
   /** Starts telling `consumer` of the kinds it declares; answers the call that stops it. */

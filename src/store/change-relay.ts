@@ -47,6 +47,10 @@ export class PostgresChangeRelay implements RemoteChanges {
     this.ready = this.connect();
   }
 
+  listening(): Promise<void> {
+    return this.ready;
+  }
+
   send(notifications: readonly string[]): void {
     for (const notification of notifications) this.unsent.add(notification);
     if (!this.sending) void this.flush();

@@ -8,6 +8,7 @@ import { call } from '../kit/http.js';
 import { spawnServer, type ServerProcess } from '../kit/process.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
+import { until } from '../kit/wait.js';
 
 /** Longest a woken poll may take to answer after the submit's 200 (a 1 s poll loop fails it). */
 const PROMPT_MS = 250;
@@ -46,15 +47,6 @@ async function submit(host: AgentHost, envelope: unknown): Promise<number> {
   const res = await call(host.url, 'POST', '/v2/agents/mailbox/submit', { body: envelope });
   assert.equal(res.status, 200, res.text);
   return performance.now();
-}
-
-/** Waits until `condition` holds, checking every few milliseconds. */
-async function until(condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
 }
 
 describeOnEachDialect('held mailbox polls', (dialect) => {

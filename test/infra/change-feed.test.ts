@@ -18,7 +18,10 @@ const B = 'agent1qexampleaddressbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb
 function feedWithRemote(): { feed: ChangeFeed; sent: string[] } {
   const feed = new ChangeFeed(logger);
   const sent: string[] = [];
-  feed.connect({ send: (notifications) => sent.push(...notifications) });
+  feed.connect({
+    send: (notifications) => sent.push(...notifications),
+    listening: () => Promise.resolve(),
+  });
   return { feed, sent };
 }
 
