@@ -15,6 +15,7 @@ import { repositoryRoot } from '../kit/process.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
 import { closeNow, listenOnLoopback } from '../kit/loopback.js';
+import { until } from '../kit/wait.js';
 
 /** Set to refresh the screenshots the README shows. */
 const screenshots = process.env.UPDATE_SCREENSHOTS === '1';
@@ -369,7 +370,9 @@ describeOnEachDialect('web console and inspector in a browser', (dialect) => {
       assert.equal(await page.evaluate('navigator.clipboard.readText()'), agent.address);
 
       await page.goto(`${t.url}/#/keys`);
-      await page.waitForFunction(`document.title === 'API keys · Agentry'`);
+      // Polled from here: a string waited for in the page is evaluated there, and the page's
+      // Content-Security-Policy refuses that whenever the first look does not already hold.
+      await until(async () => (await page.title()) === 'API keys · Agentry', 'the keys page');
       const inspector = await context.newPage();
       await inspector.goto(`${t.url}/inspect/`);
       assert.equal(
