@@ -170,8 +170,9 @@ export class AlmanacRepository {
    * agent is active at `now` by the rule of {@link almanacActiveAt}, read here from joined rows
    * rather than its correlated subqueries. For an agent known to have this registration the two
    * agree (the store tests hold them to it); PostgreSQL plans the joins in less than half the
-   * time, and planning is most of a look-up's cost there. An expired registration is not
-   * active by itself (resolution then looks at the agent's listing).
+   * time, and, the statement being kept prepared, once per connection rather than per look-up.
+   * An expired registration is not active by itself (resolution then looks at the agent's
+   * listing).
    */
   async findResolvable(address: string, now: number): Promise<ResolvableRow | undefined> {
     const { rows } = await this.statements.execute(
