@@ -49,11 +49,17 @@ export type Change =
     }
   /** A forward of the proxy to the agent's URL went well or not. */
   | { kind: 'forward.attempted'; address: string; ok: boolean; error: string | null }
-  /** Almanac registrations were stored; `changed`: those new or declaring something new. */
+  /**
+   * Almanac registrations were stored; `changed`: those new or declaring something new;
+   * `agents`: those of `addresses` registered here as agents when they were stored (read in the
+   * same transaction, so that what only registered agents have, timelines and kept forwards,
+   * costs nothing for the many that are not).
+   */
   | {
       kind: 'almanac.registered';
       addresses: readonly string[];
       changed: readonly { address: string; endpoints: string[]; isNew: boolean }[];
+      agents: readonly string[];
     }
   /** The agent told the Almanac it is active or not. */
   | { kind: 'almanac.status'; address: string; active: boolean; signedAt: number }

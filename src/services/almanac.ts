@@ -99,11 +99,15 @@ export interface AlmanacChange {
   endpoints: string[];
 }
 
-/** What a group of registrations did: each one's refusal, if any; who registered; what changed. */
+/**
+ * What a group of registrations did: each one's refusal, if any; who registered; what changed;
+ * which of those who registered are agents registered here.
+ */
 interface StoredRegistrations {
   refusals: (BadRequestError | undefined)[];
   seen: string[];
   changed: AlmanacChange[];
+  agents: string[];
 }
 
 /**
@@ -156,7 +160,12 @@ export class AlmanacService {
   private tell(stored: StoredRegistrations): void {
     if (stored.seen.length === 0) return;
     void this.changes.publish([
-      { kind: 'almanac.registered', addresses: stored.seen, changed: stored.changed },
+      {
+        kind: 'almanac.registered',
+        addresses: stored.seen,
+        changed: stored.changed,
+        agents: stored.agents,
+      },
     ]);
   }
 
@@ -264,7 +273,11 @@ export class AlmanacService {
       }
       pending = later;
     }
-    return { refusals, seen, changed };
+    // Read here, in the transaction, where it costs least: what only agents registered here
+    // have (timelines, kept forwards) is then not looked for for the many that are not.
+    const agents =
+      seen.length > 0 ? await repos.almanac.registeredAgentsAmong([...new Set(seen)]) : [];
+    return { refusals, seen, changed, agents };
   }
 
   /** The agent's status; `update.agent_identifier` names it (the route checks the path). */

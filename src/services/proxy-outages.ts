@@ -109,7 +109,9 @@ export class ForwardOutages implements ChangeConsumer<'almanac.registered' | 'al
 
   heard(change: ChangeOf<'almanac.registered' | 'almanac.status'>): Promise<unknown> | undefined {
     if (change.kind === 'almanac.status' && !change.active) return undefined;
-    const addresses = change.kind === 'almanac.status' ? [change.address] : change.addresses;
+    // Only agents registered here have outages: most registrants of a busy Almanac are not.
+    const addresses = change.kind === 'almanac.status' ? [change.address] : change.agents;
+    if (addresses.length === 0) return undefined;
     // Their next attempt is due now rather than at the end of its back-off step.
     return this.store.repos.proxy.dueNow(addresses, this.clock.now());
   }

@@ -8,12 +8,14 @@ import { MESSAGE_STEPS } from '../../src/store/repositories/activity.js';
 import { stepOf } from '../../src/views/timeline.js';
 import { TIMELINE_GROUPS, TIMELINE_KINDS, type TimelineEntry } from '../../src/wire/activity.js';
 import { hostOf, newRegisteredAgent } from '../kit/agents.js';
+import { registerInAlmanac, unixSeconds } from '../kit/almanac.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { startEndpoint } from '../kit/loopback.js';
 import { flushPresence, ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { openStream } from '../kit/sse.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
+import { until } from '../kit/wait.js';
 
 /** A batch exactly as uagents-core's `AgentBatchEvents.model_dump_json()` writes it. */
 function batch(events: Record<string, unknown>[]): Record<string, unknown> {
@@ -428,6 +430,41 @@ describeOnEachDialect('agent activity', (dialect) => {
         },
       );
       assert.equal(badCursor.status, 400);
+    });
+
+    it("records an agent's Almanac registration when it is new or declares something new, not its renewals", async () => {
+      const agent = await newRegisteredAgent(hostOf(t), t.userKey);
+      const stranger = TestIdentity.random();
+      const endpoints = [{ url: 'http://127.0.0.1:8001/submit', weight: 1 }];
+      const protocol = `proto:${'ab'.repeat(32)}`;
+      const almanacRows = async () =>
+        (await timeline(agent.address, '?kind=almanac')).entries.map((entry) => entry.summary);
+      // The stranger, registered nowhere here, registers in the same group as the agent's
+      // first registration and alone later: neither gives anyone a row.
+      const first = [agent, stranger].map((identity) =>
+        registerInAlmanac(t.url, identity, { timestamp: unixSeconds(clock.now()), endpoints }),
+      );
+      await Promise.all(first);
+      await until(async () => (await almanacRows()).length === 1, 'the first registration');
+      clock.advance(2_000);
+      // Renewed as it was: nothing new to tell.
+      await registerInAlmanac(t.url, agent, { timestamp: unixSeconds(clock.now()), endpoints });
+      await registerInAlmanac(t.url, stranger, {
+        timestamp: unixSeconds(clock.now()),
+        endpoints,
+        protocols: [protocol],
+      });
+      clock.advance(2_000);
+      await registerInAlmanac(t.url, agent, {
+        timestamp: unixSeconds(clock.now()),
+        endpoints,
+        protocols: [protocol],
+      });
+      await until(async () => (await almanacRows()).length === 2, 'the new protocol');
+      assert.deepEqual(await almanacRows(), [
+        'updated its registration in the Almanac: http://127.0.0.1:8001/submit',
+        'registered in the Almanac: http://127.0.0.1:8001/submit',
+      ]);
     });
 
     it('streams a message as its arrival, then its fate, and none of its steps, resumably', async () => {

@@ -94,7 +94,7 @@ describe('the change feed', () => {
       { kind: 'message.stored', addresses: [A, B], local: { messages: [message] } },
       { kind: 'timeline.recorded', addresses: [B], local: { rows: [row] } },
       { kind: 'agent.seen', address: A, by: 'poll', at: 1 },
-      { kind: 'almanac.registered', addresses: [A], changed: [] },
+      { kind: 'almanac.registered', addresses: [A], changed: [], agents: [] },
       { kind: 'agent.deleted', address: A, userId: 'u1' },
     ]);
     assert.deepEqual(sent, [

@@ -264,23 +264,26 @@ export class ActivityService implements AgentHistory {
     );
   }
 
-  /** Almanac registrations of registered agents that are new or declare something new. */
+  /**
+   * Almanac registrations that are new or declare something new, of `agents` (those registered
+   * here: the others have no timeline).
+   */
   async almanacRegistered(
     changes: readonly { address: string; endpoints: string[]; isNew: boolean }[],
+    agents: readonly string[],
   ): Promise<void> {
-    if (changes.length === 0) return;
-    const owners = await this.store.repos.deliveries.owners(changes.map((c) => c.address));
+    const registered = new Set(agents);
+    const recorded = changes.filter((change) => registered.has(change.address));
+    if (recorded.length === 0) return;
     const now = this.clock.now();
     await this.record(
-      changes
-        .filter((change) => owners.has(change.address))
-        .map((change) => ({
-          address: change.address,
-          kind: 'almanac.registered',
-          at: now,
-          message: `${change.isNew ? 'registered in' : 'updated its registration in'} the Almanac: ${change.endpoints.join(', ') || 'no endpoint'}`,
-          data: JSON.stringify({ endpoints: change.endpoints }),
-        })),
+      recorded.map((change) => ({
+        address: change.address,
+        kind: 'almanac.registered',
+        at: now,
+        message: `${change.isNew ? 'registered in' : 'updated its registration in'} the Almanac: ${change.endpoints.join(', ') || 'no endpoint'}`,
+        data: JSON.stringify({ endpoints: change.endpoints }),
+      })),
     );
   }
 
@@ -334,9 +337,10 @@ export class ActivityService implements AgentHistory {
         return undefined;
       case 'almanac.registered': {
         const now = this.clock.now();
-        for (const address of change.addresses) this.presence.seen(address, 'almanac', now);
-        if (change.changed.length === 0) return undefined;
-        return this.almanacRegistered(change.changed).catch((err: unknown) =>
+        // Presence is written for agents registered here alone: of the others, nothing is kept.
+        for (const address of change.agents) this.presence.seen(address, 'almanac', now);
+        if (change.changed.length === 0 || change.agents.length === 0) return undefined;
+        return this.almanacRegistered(change.changed, change.agents).catch((err: unknown) =>
           this.logger.warn({ err }, 'Almanac activity not recorded'),
         );
       }

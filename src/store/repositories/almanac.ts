@@ -118,6 +118,22 @@ export class AlmanacRepository {
     return stored;
   }
 
+  /** Those of `addresses` (each named once) that are registered here as agents. */
+  async registeredAgentsAmong(addresses: readonly string[]): Promise<string[]> {
+    const agents: string[] = [];
+    for (const slice of slices([...addresses])) {
+      const { rows } = await this.statements.execute(
+        this.db,
+        `agents.among ${slice.length}`,
+        slice,
+        () =>
+          this.db.selectFrom('agents').select('address').where('address', 'in', slice).compile(),
+      );
+      for (const row of rows) agents.push(row.address);
+    }
+    return agents;
+  }
+
   /** The protocols (as stored: JSON text) that the registrations of `addresses` declare. */
   async declaredProtocols(addresses: string[]): Promise<Map<string, string>> {
     const declared = new Map<string, string>();
