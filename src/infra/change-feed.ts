@@ -51,9 +51,9 @@ export type Change =
   | { kind: 'forward.attempted'; address: string; ok: boolean; error: string | null }
   /**
    * Almanac registrations were stored; `changed`: those new or declaring something new;
-   * `agents`: those of `addresses` registered here as agents when they were stored (read in the
-   * same transaction, so that what only registered agents have, timelines and kept forwards,
-   * costs nothing for the many that are not).
+   * `agents`: those of `addresses` registered here as agents when they were stored (answered by
+   * the statement that stored them, so that what only registered agents have, timelines and
+   * kept forwards, costs nothing for the many that are not).
    */
   | {
       kind: 'almanac.registered';

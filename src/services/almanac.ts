@@ -233,6 +233,9 @@ export class AlmanacService {
     const refusals: (BadRequestError | undefined)[] = rows.map(() => undefined);
     const seen: string[] = [];
     const changed: AlmanacChange[] = [];
+    // Told by the upsert itself: what only agents registered here have (timelines, kept
+    // forwards) is then not looked for for the many registrants that are not.
+    const agents = new Set<string>();
     let pending = rows.map((_, index) => index);
     while (pending.length > 0) {
       const named = new Set<string>();
@@ -254,8 +257,10 @@ export class AlmanacService {
       const declared = new Map<string, string[]>();
       for (const index of pass) {
         const row = rows[index]!;
-        if (stored.has(row.address)) {
+        const agent = stored.get(row.address);
+        if (agent !== undefined) {
           seen.push(row.address);
+          if (agent) agents.add(row.address);
           if (before.get(row.address) === row.protocols) continue;
           changed.push({
             address: row.address,
@@ -273,11 +278,7 @@ export class AlmanacService {
       }
       pending = later;
     }
-    // Read here, in the transaction, where it costs least: what only agents registered here
-    // have (timelines, kept forwards) is then not looked for for the many that are not.
-    const agents =
-      seen.length > 0 ? await repos.almanac.registeredAgentsAmong([...new Set(seen)]) : [];
-    return { refusals, seen, changed, agents };
+    return { refusals, seen, changed, agents: [...agents] };
   }
 
   /** The agent's status; `update.agent_identifier` names it (the route checks the path). */

@@ -56,6 +56,28 @@ describeOnEachDialect('almanac store', (dialect) => {
   const upsertOne = async (row: AlmanacRegistrationRow): Promise<boolean> =>
     (await t.store.repos.almanac.upsertRegistrations([row])).has(row.address);
 
+  it('tells, of each registration stored, whether its agent is registered here', async () => {
+    const userId = await insertUser(t.store);
+    const [agent, stranger, older] = Array.from({ length: 3 }, () => TestIdentity.random().address);
+    await t.store.repos.agents.save(agentListing({ address: agent!, user_id: userId }));
+    await t.store.repos.agents.save(agentListing({ address: older!, user_id: userId }));
+    const base = Date.UTC(2026, 10, 29);
+    assert.ok(await upsertOne(registration(older!, base, 'http://127.0.0.1:8001/submit')));
+    const stored = await t.store.repos.almanac.upsertRegistrations([
+      registration(agent!, base, 'http://127.0.0.1:8001/submit'),
+      registration(stranger!, base, 'http://127.0.0.1:8001/submit'),
+      // Older than what is stored: not written, so not told.
+      registration(older!, base - 1000, 'http://127.0.0.1:8001/submit'),
+    ]);
+    assert.deepEqual(
+      new Map([...stored].sort()),
+      new Map([
+        [agent!, true],
+        [stranger!, false],
+      ]),
+    );
+  });
+
   it('stores a group of registrations in one statement, each only when newer', async () => {
     const base = Date.UTC(2026, 10, 21);
     const [fresh, newer, older, resent] = Array.from({ length: 4 }, () => TestIdentity.random());
@@ -70,7 +92,7 @@ describeOnEachDialect('almanac store', (dialect) => {
       stored[2]!,
     ];
     assert.deepEqual(
-      [...(await t.store.repos.almanac.upsertRegistrations(group))].sort(),
+      [...(await t.store.repos.almanac.upsertRegistrations(group)).keys()].sort(),
       [fresh!.address, newer!.address].sort(),
     );
     assert.equal((await t.store.repos.almanac.findRegistration(older!.address))?.signed_at, base);

@@ -82,10 +82,11 @@ export class AlmanacRepository {
    * signed later, or is this very message (same timestamp and signature: a resend changes
    * nothing), in one statement per thousand so that of two racing writers the newer always
    * wins. uAgents signs whole seconds, so two registrations of the same second are both
-   * genuine: the last one received wins. Answers the addresses whose registration was stored.
+   * genuine: the last one received wins. Answers the addresses whose registration was stored,
+   * each with whether it is an agent registered here (read by the same statement).
    */
-  async upsertRegistrations(rows: AlmanacRegistrationRow[]): Promise<Set<string>> {
-    const stored = new Set<string>();
+  async upsertRegistrations(rows: AlmanacRegistrationRow[]): Promise<Map<string, boolean>> {
+    const stored = new Map<string, boolean>();
     for (const slice of slices(rows)) {
       const written = await this.statements.insert(
         this.db,
@@ -111,27 +112,22 @@ export class AlmanacRepository {
                 }))
                 .where(newerOrSameSecond('almanac_registrations')),
             )
-            .returning('address'),
+            .returning((eb) => [
+              'address',
+              eb
+                .exists(
+                  eb
+                    .selectFrom('agents')
+                    .select(sql`1`.as('one'))
+                    .whereRef('agents.address', '=', 'almanac_registrations.address'),
+                )
+                .as('agent'),
+            ]),
       );
-      for (const { address } of written) stored.add(address);
+      // PostgreSQL answers a boolean, SQLite 1 or 0.
+      for (const { address, agent } of written) stored.set(address, Boolean(agent));
     }
     return stored;
-  }
-
-  /** Those of `addresses` (each named once) that are registered here as agents. */
-  async registeredAgentsAmong(addresses: readonly string[]): Promise<string[]> {
-    const agents: string[] = [];
-    for (const slice of slices([...addresses])) {
-      const { rows } = await this.statements.execute(
-        this.db,
-        `agents.among ${slice.length}`,
-        slice,
-        () =>
-          this.db.selectFrom('agents').select('address').where('address', 'in', slice).compile(),
-      );
-      for (const row of rows) agents.push(row.address);
-    }
-    return agents;
   }
 
   /** The protocols (as stored: JSON text) that the registrations of `addresses` declare. */
