@@ -270,7 +270,11 @@ describeOnEachDialect('agent activity', (dialect) => {
       });
       assert.equal(await count('agentry_activity_streams'), open + 1);
       stream.close();
-      await waitFor(async () => (await count('agentry_activity_streams')) === open);
+      await until(
+        async () => (await count('agentry_activity_streams')) === open,
+        'the stream count to drop back',
+        { everyMs: 50 },
+      );
     });
 
     it('answers a flood past its budget for the minute 503 with Retry-After, which the client retries', async () => {
@@ -445,7 +449,9 @@ describeOnEachDialect('agent activity', (dialect) => {
         registerInAlmanac(t.url, identity, { timestamp: unixSeconds(clock.now()), endpoints }),
       );
       await Promise.all(first);
-      await until(async () => (await almanacRows()).length === 1, 'the first registration');
+      await until(async () => (await almanacRows()).length === 1, "the first registration's row", {
+        everyMs: 50,
+      });
       clock.advance(2_000);
       // Renewed as it was: nothing new to tell.
       await registerInAlmanac(t.url, agent, { timestamp: unixSeconds(clock.now()), endpoints });
@@ -460,7 +466,9 @@ describeOnEachDialect('agent activity', (dialect) => {
         endpoints,
         protocols: [protocol],
       });
-      await until(async () => (await almanacRows()).length === 2, 'the new protocol');
+      await until(async () => (await almanacRows()).length === 2, "the new protocol's row", {
+        everyMs: 50,
+      });
       assert.deepEqual(await almanacRows(), [
         'updated its registration in the Almanac: http://127.0.0.1:8001/submit',
         'registered in the Almanac: http://127.0.0.1:8001/submit',
@@ -683,7 +691,11 @@ describeOnEachDialect('agent activity', (dialect) => {
         body: envelopeFor(sender, agent.address),
       });
       // The presence is written after the answer.
-      await waitFor(async () => (await status(agent.address)).status === 'failing');
+      await until(
+        async () => (await status(agent.address)).status === 'failing',
+        'the agent to be failing',
+        { everyMs: 50 },
+      );
       assert.match(
         String((await status(agent.address)).reason),
         /forward failed: Target agent answered with status 503/,
@@ -706,7 +718,11 @@ describeOnEachDialect('agent activity', (dialect) => {
         body: envelopeFor(sender, agent.address),
       });
       assert.equal(ok.status, 200, ok.text);
-      await waitFor(async () => (await status(agent.address)).status === 'active');
+      await until(
+        async () => (await status(agent.address)).status === 'active',
+        'the agent to be active again',
+        { everyMs: 50 },
+      );
     });
   });
 
@@ -953,10 +969,14 @@ describeOnEachDialect('agent activity', (dialect) => {
       );
       await flushPresence(t);
       // The kept messages go once the agent answers at its new URL; the mailbox's stays.
-      await waitFor(async () => {
-        const res = await call(t.url, 'GET', `/v2/agents/${agent.address}`, { key });
-        return res.body.mailbox.pending_messages === 1;
-      });
+      await until(
+        async () => {
+          const res = await call(t.url, 'GET', `/v2/agents/${agent.address}`, { key });
+          return res.body.mailbox.pending_messages === 1;
+        },
+        'the kept messages to go, the mailbox’s left pending',
+        { everyMs: 50 },
+      );
       const repo = t.server.ctx.store.repos.activity;
       const scope = { address: agent.address, since: 0 };
       const everything = await repo.timeline(scope, {
@@ -988,7 +1008,11 @@ describeOnEachDialect('agent activity', (dialect) => {
       });
       assert.equal(fourth.status, 429, fourth.text);
       for (const stream of open) stream.close();
-      await waitFor(async () => (await call(t.url, 'GET', '/v2/activity', { key })).status === 200);
+      await until(
+        async () => (await call(t.url, 'GET', '/v2/activity', { key })).status === 200,
+        'GET /v2/activity to answer 200',
+        { everyMs: 50 },
+      );
       const notOwner = await call(t.url, 'GET', `/v2/agents/${agent.address}/activity/stream`, {
         key: otherKey,
       });
@@ -1013,11 +1037,3 @@ describeOnEachDialect('activity streams at shutdown', (dialect) => {
     await closed;
   });
 });
-
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}

@@ -9,6 +9,7 @@ import { call } from '../kit/http.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import { openStream, type StreamEvent } from '../kit/sse.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
+import { until } from '../kit/wait.js';
 import {
   CHAT_MESSAGE_DIGEST,
   CHAT_PROTOCOL_DIGEST,
@@ -34,6 +35,8 @@ async function take(stream: Awaited<ReturnType<typeof openStream>>, count: numbe
   while (events.length < count) events.push(await stream.next(ms));
   return events;
 }
+
+const LOOK = { timeoutMs: 3000, everyMs: 20 };
 
 describeOnEachDialect('chat', (dialect) => {
   let t: TestServer;
@@ -117,7 +120,11 @@ describeOnEachDialect('chat', (dialect) => {
     );
     // Agentry acknowledged the agent's reply, as the protocol expects.
     const reply = JSON.parse(events[2]!.data) as { msg_id: string };
-    await waitFor(() => echo.heard.some((h) => h.payload.acknowledged_msg_id === reply.msg_id));
+    await until(
+      () => echo.heard.some((h) => h.payload.acknowledged_msg_id === reply.msg_id),
+      'the acknowledgement of the reply',
+      LOOK,
+    );
     // Resumed after the acknowledgement, the stream starts with the reply.
     stream.close();
     const resumed = await openStream(`${t.url}/v2/chat/sessions/${session.id}/stream`, {
@@ -175,12 +182,16 @@ describeOnEachDialect('chat', (dialect) => {
       key: t.userKey,
       body: { text: 'traced' },
     });
-    await waitFor(async () => {
-      const trace = await call(t.url, 'GET', `/v2/agents/${echo.address}/deliveries`, {
-        key: t.userKey,
-      });
-      return JSON.stringify(trace.body).includes(session.identity);
-    });
+    await until(
+      async () => {
+        const trace = await call(t.url, 'GET', `/v2/agents/${echo.address}/deliveries`, {
+          key: t.userKey,
+        });
+        return JSON.stringify(trace.body).includes(session.identity);
+      },
+      'the message in the delivery trace',
+      LOOK,
+    );
   });
 
   it('keeps another user out of a session, and lets a read-only key read it alone', async () => {
@@ -219,12 +230,15 @@ describeOnEachDialect('chat', (dialect) => {
     });
     assert.equal(ended.status, 200, ended.text);
     assert.notEqual(ended.body.ended_at, null);
-    await waitFor(() =>
-      echo.heard.some(
-        (h) =>
-          h.envelope.session === session.id &&
-          (h.payload.content ?? []).some((part) => part.type === 'end-session'),
-      ),
+    await until(
+      () =>
+        echo.heard.some(
+          (h) =>
+            h.envelope.session === session.id &&
+            (h.payload.content ?? []).some((part) => part.type === 'end-session'),
+        ),
+      'the agent to be told the session ended',
+      LOOK,
     );
     const late = await call(t.url, 'POST', `/v2/chat/sessions/${session.id}/messages`, {
       key: t.userKey,
@@ -306,11 +320,3 @@ describeOnEachDialect('chat', (dialect) => {
     assert.deepEqual(history.body, []);
   });
 });
-
-async function waitFor(check: () => boolean | Promise<boolean>, ms = 3000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('not seen in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}

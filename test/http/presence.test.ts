@@ -7,6 +7,7 @@ import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { flushPresence, ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
+import { until } from '../kit/wait.js';
 
 /**
  * Presence from held polls, across replicas (docs/activity.md, "Status"): an agent whose poll
@@ -31,14 +32,6 @@ describeOnEachDialect('presence from held polls, on two replicas', (dialect) => 
     const res = await call(on.url, 'GET', `/v2/agents/${address}`, { key: a.userKey });
     assert.equal(res.status, 200, res.text);
     return res.body.status as { status: string; reason: string | null; last_seen: string | null };
-  }
-
-  async function until(what: string, check: () => boolean): Promise<void> {
-    const deadline = Date.now() + 5000;
-    while (!check()) {
-      if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
   }
 
   it('holds an agent connected on the other replica while one holds its poll, and unreachable once it ends', async () => {
@@ -71,7 +64,7 @@ describeOnEachDialect('presence from held polls, on two replicas', (dialect) => 
       headers: { authorization: authorization() },
       signal: client.signal,
     }).catch(() => undefined);
-    await until('the poll to be held', () => a.server.ctx.heldPolls() === 1);
+    await until(() => a.server.ctx.heldPolls() === 1, 'the poll to be held', { everyMs: 10 });
     await flushPresence(a);
 
     // Fifteen seconds into the hold, far past its cadence and the grace: replica b, which
@@ -84,7 +77,7 @@ describeOnEachDialect('presence from held polls, on two replicas', (dialect) => 
     // take the grace (5 s); after that, nobody is polling, for either replica.
     client.abort();
     await held;
-    await until('the poll to end', () => a.server.ctx.heldPolls() === 0);
+    await until(() => a.server.ctx.heldPolls() === 0, 'the poll to end', { everyMs: 10 });
     await flushPresence(a);
     clock.advance(5500);
     await b.server.ctx.services.activity.sweep();

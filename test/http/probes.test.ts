@@ -17,6 +17,7 @@ import { call } from '../kit/http.js';
 import { closeNow, listenOnLoopback } from '../kit/loopback.js';
 import { flushPresence, ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { TestIdentity } from '../kit/uagent.js';
+import { until } from '../kit/wait.js';
 
 /**
  * A chat agent at an endpoint of its own, as the chat protocol has it: each chat message posted
@@ -86,14 +87,7 @@ async function startReceiver() {
   return { url, received, close: () => closeNow(server) };
 }
 
-/** Waits until `check` holds, or fails saying what it waited for. */
-async function until(what: string, check: () => Promise<boolean>, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting: ${what}`);
-    await sleep(100);
-  }
-}
+const LOOK = { timeoutMs: 20_000, everyMs: 100 };
 
 describeOnEachDialect('health probes', (dialect) => {
   let t: TestServer;
@@ -160,10 +154,14 @@ describeOnEachDialect('health probes', (dialect) => {
       assert.equal(asked.body.interval_seconds, 5);
 
       // The first probe goes at once, and is answered.
-      await until('the first probe is answered', async () => {
-        const h = await health(probed.identity.address);
-        return h.healthy === true;
-      });
+      await until(
+        async () => {
+          const h = await health(probed.identity.address);
+          return h.healthy === true;
+        },
+        'the first probe to be answered',
+        LOOK,
+      );
       const answered = await health(probed.identity.address);
       assert.equal(answered.unanswered, 0);
       // An answer is the agent seen, by whichever process settled it.
@@ -192,9 +190,9 @@ describeOnEachDialect('health probes', (dialect) => {
       // It stops answering: two probes later it is unhealthy, on the timeline and a webhook.
       probed.agent.answering = false;
       await until(
-        'the agent is unhealthy',
         async () => (await health(probed.identity.address)).healthy === false,
-        30_000,
+        'the agent to be unhealthy',
+        { timeoutMs: 30_000, everyMs: 100 },
       );
       const down = await health(probed.identity.address);
       assert.equal(down.unanswered, 2);
@@ -209,7 +207,7 @@ describeOnEachDialect('health probes', (dialect) => {
       assert.equal(timeline.status, 200, timeline.text);
       assert.equal(timeline.body.entries.length, 1, timeline.text);
       assert.match(timeline.body.entries[0].summary, /stopped answering health probes/);
-      await until('the webhook is delivered', async () => receiver.received.length > 0);
+      await until(async () => receiver.received.length > 0, 'the webhook to be delivered', LOOK);
       assert.equal(receiver.received[0]!.body.kind, 'agent.unhealthy');
       assert.equal(receiver.received[0]!.body.agent, probed.identity.address);
       const unresponsive = await call(t.url, 'POST', '/v1/search/agents', {
@@ -223,9 +221,9 @@ describeOnEachDialect('health probes', (dialect) => {
       // It answers again: healthy at the next probe.
       probed.agent.answering = true;
       await until(
-        'the agent is healthy again',
         async () => (await health(probed.identity.address)).healthy === true,
-        30_000,
+        'the agent to be healthy again',
+        { timeoutMs: 30_000, everyMs: 100 },
       );
       const back = await call(
         t.url,
@@ -327,12 +325,16 @@ describeOnEachDialect('health probes: what is kept', (dialect) => {
         body: { interval_seconds: 3600 },
       });
       assert.equal(asked.status, 200, asked.text);
-      await until('the first probe is answered', async () => {
-        const res = await call(t.url, 'GET', `/v2/agents/${identity.address}/probes`, {
-          key: t.userKey,
-        });
-        return res.body.healthy === true;
-      });
+      await until(
+        async () => {
+          const res = await call(t.url, 'GET', `/v2/agents/${identity.address}/probes`, {
+            key: t.userKey,
+          });
+          return res.body.healthy === true;
+        },
+        'the first probe to be answered',
+        LOOK,
+      );
       const { db } = t.server.ctx.store;
       const probe = await db
         .selectFrom('agent_probes')
@@ -420,10 +422,14 @@ describeOnEachDialect('health probes: what is kept', (dialect) => {
           body: { interval_seconds: 3600 },
         });
         assert.equal(on.status, 200, on.text);
-        await until(`the probe of round ${round} is answered`, async () => {
-          const res = await call(t.url, 'GET', probes, { key: t.userKey });
-          return res.body.healthy === true;
-        });
+        await until(
+          async () => {
+            const res = await call(t.url, 'GET', probes, { key: t.userKey });
+            return res.body.healthy === true;
+          },
+          `the probe of round ${round} to be answered`,
+          LOOK,
+        );
         const { session_id } = await db
           .selectFrom('agent_probes')
           .select('session_id')

@@ -11,17 +11,11 @@ import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
+import { until } from '../kit/wait.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Resolves once `check` holds; fails naming `what` after `timeoutMs`. */
-async function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
-    await sleep(20);
-  }
-}
+const LOOK = { timeoutMs: 10_000, everyMs: 20 };
 
 function envelopeFor(target: string, expires?: number): EnvelopeFields {
   const sender = TestIdentity.random();
@@ -134,16 +128,24 @@ describeOnEachDialect('proxy: keeping what it could not forward', (dialect) => {
     ]);
     assert.equal(first[0]!.status_code, null);
     // While it is down, the forwarder tries again, and the message stays.
-    await waitFor('a second forward failed', async () => {
-      const rows = await api.trace(agent, uuid);
-      return rows.filter((row) => row.event === 'forwarded').length >= 2;
-    });
+    await until(
+      async () => {
+        const rows = await api.trace(agent, uuid);
+        return rows.filter((row) => row.event === 'forwarded').length >= 2;
+      },
+      'a second forward to fail',
+      LOOK,
+    );
     assert.equal((await api.mailbox(agent)).length, 1);
 
     await endpoint.up();
     try {
-      await waitFor('the agent received it', () => endpoint.received.length > 0);
-      await waitFor('it left the mailbox', async () => (await api.mailbox(agent)).length === 0);
+      await until(() => endpoint.received.length > 0, 'the agent to receive it', LOOK);
+      await until(
+        async () => (await api.mailbox(agent)).length === 0,
+        'it to leave the mailbox',
+        LOOK,
+      );
       await sleep(QUIET_MS);
       assert.deepEqual(
         endpoint.received.map((body) => JSON.parse(body)),
@@ -180,7 +182,7 @@ describeOnEachDialect('proxy: keeping what it could not forward', (dialect) => {
       const res = await api.forward(envelope);
       assert.equal(res.status, 200, res.text);
       assert.deepEqual(res.body, {});
-      await waitFor('it was delivered', async () => (await api.mailbox(agent)).length === 0);
+      await until(async () => (await api.mailbox(agent)).length === 0, 'it to be delivered', LOOK);
       await sleep(QUIET_MS);
       assert.equal(endpoint.copiesOf(envelope), 4, 'three failures, then one success');
       assert.deepEqual(story(await api.trace(agent, messageUuid(envelope))), [
@@ -205,7 +207,7 @@ describeOnEachDialect('proxy: keeping what it could not forward', (dialect) => {
       const agent = await agentAt(endpoint);
       const envelope = envelopeFor(agent.address);
       assert.equal((await api.forward(envelope)).status, 200);
-      await waitFor('it was delivered', async () => (await api.mailbox(agent)).length === 0);
+      await until(async () => (await api.mailbox(agent)).length === 0, 'it to be delivered', LOOK);
       const at = (await api.trace(agent, messageUuid(envelope)))
         .filter((row) => row.event === 'forwarded')
         .map((row) => Date.parse(row.at));
@@ -240,7 +242,7 @@ describeOnEachDialect('proxy: keeping what it could not forward', (dialect) => {
       const res = await api.forward(envelope);
       assert.equal(res.status, 200, res.text);
       assert.ok(Date.now() - started < 5000);
-      await waitFor('it was delivered', async () => (await api.mailbox(agent)).length === 0);
+      await until(async () => (await api.mailbox(agent)).length === 0, 'it to be delivered', LOOK);
       assert.deepEqual(story(await api.trace(agent, messageUuid(envelope))), [
         'forwarded (Target agent did not answer in time)',
         'submitted',
@@ -324,10 +326,14 @@ describeOnEachDialect('proxy: keeping what it could not forward', (dialect) => {
     for (const envelope of [deleted, polled]) {
       assert.equal((await api.forward(envelope)).status, 200);
     }
-    await waitFor('the forwarder tried again', async () => {
-      const rows = await api.trace(agent, messageUuid(deleted));
-      return rows.filter((row) => row.event === 'forwarded').length >= 2;
-    });
+    await until(
+      async () => {
+        const rows = await api.trace(agent, messageUuid(deleted));
+        return rows.filter((row) => row.event === 'forwarded').length >= 2;
+      },
+      'the forwarder to try again',
+      LOOK,
+    );
     const authorization = agent.authorization();
     const listed = await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
       authorization,
@@ -380,7 +386,7 @@ describeOnEachDialect('proxy: keeping what it could not forward', (dialect) => {
     const envelope = envelopeFor(agent.address, expires);
     assert.equal((await api.forward(envelope)).status, 200);
     assert.equal((await api.mailbox(agent)).length, 1);
-    await waitFor('it expired', () => Date.now() > expires * 1000 + 200);
+    await until(() => Date.now() > expires * 1000 + 200, 'it to expire', LOOK);
     assert.deepEqual(await api.mailbox(agent), []);
     await endpoint.up();
     try {
@@ -465,10 +471,14 @@ describeOnEachDialect('proxy: keeping what the private-network guard refused', (
     assert.equal(res.status, 200, res.text);
     assert.deepEqual(res.body, {});
     assert.equal((await api.mailbox(agent)).length, 1);
-    await waitFor('two more forwards were refused', async () => {
-      const rows = await api.trace(agent, messageUuid(envelope));
-      return rows.filter((row) => row.event === 'forwarded').length >= 3;
-    });
+    await until(
+      async () => {
+        const rows = await api.trace(agent, messageUuid(envelope));
+        return rows.filter((row) => row.event === 'forwarded').length >= 3;
+      },
+      'two more forwards to be refused',
+      LOOK,
+    );
     const forwards = (await api.trace(agent, messageUuid(envelope))).filter(
       (row) => row.event === 'forwarded',
     );
@@ -514,7 +524,11 @@ describeOnEachDialect('proxy: stopping with a forward under way', (dialect) => {
         // may bear the same millisecond.
         let stopping = false;
         const runs = watchRuns(t, () => stopping);
-        await waitFor('a run is under way', () => runs.some((run) => run.ended === undefined));
+        await until(
+          () => runs.some((run) => run.ended === undefined),
+          'a run to be under way',
+          LOOK,
+        );
         stopping = true;
         await (stop === 'drain' ? t.server.drain(800) : t.server.close());
         const closed = Date.now();
@@ -547,7 +561,7 @@ describeOnEachDialect('proxy: stopping with a forward under way', (dialect) => {
       // Kept after a 503; its next forward is held by the agent while the server stops.
       endpoint.script = [503, 'hold'];
       assert.equal((await api.forward(completed)).status, 200);
-      await waitFor('the forward is under way', () => endpoint.held.length === 1);
+      await until(() => endpoint.held.length === 1, 'the forward to be under way', LOOK);
       let closed = false;
       const closing = t.server.close().then(() => (closed = true));
       await sleep(300);
@@ -580,14 +594,19 @@ describeOnEachDialect('proxy: stopping with a forward under way', (dialect) => {
       next = await startTestServer({ replicaOf: t, config });
       endpoint.script = [503, 'hang'];
       assert.equal((await client(next).forward(cutShort)).status, 200);
-      await waitFor('the next forward is under way', () => endpoint.copiesOf(cutShort) === 2);
+      await until(
+        () => endpoint.copiesOf(cutShort) === 2,
+        'the next forward to be under way',
+        LOOK,
+      );
       await next.server.close();
       const last = await startTestServer({ replicaOf: t, config });
       try {
-        await waitFor('the next server delivered it', () => endpoint.copiesOf(cutShort) === 3);
-        await waitFor(
-          'it left the mailbox',
+        await until(() => endpoint.copiesOf(cutShort) === 3, 'the next server to deliver it', LOOK);
+        await until(
           async () => (await client(last).mailbox(agent)).length === 0,
+          'it to leave the mailbox',
+          LOOK,
         );
       } finally {
         await last.server.close();
@@ -636,7 +655,10 @@ describe(
         endpoint.delayMs = 50;
         counting = true;
         await endpoint.up();
-        await waitFor('every one was delivered', async () => (await pending()) === 0, 30_000);
+        await until(async () => (await pending()) === 0, 'every one to be delivered', {
+          timeoutMs: 30_000,
+          everyMs: 20,
+        });
         await sleep(QUIET_MS);
         const notOnce = envelopes.filter((envelope) => endpoint.copiesOf(envelope) !== 1);
         assert.deepEqual(notOnce, [], 'each arrived exactly once');

@@ -12,17 +12,12 @@ import { call } from '../kit/http.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
 import { openStream } from '../kit/sse.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
+import { until } from '../kit/wait.js';
 import { startWebhookSink } from '../kit/webhook-sink.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail(`timed out waiting until ${what}`);
-    await sleep(20);
-  }
-}
+const LOOK = { timeoutMs: 15_000, everyMs: 20 };
 
 function envelopeFor(target: string, expires: number): EnvelopeFields {
   const sender = TestIdentity.random();
@@ -141,7 +136,7 @@ describeOnEachDialect('proxy: one dead agent floods nothing', (dialect) => {
 
       // One warning, the status change and the two webhooks sent: nothing per message or
       // attempt.
-      await waitFor('the webhooks were sent', () => receiver.received.length >= 2);
+      await until(() => receiver.received.length >= 2, 'the webhooks to be sent', LOOK);
       const during = lines.slice(logged);
       assert.deepEqual(
         during.map((line) => line.msg).sort(),
@@ -208,7 +203,11 @@ describeOnEachDialect('proxy: one dead agent floods nothing', (dialect) => {
       assert.equal(waiting.length, 10);
       // The others expired waiting: the sweep removes them.
       await mailbox.sweepExpired();
-      await waitFor('the waiting messages arrived', async () => (await api.pending(agent)) === 0);
+      await until(
+        async () => (await api.pending(agent)) === 0,
+        'the waiting messages to arrive',
+        LOOK,
+      );
       assert.equal(endpoint.received.length, waiting.length);
       for (const { envelope } of waiting) assert.equal(endpoint.copiesOf(envelope), 1);
 
@@ -220,8 +219,10 @@ describeOnEachDialect('proxy: one dead agent floods nothing', (dialect) => {
       assert.equal(ended!.summary, 'back after 598 s, 200 messages failed');
       const closed = (await api.timeline(agent, '&kind=forwards.failing'))[0]!;
       assert.equal((closed.data as Record<string, unknown>).ended_at, ended!.at);
-      await waitFor('the webhook of its end was sent', () =>
-        receiver.received.some((r) => r.kind === 'forwards.back'),
+      await until(
+        () => receiver.received.some((r) => r.kind === 'forwards.back'),
+        'the webhook of its end to be sent',
+        LOOK,
       );
       const kinds = await api.deliveries(hook);
       assert.equal(kinds.filter((kind) => kind === 'message.forward_failed').length, 1);
@@ -278,7 +279,11 @@ describeOnEachDialect('proxy: one dead agent floods nothing', (dialect) => {
       assert.ok(sent.length >= 30, `${sent.length} messages`);
 
       await endpoint.up();
-      await waitFor('every waiting message arrived', async () => (await api.pending(agent)) === 0);
+      await until(
+        async () => (await api.pending(agent)) === 0,
+        'every waiting message to arrive',
+        LOOK,
+      );
       assert.equal(endpoint.received.length, sent.length);
       for (const envelope of sent) assert.equal(endpoint.copiesOf(envelope), 1);
 
@@ -291,8 +296,10 @@ describeOnEachDialect('proxy: one dead agent floods nothing', (dialect) => {
       );
       assert.ok(lines.length - logged <= 8, raw.slice(logged).join('\n'));
 
-      await waitFor('the webhook of its end', () =>
-        receiver.received.some((r) => r.kind === 'forwards.back'),
+      await until(
+        () => receiver.received.some((r) => r.kind === 'forwards.back'),
+        'the webhook of its end',
+        LOOK,
       );
       const told = receiver.received.map((r) => r.kind);
       assert.equal(told.filter((kind) => kind === 'message.forward_failed').length, 1);

@@ -1,6 +1,5 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
 import pino from 'pino';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { ConfigError, loadConfig, type Config } from '../../src/config/index.js';
@@ -10,6 +9,7 @@ import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
 import type { TestIdentity } from '../kit/uagent.js';
+import { until } from '../kit/wait.js';
 
 /** The reverse proxy of these tests: a loopback address of its own. */
 const PROXY = '127.0.0.2';
@@ -300,14 +300,6 @@ describeOnEachDialect('behind a trusted proxy', (dialect) => {
     });
 
     const held = (): number => t.server.ctx.services.mailbox.heldPolls;
-
-    async function until(condition: () => boolean, what: string): Promise<void> {
-      const deadline = Date.now() + 5000;
-      while (!condition()) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-        await sleep(5);
-      }
-    }
 
     /** A held poll of `agent`'s mailbox, through `dispatcher`, as `client` if given. */
     function poll(dispatcher: Agent, signal: AbortSignal, client?: string) {

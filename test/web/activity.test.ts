@@ -8,6 +8,7 @@ import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { flushPresence, startTestServer, type TestServer } from '../kit/server.js';
 import { makeEnvelope, TestIdentity } from '../kit/uagent.js';
+import { until } from '../kit/wait.js';
 
 const TRACEBACK =
   'Traceback (most recent call last):\n  File "agent.py", line 12, in handler\n    1 / 0\nZeroDivisionError: division by zero\n';
@@ -91,10 +92,14 @@ describeOnEachDialect('what agents are doing, in the console', (dialect) => {
       await flushPresence(t);
       // The proxy keeps the message (200) and says why the forward failed.
       assert.equal((await submit(blocked.address, 'proxy')).status, 200);
-      await waitFor(async () => {
-        const res = await call(t.url, 'GET', `/v2/agents/${blocked.address}`, { key });
-        return res.body.status.status === 'failing';
-      });
+      await until(
+        async () => {
+          const res = await call(t.url, 'GET', `/v2/agents/${blocked.address}`, { key });
+          return res.body.status.status === 'failing';
+        },
+        'the blocked agent to be failing',
+        { everyMs: 50 },
+      );
 
       const { page, problems } = await openConsole(key);
       const table = page.getByTestId('agents');
@@ -333,12 +338,4 @@ async function kinds(page: Page): Promise<string[]> {
     .getByTestId('timeline')
     .getByRole('listitem')
     .evaluateAll((items) => items.map((item) => item.getAttribute('data-kind') ?? ''));
-}
-
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }

@@ -8,6 +8,7 @@ import { browserSkipReason, ensureWebBuild, launchBrowser, watchPage } from '../
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { startTestServer, type TestServer } from '../kit/server.js';
+import { until } from '../kit/wait.js';
 
 /**
  * A hosted agent's logs in the console: they open at the newest line and follow new ones,
@@ -21,6 +22,8 @@ const TRACEBACK = [
   '    print(settings["x"])',
   "KeyError: 'x'",
 ].join('\n');
+
+const LOOK = { timeoutMs: 10_000, everyMs: 50 };
 
 describeOnEachDialect('web console: a hosted agent’s logs', (dialect) => {
   let t: TestServer;
@@ -98,34 +101,33 @@ describeOnEachDialect('web console: a hosted agent’s logs', (dialect) => {
         { time: new Date(), level: 'info', type: 'execution', entry: 'INFO:     [busy]: later' },
       ]);
       await logs.getByText('INFO:     [busy]: later').waitFor();
-      await until(() => atEnd());
+      await until(() => atEnd(), 'the list to follow to its newest line', LOOK);
 
       const level = page.getByLabel('Log level');
       await level.selectOption('erro');
-      await until(async () => (await logs.locator('li').count()) === 1);
+      await until(
+        async () => (await logs.locator('li').count()) === 1,
+        'the error line alone',
+        LOOK,
+      );
       const only = logs.locator('li.log-erro');
       assert.equal(await only.count(), 1);
       assert.equal(await only.locator('.entry').textContent(), TRACEBACK);
 
       await level.selectOption('warn');
-      await until(async () => (await logs.locator('li').count()) === 5);
+      await until(
+        async () => (await logs.locator('li').count()) === 5,
+        'the five warnings and errors',
+        LOOK,
+      );
       assert.equal(await logs.locator('li.log-warn').count(), 4);
       assert.equal(await logs.locator('li.log-info').count(), 0);
 
       await level.selectOption('all');
-      await until(async () => (await logs.locator('li').count()) === 83);
+      await until(async () => (await logs.locator('li').count()) === 83, 'all 83 lines', LOOK);
       assert.equal(await atEnd(), true, 'back at the newest line');
       assert.deepEqual(problems, []);
       await context.close();
     },
   );
 });
-
-/** Waits until `check` holds, for at most ten seconds. */
-async function until(check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail('not in time');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
