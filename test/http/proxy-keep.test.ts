@@ -57,6 +57,10 @@ function client(t: TestServer) {
       assert.equal(res.status, 200, res.text);
       return res.body;
     },
+    /** The forward attempts in the message's trace. */
+    async forwards(agent: TestIdentity, uuid: string): Promise<DeliveryEventView[]> {
+      return (await this.trace(agent, uuid)).filter((row) => row.event === 'forwarded');
+    },
     async listing(agent: TestIdentity) {
       const res = await call(t.url, 'GET', `/v2/agents/${agent.address}`, { key: t.userKey });
       assert.equal(res.status, 200, res.text);
@@ -129,10 +133,7 @@ describeOnEachDialect('proxy: keeping what it could not forward', (dialect) => {
     assert.equal(first[0]!.status_code, null);
     // While it is down, the forwarder tries again, and the message stays.
     await until(
-      async () => {
-        const rows = await api.trace(agent, uuid);
-        return rows.filter((row) => row.event === 'forwarded').length >= 2;
-      },
+      async () => (await api.forwards(agent, uuid)).length >= 2,
       'a second forward to fail',
       LOOK,
     );
@@ -208,9 +209,9 @@ describeOnEachDialect('proxy: keeping what it could not forward', (dialect) => {
       const envelope = envelopeFor(agent.address);
       assert.equal((await api.forward(envelope)).status, 200);
       await until(async () => (await api.mailbox(agent)).length === 0, 'it to be delivered', LOOK);
-      const at = (await api.trace(agent, messageUuid(envelope)))
-        .filter((row) => row.event === 'forwarded')
-        .map((row) => Date.parse(row.at));
+      const at = (await api.forwards(agent, messageUuid(envelope))).map((row) =>
+        Date.parse(row.at),
+      );
       assert.equal(at.length, 7);
       const waits = at.slice(1).map((time, i) => time - at[i]!);
       // 100, 200, 400, then 400 ms again where doubling would make 800, 1600 and 3200; each
@@ -327,10 +328,7 @@ describeOnEachDialect('proxy: keeping what it could not forward', (dialect) => {
       assert.equal((await api.forward(envelope)).status, 200);
     }
     await until(
-      async () => {
-        const rows = await api.trace(agent, messageUuid(deleted));
-        return rows.filter((row) => row.event === 'forwarded').length >= 2;
-      },
+      async () => (await api.forwards(agent, messageUuid(deleted))).length >= 2,
       'the forwarder to try again',
       LOOK,
     );
@@ -472,16 +470,11 @@ describeOnEachDialect('proxy: keeping what the private-network guard refused', (
     assert.deepEqual(res.body, {});
     assert.equal((await api.mailbox(agent)).length, 1);
     await until(
-      async () => {
-        const rows = await api.trace(agent, messageUuid(envelope));
-        return rows.filter((row) => row.event === 'forwarded').length >= 3;
-      },
+      async () => (await api.forwards(agent, messageUuid(envelope))).length >= 3,
       'two more forwards to be refused',
       LOOK,
     );
-    const forwards = (await api.trace(agent, messageUuid(envelope))).filter(
-      (row) => row.event === 'forwarded',
-    );
+    const forwards = await api.forwards(agent, messageUuid(envelope));
     for (const row of forwards) {
       assert.match(row.detail ?? '', /^private address refused: 127\.0\.0\.1 resolves to /);
     }
