@@ -203,7 +203,8 @@ class PreparingClient implements PostgresPoolClient {
     // Kysely streams through a cursor only when the dialect is given one; this one is not.
     if (typeof query !== 'string') throw new Error('streaming is not configured');
     const name = this.names.get(query);
-    const values = [...parameters];
+    // Kysely hands each query an array of its own already.
+    const values = parameters as unknown[];
     const result =
       name === undefined
         ? this.client.query<R & pg.QueryResultRow>(query, values)
