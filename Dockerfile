@@ -37,5 +37,5 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.AGENTRY_PORT || 8000) + '/health').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # SIGTERM drains (docs/operations.md, "Stopping and draining").
 STOPSIGNAL SIGTERM
-ENTRYPOINT ["node", "dist/cli/main.js"]
+ENTRYPOINT ["node", "--enable-source-maps", "dist/agentry.js"]
 CMD ["serve"]

@@ -130,7 +130,7 @@ const autocannonVersion = (
 const setup = {
   loadGenerator: `autocannon ${autocannonVersion}, one thread on the same machine`,
   ...loadProfile,
-  server: 'node dist/cli/main.js serve --log-level warn, AGENTRY_RATE_LIMIT_MAX=0',
+  server: 'node dist/agentry.js serve --log-level warn, AGENTRY_RATE_LIMIT_MAX=0',
   stores: dialects,
   loadAverageAtStart,
 };

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
- * Builds what `npm start` runs: the server (TypeScript, tsc → dist/) and the console (vite →
- * dist/web/). `npm run build` builds both, every time. `npm start` runs it with `--changed`:
+ * Builds what `npm start` runs: the server (TypeScript, tsc → dist/, then joined into one file,
+ * dist/agentry.js: scripts/bundle.js) and the console (vite → dist/web/). `npm run build`
+ * builds both, every time; `npm run build -- server` (or `web`) the one named. `npm start` runs it with `--changed`:
  * a part is built only when one of its inputs changed since its last build (a file added,
  * removed, modified or touched), told by a fingerprint of its inputs' paths, sizes and
  * modification times kept in dist/build-stamps.json; tsc builds incrementally
@@ -20,10 +21,12 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { bundle } from './bundle.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const stampsFile = join(root, 'dist/build-stamps.json');
 const changedOnly = process.argv.includes('--changed');
+const named = process.argv.slice(2).filter((arg) => !arg.startsWith('--'));
 
 /** What every part depends on: the dependencies installed and this script. */
 const shared = ['package.json', 'package-lock.json', 'scripts/build.js'];
@@ -31,12 +34,13 @@ const shared = ['package.json', 'package-lock.json', 'scripts/build.js'];
 const parts = [
   {
     name: 'server',
-    output: 'dist/cli/main.js',
-    inputs: ['src', 'tsconfig.json', 'tsconfig.build.json', ...shared],
-    build() {
+    output: 'dist/agentry.js',
+    inputs: ['src', 'tsconfig.json', 'tsconfig.build.json', 'scripts/bundle.js', ...shared],
+    async build() {
       // A full build starts over; otherwise tsc compiles what changed since its last build.
       if (!changedOnly) rmSync(join(root, 'dist/tsconfig.build.tsbuildinfo'), { force: true });
       run('node_modules/typescript/bin/tsc', ['-p', 'tsconfig.build.json']);
+      await bundle(root);
     },
   },
   {
@@ -83,13 +87,19 @@ function readStamps() {
   }
 }
 
+const unknown = named.filter((name) => !parts.some((part) => part.name === name));
+if (unknown.length > 0) {
+  console.error(`build: no part ${unknown.join(', ')}: the parts are server and web`);
+  process.exit(2);
+}
 for (const part of parts) {
+  if (named.length > 0 && !named.includes(part.name)) continue;
   const print = fingerprint(part.inputs);
   if (changedOnly && readStamps()[part.name] === print && existsSync(join(root, part.output))) {
     console.log(`build: ${part.name} unchanged since its last build`);
     continue;
   }
-  part.build();
+  await part.build();
   mkdirSync(join(root, 'dist'), { recursive: true });
   writeFileSync(stampsFile, JSON.stringify({ ...readStamps(), [part.name]: print }));
 }

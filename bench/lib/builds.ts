@@ -22,7 +22,7 @@ export interface Build {
   label: string;
   /** The commit it was made from, with "+ changes" for a working tree that has them. */
   commit: string;
-  /** The checkout's root: `dist/cli/main.js` there is what runs. */
+  /** The checkout's root: `dist/agentry.js` there (`dist/cli/main.js` in older builds) is what runs. */
   root: string;
   /** The build's own `seedMessages`, on a store it opens on `databaseUrl`. */
   seed(databaseUrl: string): Seeder;

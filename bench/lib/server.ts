@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { freePort } from '../../test/kit/ports.js';
@@ -11,10 +12,23 @@ import { RssSampler } from './rss.js';
  * also carry the loader and an esbuild child).
  */
 export async function buildService(root = repositoryRoot): Promise<void> {
-  const tsc = createRequire(join(root, 'package.json')).resolve('typescript/bin/tsc');
-  const build = ChildRun.node('tsc', [tsc, '-p', 'tsconfig.build.json'], process.env, root);
+  // A build that ships one file (scripts/bundle.js) is built as `npm start` builds it; an
+  // older one by tsc alone.
+  const args = existsSync(join(root, 'scripts/bundle.js'))
+    ? [join(root, 'scripts/build.js'), '--changed', 'server']
+    : [
+        createRequire(join(root, 'package.json')).resolve('typescript/bin/tsc'),
+        '-p',
+        'tsconfig.build.json',
+      ];
+  const build = ChildRun.node('build', args, process.env, root);
   const code = await build.waitForExit();
   if (code !== 0) throw new Error(`the build failed:\n${build.output()}`);
+}
+
+/** What a build's `npm start` runs: its one file, or an older build's compiled entry. */
+function serverEntry(root: string): string {
+  return existsSync(join(root, 'dist/agentry.js')) ? 'dist/agentry.js' : 'dist/cli/main.js';
 }
 
 /** The environment without the caller's AGENTRY_* settings, so every run measures defaults. */
@@ -103,7 +117,7 @@ async function launch<T extends object>(
     'agentry serve',
     [
       ...nodeArgs,
-      'dist/cli/main.js',
+      serverEntry(root),
       'serve',
       '--host',
       '127.0.0.1',

@@ -58,11 +58,17 @@ describe('npm start: the build', () => {
       assert.match(unchanged, /^build: web unchanged since its last build$/m);
 
       const mark = randomUUID();
-      appendFileSync(join(copy, 'src/version.ts'), `export const buildMark = '${mark}';\n`);
+      // A statement with an effect: the one file keeps only what runs.
+      appendFileSync(
+        join(copy, 'src/version.ts'),
+        `(globalThis as Record<string, unknown>).buildMark = '${mark}';\n`,
+      );
       const server = await build();
       assert.doesNotMatch(server, /server unchanged/);
       assert.match(server, /^build: web unchanged/m);
       assert.match(readFileSync(join(copy, 'dist/version.js'), 'utf8'), new RegExp(mark));
+      // What npm start runs, the one file, is joined again.
+      assert.match(readFileSync(join(copy, 'dist/agentry.js'), 'utf8'), new RegExp(mark));
 
       const later = new Date();
       utimesSync(join(copy, 'web/index.html'), later, later);

@@ -1,10 +1,11 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stripVTControlCharacters } from 'node:util';
+import { ensureWebBuild } from '../kit/browser.js';
 import { call } from '../kit/http.js';
 import { freePort } from '../kit/ports.js';
 import {
@@ -48,6 +49,37 @@ describe('command line: serve and migrate', () => {
       assert.equal(challenge.status, 200);
       server.child.kill('SIGTERM');
       assert.equal(await server.exited, 0);
+    } finally {
+      server.child.kill('SIGKILL');
+      rmSync(fresh, { recursive: true, force: true });
+    }
+  });
+
+  it('serves, from its one file, the API document, the console and the docs page the sources serve', async () => {
+    // dist/agentry.js joins the modules into one file: files found beside a module (the
+    // console's pages, package.json, the docs page's assets) must still be found.
+    ensureWebBuild();
+    const fresh = mkdtempSync(join(tmpdir(), 'agentry-bundle-'));
+    const server = await spawnServer(['--data-dir', fresh]);
+    try {
+      const spec = await call(server.url, 'GET', '/openapi.json');
+      assert.equal(spec.status, 200);
+      assert.equal(
+        `${JSON.stringify(spec.body, null, 2)}\n`,
+        readFileSync(join(repositoryRoot, 'test/fixtures/openapi.json'), 'utf8'),
+      );
+      const version = (
+        JSON.parse(readFileSync(join(repositoryRoot, 'package.json'), 'utf8')) as {
+          version: string;
+        }
+      ).version;
+      assert.equal((spec.body as { info: { version: string } }).info.version, version);
+      const page = await fetch(`${server.url}/`);
+      assert.equal(page.status, 200);
+      assert.match(await page.text(), /<html/i);
+      const initializer = await fetch(`${server.url}/docs/static/swagger-initializer.js`);
+      assert.equal(initializer.status, 200);
+      assert.match(await initializer.text(), /validatorUrl: null/);
     } finally {
       server.child.kill('SIGKILL');
       rmSync(fresh, { recursive: true, force: true });

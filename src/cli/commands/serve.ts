@@ -76,7 +76,7 @@ function databaseLabel(url: string): string {
  * project's directory under `npm start` (after `npm ci` the package's own command is not on
  * the PATH, and npx finds it there without the network), `npm run agentry --` under another
  * npm script (`npm run dev`, no build), `agentry` when it was run by that name, else this
- * program's path (`node dist/cli/main.js` in the container image).
+ * program's path (`node dist/agentry.js` in the container image).
  */
 export function commandLine(): string {
   const script = process.env.npm_lifecycle_event;
