@@ -2,11 +2,11 @@
 /**
  * Builds what `npm start` runs: the server (TypeScript, tsc → dist/, then joined into one file,
  * dist/agentry.js: scripts/bundle.js) and the console (vite → dist/web/). `npm run build`
- * builds both, every time; `npm run build -- server` (or `web`) the one named. `npm start` runs it with `--changed`:
- * a part is built only when one of its inputs changed since its last build (a file added,
- * removed, modified or touched), told by a fingerprint of its inputs' paths, sizes and
- * modification times kept in dist/build-stamps.json; tsc builds incrementally
- * (dist/tsconfig.build.tsbuildinfo), compiling only what a change reaches.
+ * builds both, every time; `npm run build -- server` (or `web`) the one named. `npm start`
+ * runs it with `--changed`: a part is built only when one of its inputs changed since its last
+ * build (a file added, removed, modified or touched), told by a fingerprint of its inputs'
+ * paths, sizes and modification times kept in dist/build-stamps.json; tsc builds
+ * incrementally (dist/tsconfig.build.tsbuildinfo), compiling only what a change reaches.
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
