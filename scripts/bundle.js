@@ -46,9 +46,12 @@ function packageOf(specifier) {
   return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
 }
 
-/** The package a file in node_modules belongs to, or none for a file of ours. */
+/**
+ * The package a file in node_modules belongs to (the innermost, for a package installed inside
+ * another's node_modules), or none for a file of ours.
+ */
 function packageOfFile(path) {
-  const match = /node_modules[\\/]((?:@[^\\/]+[\\/])?[^\\/]+)/.exec(path);
+  const match = [...path.matchAll(/node_modules[\\/]((?:@[^\\/]+[\\/])?[^\\/]+)/g)].at(-1);
   return match ? match[1].replace('\\', '/') : undefined;
 }
 
