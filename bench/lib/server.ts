@@ -12,9 +12,8 @@ import { RssSampler } from './rss.js';
  * also carry the loader and an esbuild child).
  */
 export async function buildService(root = repositoryRoot): Promise<void> {
-  // A build that ships one file (scripts/bundle.js) is built as `npm start` builds it; an
-  // older one by tsc alone.
-  const args = existsSync(join(root, 'scripts/bundle.js'))
+  // A build that ships one file is built as `npm start` builds it; an older one by tsc alone.
+  const args = shipsOneFile(root)
     ? [join(root, 'scripts/build.js'), '--changed', 'server']
     : [
         createRequire(join(root, 'package.json')).resolve('typescript/bin/tsc'),
@@ -26,9 +25,14 @@ export async function buildService(root = repositoryRoot): Promise<void> {
   if (code !== 0) throw new Error(`the build failed:\n${build.output()}`);
 }
 
+/** Whether the checkout at `root` ships its command line as one file (scripts/bundle.js). */
+function shipsOneFile(root: string): boolean {
+  return existsSync(join(root, 'scripts/bundle.js'));
+}
+
 /** What a build's `npm start` runs: its one file, or an older build's compiled entry. */
 function serverEntry(root: string): string {
-  return existsSync(join(root, 'dist/agentry.js')) ? 'dist/agentry.js' : 'dist/cli/main.js';
+  return shipsOneFile(root) ? 'dist/agentry.js' : 'dist/cli/main.js';
 }
 
 /** The environment without the caller's AGENTRY_* settings, so every run measures defaults. */

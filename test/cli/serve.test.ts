@@ -5,6 +5,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stripVTControlCharacters } from 'node:util';
+import { version } from '../../src/version.js';
 import { ensureWebBuild } from '../kit/browser.js';
 import { call } from '../kit/http.js';
 import { freePort } from '../kit/ports.js';
@@ -68,11 +69,6 @@ describe('command line: serve and migrate', () => {
         `${JSON.stringify(spec.body, null, 2)}\n`,
         readFileSync(join(repositoryRoot, 'test/fixtures/openapi.json'), 'utf8'),
       );
-      const version = (
-        JSON.parse(readFileSync(join(repositoryRoot, 'package.json'), 'utf8')) as {
-          version: string;
-        }
-      ).version;
       assert.equal((spec.body as { info: { version: string } }).info.version, version);
       const page = await fetch(`${server.url}/`);
       assert.equal(page.status, 200);
