@@ -1,6 +1,7 @@
 /**
- * `npx tsx bench/held-memory.ts [POLLS] [sqlite|postgres]`: what a held mailbox poll costs in
- * memory, next to what Node's own HTTP server costs for a request it holds. Three servers in
+ * `npx tsx bench/held-memory.ts [POLLS] [sqlite|postgres] [--compare REF] [--heap-snapshots DIR]`:
+ * what a held mailbox poll costs in memory, next to what Node's own HTTP server costs for a
+ * request it holds. Three servers in
  * turn, each a child process run with `--expose-gc`: a bare node:http server that never
  * answers, a bare Fastify route that waits until its client goes away, and `agentry serve`
  * (built as `npm start` does, over SQLite in a scratch directory or a fresh schema on the
@@ -10,23 +11,33 @@
  * client polls, once 1,000 have been opened and dropped to warm it up. Memory is read after a
  * full garbage collection, before and after, and printed per held poll: the V8 heap in use
  * (live objects), the heap reserved, resident memory, and resident memory outside the heap.
- * Needs `ulimit -n` above POLLS + 1,100.
+ * `--compare REF` measures REF's `agentry serve` too (built as `npm run bench -- --compare`
+ * builds it), after this tree's. `--heap-snapshots DIR` writes each `agentry serve`'s heap to
+ * DIR while it holds the polls (after a full collection), for a side-by-side look in the
+ * browser's memory tools. Needs `ulimit -n` above POLLS + 1,100.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { connect, createConnection, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { repositoryRoot } from '../test/kit/process.js';
 import { freePort } from '../test/kit/ports.js';
 import { seededIdentities } from './lib/envelopes.js';
 import { openMailboxes, openStore } from './lib/seed.js';
+import { buildOfRef } from './lib/builds.js';
 import { buildService, startService, type RunningService } from './lib/server.js';
 import { freshDatabase } from './lib/databases.js';
 
-const POLLS = Number(process.argv[2] ?? 10_000);
-const STORE = process.argv[3] === 'postgres' ? 'postgres' : 'sqlite';
+const { values: options, positionals } = parseArgs({
+  allowPositionals: true,
+  options: { compare: { type: 'string' }, 'heap-snapshots': { type: 'string' } },
+});
+const POLLS = Number(positionals[0] ?? 10_000);
+const STORE = positionals[1] === 'postgres' ? 'postgres' : 'sqlite';
+const SNAPSHOTS = options['heap-snapshots'];
 const AGENTS = 1_000;
 const WARM_UP = 1_000;
 const BATCH = 500;
@@ -35,15 +46,18 @@ const KiB = 1024;
 /**
  * Preloaded into each measured server (main thread only): on a Unix socket, `m` answers its
  * memory after two full collections, `c` how many requests it holds (the bare servers count
- * theirs in `globalThis.heldRequests`).
+ * theirs in `globalThis.heldRequests`), `s<path>` writes its heap to the file at path.
  */
 const PROBE = `
 import { createServer } from 'node:net';
+import { writeHeapSnapshot } from 'node:v8';
 import { isMainThread } from 'node:worker_threads';
 const path = process.env.HELD_MEMORY_PROBE;
 if (isMainThread && path) {
-  const server = createServer((socket) => socket.once('data', (what) => {
-    if (String(what) === 'm') { globalThis.gc(); globalThis.gc(); }
+  const server = createServer((socket) => socket.once('data', (data) => {
+    const what = String(data);
+    if (what === 'm') { globalThis.gc(); globalThis.gc(); }
+    if (what.startsWith('s')) writeHeapSnapshot(what.slice(1));
     socket.end(JSON.stringify({ ...process.memoryUsage(), held: globalThis.heldRequests ?? 0 }));
   }));
   server.listen(path);
@@ -81,10 +95,12 @@ interface Subject {
   port: number;
   held(): Promise<number>;
   memory(): Promise<Memory>;
+  /** Writes the server's heap to `path` (an agentry server's only). */
+  snapshot?(path: string): Promise<void>;
   stop(): Promise<void>;
 }
 
-function ask(probePath: string, what: 'm' | 'c'): Promise<Memory> {
+function ask(probePath: string, what: 'm' | 'c' | `s${string}`): Promise<Memory> {
   return new Promise((resolve, reject) => {
     let text = '';
     const socket = createConnection(probePath, () => socket.write(what));
@@ -127,7 +143,7 @@ async function bareServer(name: string, source: string): Promise<Subject> {
   };
 }
 
-async function agentryServer(): Promise<Subject> {
+async function agentryServer(root: string): Promise<Subject> {
   const probe = probeOf('agentry');
   process.env.HELD_MEMORY_PROBE = probe;
   const database = await freshDatabase(STORE);
@@ -142,6 +158,7 @@ async function agentryServer(): Promise<Subject> {
         AGENTRY_MAX_HELD_POLLS_PER_AGENT: String(Math.ceil(POLLS / AGENTS)),
       },
       probeArgs,
+      root,
     );
   } finally {
     delete process.env.HELD_MEMORY_PROBE;
@@ -159,6 +176,9 @@ async function agentryServer(): Promise<Subject> {
       return Number(/^agentry_mailbox_held_polls (\S+)$/m.exec(metrics)?.[1]);
     },
     memory: () => ask(probe, 'm'),
+    snapshot: async (path) => {
+      await ask(probe, `s${path}`);
+    },
     stop: async () => {
       await service.stop();
       await database.drop();
@@ -206,6 +226,11 @@ async function measure(name: string, start: () => Promise<Subject>): Promise<str
     const sockets = await openPolls(subject, POLLS);
     await sleep(1000);
     const after = await subject.memory();
+    if (SNAPSHOTS && subject.snapshot) {
+      const file = join(SNAPSHOTS, `${name.replace(/[^\w.-]+/g, '-')}.heapsnapshot`);
+      await subject.snapshot(file);
+      process.stderr.write(`${name}: heap written to ${file}\n`);
+    }
     await dropPolls(subject, sockets);
     const per = (field: keyof Memory): number => (after[field] - before[field]) / POLLS / KiB;
     const cells = [
@@ -228,11 +253,20 @@ const polls = agents.map((agent) => ({
 }));
 
 await buildService();
+const compared = options.compare
+  ? await buildOfRef(options.compare, (line) => process.stderr.write(`${line}\n`))
+  : undefined;
+if (SNAPSHOTS) mkdirSync(SNAPSHOTS, { recursive: true });
 const rows = [
   `${POLLS.toLocaleString('en-US')} held polls, KiB per poll, after a full collection:`,
   `${''.padEnd(28)}${['heap used', 'heap total', 'RSS', 'RSS - heap'].map((h) => h.padStart(12)).join('')}`,
 ];
 rows.push(await measure('node:http, never answering', () => bareServer('http', BARE_HTTP)));
 rows.push(await measure('Fastify route, waiting', () => bareServer('fastify', BARE_FASTIFY)));
-rows.push(await measure(`agentry serve, ${STORE}`, agentryServer));
+rows.push(await measure(`agentry serve, ${STORE}`, () => agentryServer(repositoryRoot)));
+if (compared) {
+  rows.push(
+    await measure(`agentry serve ${compared.label}, ${STORE}`, () => agentryServer(compared.root)),
+  );
+}
 process.stdout.write(`${rows.join('\n')}\n`);

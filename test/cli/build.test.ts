@@ -58,17 +58,29 @@ describe('npm start: the build', () => {
       assert.match(unchanged, /^build: web unchanged since its last build$/m);
 
       const mark = randomUUID();
-      // A statement with an effect: the one file keeps only what runs.
+      // A statement with an effect: the one file keeps only what runs. Its string, and the
+      // comment of a class's method (a comment the one file keeps), have characters beyond
+      // Latin-1.
       appendFileSync(
         join(copy, 'src/version.ts'),
-        `(globalThis as Record<string, unknown>).buildMark = '${mark}';\n`,
+        `(globalThis as Record<string, unknown>).buildMark = new (class {
+          /** Marked \u2026 by the build\u2019s test. */
+          mark(): string {
+            return '${mark} \u2192';
+          }
+        })().mark();\n`,
       );
       const server = await build();
       assert.doesNotMatch(server, /server unchanged/);
       assert.match(server, /^build: web unchanged/m);
       assert.match(readFileSync(join(copy, 'dist/version.js'), 'utf8'), new RegExp(mark));
-      // What npm start runs, the one file, is joined again.
-      assert.match(readFileSync(join(copy, 'dist/agentry.js'), 'utf8'), new RegExp(mark));
+      // What npm start runs, the one file, is joined again, with nothing beyond Latin-1 in it
+      // (V8 would hold its whole text at two bytes a character): the string is escaped, the
+      // comment's characters replaced.
+      const bundle = readFileSync(join(copy, 'dist/agentry.js'), 'utf8');
+      assert.ok(bundle.includes(`return "${mark} \\u2192";`), 'the string, escaped');
+      assert.ok(bundle.includes('Marked ? by the build?s test.'), 'the comment, kept');
+      assert.doesNotMatch(bundle, /[^\0-\xff]/);
 
       const later = new Date();
       utimesSync(join(copy, 'web/index.html'), later, later);
