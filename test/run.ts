@@ -6,10 +6,11 @@
  *   npm test -- --test-name-pattern=…      as `node --test` takes it; so is
  *                                          --test-reporter=spec|tap|dot
  *
- * Each file runs in a process of its own (as `node --test` runs it) and is independent of the
- * others: its servers listen on ports the system gives, its SQLite files and directories are
- * temporary ones of its own, on PostgreSQL it works in a database of its own
- * (`test/kit/databases.ts`), and in Redis under a key prefix of its own (`test/kit/redis.ts`).
+ * Each file runs in a process of its own (as `node --test` runs it), compiled beforehand to
+ * JavaScript (`test/kit/compiled-tests.ts`), and is independent of the others: its servers
+ * listen on ports the system gives, its SQLite files and directories are temporary ones of its
+ * own, on PostgreSQL it works in a database of its own (`test/kit/databases.ts`), and in Redis
+ * under a key prefix of its own (`test/kit/redis.ts`).
  * `AGENTRY_TEST_TIMES=FILE` writes how long every file took to FILE (JSON, slowest first).
  * `AGENTRY_TEST_CONCURRENCY` sets how many files run at once: by default one more than the
  * cores, for a file waits on child processes, databases and the network part of the time (on
@@ -25,6 +26,7 @@ import { dot, spec, tap } from 'node:test/reporters';
 import pg from 'pg';
 import { postgresConnection } from '../src/store/database.js';
 import { ensureWebBuild } from './kit/browser.js';
+import { compileTests, type CompiledTests } from './kit/compiled-tests.js';
 import { runDatabasePrefix, runOnPostgres, testPgUrl } from './kit/databases.js';
 import { ensureServerBuild, repositoryRoot } from './kit/process.js';
 
@@ -129,7 +131,7 @@ function failureOf(event: FailEvent): Failure | undefined {
     .filter((line) => line.trim() !== '')
     .slice(0, 6)
     .join('\n      ');
-  return { file: event.file ? relative(repositoryRoot, event.file) : '?', name: event.name, why };
+  return { file: (event.file && compiled.sourceOf(event.file)) ?? '?', name: event.name, why };
 }
 
 /**
@@ -140,7 +142,7 @@ async function runFiles(files: string[], concurrency: number): Promise<boolean> 
   if (files.length === 0) return true;
   let passed = true;
   const stream = run({
-    files: files.map((file) => join(repositoryRoot, file)),
+    files: files.map((file) => compiled.files.get(file)!),
     concurrency,
     timeout: TIMEOUT_MS,
     ...(namePatterns.length > 0 ? { testNamePatterns: namePatterns } : {}),
@@ -153,9 +155,8 @@ async function runFiles(files: string[], concurrency: number): Promise<boolean> 
   });
   // A file's own entry, named by its path, ends with how long the whole file took.
   stream.on('test:complete', (event: { name: string; details: { duration_ms: number } }) => {
-    if (files.includes(relative(repositoryRoot, event.name))) {
-      took.set(relative(repositoryRoot, event.name), event.details.duration_ms);
-    }
+    const file = compiled.sourceOf(event.name);
+    if (file !== undefined) took.set(file, event.details.duration_ms);
   });
   const reported = stream.compose(reporter());
   reported.pipe(process.stdout, { end: false });
@@ -227,6 +228,12 @@ ensureWebBuild();
 // The files' processes take their environment from this one's.
 const runTag = randomBytes(4).toString('hex');
 process.env.AGENTRY_TEST_RUN = runTag;
+
+// The test files run compiled, without tsx's loader (test/kit/compiled-tests.ts says why).
+// node:test starts each file's process with this process's Node options (on Node 20 they
+// cannot be given to run()), so those are what the compiled files need instead of tsx.
+const compiled: CompiledTests = await compileTests(files, runTag);
+process.execArgv = ['--enable-source-maps'];
 const rank = (file: string): number => {
   const i = LONGEST.indexOf(file);
   return i === -1 ? LONGEST.length : i;
@@ -242,6 +249,7 @@ try {
   const serial = await runFiles(alone, 1);
   passed = concurrent && serial;
 } finally {
+  compiled.remove();
   await dropLeftDatabases(runTag);
 }
 // On stderr, beside whatever the reporter writes: which files to keep in LONGEST.
