@@ -183,9 +183,9 @@ describeOnEachDialect('web console: hosted agents', (dialect) => {
       await page.getByRole('button', { name: 'agent.py', exact: true }).click();
       await page.getByText('Unsaved changes').waitFor();
       await page.getByRole('button', { name: 'Save code' }).click();
+      // Exactly: "Unsaved changes", shown until the save is answered, holds "saved" too.
+      await page.getByTestId('code-state').getByText('Saved', { exact: true }).waitFor();
       const digest = page.getByTestId('code-digest');
-      await digest.waitFor();
-      await page.getByTestId('code-state').getByText('Saved').waitFor();
 
       const code = await call(t.url, 'GET', `/v1/hosting/agents/${address}/code`, { key });
       assert.equal(code.status, 200, code.text);
