@@ -17,7 +17,7 @@
  * package that finds files by `__dirname` or `__filename` cannot be joined (in an ES module
  * they do not exist); the build fails when one that is not kept out or known to be safe does.
  */
-import { readFile, writeFile } from 'node:fs/promises';
+import { chmod, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 
 /** Packages not joined into the bundle, and why. */
@@ -93,6 +93,8 @@ export async function bundle(root) {
     sourcemap: 'linked',
     sourcesContent: false,
     metafile: true,
+    // Written below, once the bundle's text is made Latin-1.
+    write: false,
     absWorkingDir: root,
     logLevel: 'warning',
     // The CommonJS packages joined call `require` for Node's own modules and optional ones.
@@ -129,7 +131,11 @@ export async function bundle(root) {
       },
     ],
   });
-  await writeFile(outfile, await latin1Comments(await readFile(outfile, 'utf8'), transform));
+  for (const { path, text } of result.outputFiles) {
+    await writeFile(path, path === outfile ? await latin1Comments(text, transform) : text);
+  }
+  // A command (it starts with `#!/usr/bin/env node`), executable as esbuild leaves such a file.
+  await chmod(outfile, 0o755);
   const unsafe = new Map();
   for (const input of Object.keys(result.metafile.inputs)) {
     const name = packageOfFile(input);
