@@ -1,20 +1,20 @@
 /**
  * `npx tsx bench/held-memory.ts [POLLS] [sqlite|postgres] [--compare REF] [--heap-snapshots DIR]`:
  * what a held mailbox poll costs in memory, next to what Node's own HTTP server costs for a
- * request it holds. Three servers in
- * turn, each a child process run with `--expose-gc`: a bare node:http server that never
- * answers, a bare Fastify route that waits until its client goes away, and `agentry serve`
- * (built as `npm start` does, over SQLite in a scratch directory or a fresh schema on the
- * benchmark's PostgreSQL server, `AGENTRY_BENCH_PG_URL`; the hold raised to 240 s, no cap on
- * connections per address, each agent allowed its share of the polls) with 1,000 agents whose mailboxes are empty. Each gets POLLS
- * (10,000 unless given) polls of those agents, each on a connection of its own as the uAgents
- * client polls, once 1,000 have been opened and dropped to warm it up. Memory is read after a
- * full garbage collection, before and after, and printed per held poll: the V8 heap in use
- * (live objects), the heap reserved, resident memory, and resident memory outside the heap.
- * `--compare REF` measures REF's `agentry serve` too (built as `npm run bench -- --compare`
- * builds it), after this tree's. `--heap-snapshots DIR` writes each `agentry serve`'s heap to
- * DIR while it holds the polls (after a full collection), for a side-by-side look in the
- * browser's memory tools. Needs `ulimit -n` above POLLS + 1,100.
+ * request it holds. Three servers in turn, each a child process run with `--expose-gc`: a bare
+ * node:http server that never answers, a bare Fastify route that waits until its client goes
+ * away, and `agentry serve` (built as `npm start` does, over SQLite in a scratch directory or a
+ * fresh schema on the benchmark's PostgreSQL server, `AGENTRY_BENCH_PG_URL`; the hold raised to
+ * 240 s, no cap on connections per address, each agent allowed its share of the polls) with
+ * 1,000 agents whose mailboxes are empty. Each gets POLLS (10,000 unless given) polls of those
+ * agents, each on a connection of its own as the uAgents client polls, once 1,000 have been
+ * opened and dropped to warm it up. Memory is read after a full garbage collection, before and
+ * after, and printed per held poll: the V8 heap in use (live objects), the heap reserved,
+ * resident memory, and resident memory outside the heap. `--compare REF` measures REF's
+ * `agentry serve` too (built as `npm run bench -- --compare` builds it), after this tree's.
+ * `--heap-snapshots DIR` writes each `agentry serve`'s heap to DIR while it holds the polls
+ * (after a full collection), for a side-by-side look in the browser's memory tools. Needs
+ * `ulimit -n` above POLLS + 1,100.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
