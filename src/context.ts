@@ -400,7 +400,9 @@ export function createContext(
       cacheMs: config.federation.cacheSeconds * 1000,
     },
   );
-  almanac.resolvesFromAfar(federation);
+  // Without peers or upstreams a look-up of an unknown address is answered 404 by the Almanac
+  // itself, without a call that could only say the same.
+  if (federation.asksAnyone) almanac.resolvesFromAfar(federation);
   deliveries.namesHomesWith((address) => federation.homeOf(address));
 
   const metrics = new Metrics();

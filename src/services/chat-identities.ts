@@ -68,8 +68,10 @@ export class ChatIdentities implements ChangeConsumer<'team.deleted'>, OwnAddres
   }
 
   /** A chat identity speaks the chat protocol (and is reached at this service's mailbox). */
-  async protocolsOf(address: string): Promise<string[] | undefined> {
-    return (await this.at(address)) ? [CHAT_PROTOCOL_DIGEST] : undefined;
+  protocolsOf(address: string): string[] | undefined | Promise<string[] | undefined> {
+    if (this.byAddress.has(address)) return [CHAT_PROTOCOL_DIGEST];
+    if (this.strangers.has(address)) return undefined;
+    return this.at(address).then((found) => (found ? [CHAT_PROTOCOL_DIGEST] : undefined));
   }
 
   /** The identity's signing key, opened once. */

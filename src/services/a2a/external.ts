@@ -176,9 +176,13 @@ export class ExternalA2aAgents
   // ---- The Almanac ----------------------------------------------------------------------
 
   /** An external agent speaks the chat protocol (and is reached at this service's mailbox). */
-  async protocolsOf(address: string): Promise<string[] | undefined> {
+  protocolsOf(address: string): string[] | undefined | Promise<string[] | undefined> {
     if (this.known.has(address)) return [CHAT_PROTOCOL_DIGEST];
     if (this.strangers.has(address)) return undefined;
+    return this.readProtocolsOf(address);
+  }
+
+  private async readProtocolsOf(address: string): Promise<string[] | undefined> {
     if (!(await this.store.repos.a2a.findRemote(address))) {
       this.strangers.add(address);
       return undefined;

@@ -80,12 +80,17 @@ export class FederationService implements RemoteAlmanac, ChangeConsumer<'almanac
 
   // ---- Resolving outward -------------------------------------------------------------------
 
+  /** Whether the operator named any peer or upstream to resolve outward through. */
+  get asksAnyone(): boolean {
+    return this.policy.peers.length > 0 || this.policy.upstreams.length > 0;
+  }
+
   /**
    * The registration of an address this instance does not hold, from the peers and upstreams:
    * kept for its lifetime (within the cache setting); 404 with what each said otherwise.
    */
   async resolve(address: string, prefix?: 'agent' | 'test-agent'): Promise<RemoteEntry> {
-    if (this.policy.peers.length === 0 && this.policy.upstreams.length === 0) {
+    if (!this.asksAnyone) {
       throw new NotFoundError('agent not found');
     }
     const key = `${prefix ?? '*'} ${address}`;

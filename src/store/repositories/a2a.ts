@@ -1,4 +1,5 @@
 import type { Kysely, Selectable } from 'kysely';
+import type { CompiledStatements } from '../compiled.js';
 import type { A2aRemoteAgentsTable, Database } from '../schema.js';
 
 export type A2aAccess = 'private' | 'public';
@@ -6,7 +7,10 @@ export type A2aRemoteAgentRow = Selectable<A2aRemoteAgentsTable>;
 
 /** A2A (docs/a2a.md): who may call which agent, conversations, and external agents. */
 export class A2aRepository {
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly statements: CompiledStatements,
+  ) {}
 
   // ---- Outward ----------------------------------------------------------------------------
 
@@ -76,12 +80,34 @@ export class A2aRepository {
 
   // ---- Inward -----------------------------------------------------------------------------
 
-  findRemote(address: string): Promise<A2aRemoteAgentRow | undefined> {
-    return this.db
-      .selectFrom('a2a_remote_agents')
-      .selectAll()
-      .where('address', '=', address)
-      .executeTakeFirst();
+  /**
+   * Compiled once and kept prepared: the Almanac asks it the first time it meets an address it
+   * does not hold (an external agent resolves to this service's mailbox).
+   */
+  async findRemote(address: string): Promise<A2aRemoteAgentRow | undefined> {
+    const { rows } = await this.statements.execute(
+      this.db,
+      'a2a_remote_agents.find',
+      [address],
+      () =>
+        this.db
+          .selectFrom('a2a_remote_agents')
+          .select([
+            'address',
+            'owner_id',
+            'card_url',
+            'card',
+            'rpc_url',
+            'protocol_version',
+            'key_ciphertext',
+            'card_read_at',
+            'created_at',
+          ])
+          .where('address', '=', address)
+          .compile(),
+      { prepared: true },
+    );
+    return rows[0];
   }
 
   /** The owner's external agent registered from this card URL, if any. */

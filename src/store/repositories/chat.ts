@@ -1,4 +1,5 @@
 import type { Insertable, Kysely, Selectable } from 'kysely';
+import type { CompiledStatements } from '../compiled.js';
 import type {
   ChatEntriesTable,
   ChatIdentitiesTable,
@@ -13,7 +14,10 @@ export type NewChatEntry = Insertable<ChatEntriesTable>;
 
 /** Chat identities, sessions and what was said in them (docs/chat.md). */
 export class ChatRepository {
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly statements: CompiledStatements,
+  ) {}
 
   // ---- Identities ------------------------------------------------------------------------
 
@@ -25,12 +29,24 @@ export class ChatRepository {
       .executeTakeFirst();
   }
 
-  findIdentityByAddress(address: string): Promise<ChatIdentityRow | undefined> {
-    return this.db
-      .selectFrom('chat_identities')
-      .selectAll()
-      .where('address', '=', address)
-      .executeTakeFirst();
+  /**
+   * Compiled once and kept prepared: the Almanac asks it the first time it meets an address it
+   * does not hold (a chat identity resolves to this service's mailbox).
+   */
+  async findIdentityByAddress(address: string): Promise<ChatIdentityRow | undefined> {
+    const { rows } = await this.statements.execute(
+      this.db,
+      'chat_identities.by_address',
+      [address],
+      () =>
+        this.db
+          .selectFrom('chat_identities')
+          .select(['owner_id', 'address', 'key_ciphertext', 'created_at'])
+          .where('address', '=', address)
+          .compile(),
+      { prepared: true },
+    );
+    return rows[0];
   }
 
   /** Stores the owner's identity unless they have one already; answers the one that is kept. */

@@ -1,4 +1,5 @@
 import type { Kysely, Selectable } from 'kysely';
+import type { CompiledStatements } from '../compiled.js';
 import { isUniqueViolation } from '../database.js';
 import type { AgentEnrolmentsTable, Database } from '../schema.js';
 
@@ -6,14 +7,29 @@ export type EnrolmentRow = Selectable<AgentEnrolmentsTable>;
 
 /** Addresses their owners provisioned: each may register itself under its owner. */
 export class EnrolmentsRepository {
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly statements: CompiledStatements,
+  ) {}
 
-  find(address: string): Promise<EnrolmentRow | undefined> {
-    return this.db
-      .selectFrom('agent_enrolments')
-      .selectAll()
-      .where('address', '=', address)
-      .executeTakeFirst();
+  /**
+   * Compiled once and kept prepared: every look-up of an address the Almanac does not hold
+   * asks it (an enrolled agent resolves to its listing).
+   */
+  async find(address: string): Promise<EnrolmentRow | undefined> {
+    const { rows } = await this.statements.execute(
+      this.db,
+      'agent_enrolments.find',
+      [address],
+      () =>
+        this.db
+          .selectFrom('agent_enrolments')
+          .select(['address', 'user_id', 'name', 'handle', 'created_at'])
+          .where('address', '=', address)
+          .compile(),
+      { prepared: true },
+    );
+    return rows[0];
   }
 
   /**
