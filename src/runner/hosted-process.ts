@@ -58,6 +58,7 @@ export class HostedProcess {
   private restarting = false;
   private reporting: Promise<void> = Promise.resolve();
   private stderrTail: string[] = [];
+  private gaveUp = false;
 
   private readonly hosting: RunnerHosting;
   private readonly settings: RunnerSettings;
@@ -78,7 +79,13 @@ export class HostedProcess {
     this.cpu = this.newCpuSamples();
   }
 
+  /** Whether it gave up (a crash loop, code that does not load): it starts no more by itself. */
+  get failed(): boolean {
+    return this.gaveUp;
+  }
+
   begin(): void {
+    this.gaveUp = false;
     const generation = ++this.generation;
     this.starting = this.start(generation).catch((err: unknown) =>
       this.startFailed(generation, err),
@@ -129,6 +136,7 @@ export class HostedProcess {
 
   /** Records the agent's state; one write at a time, in the order the runner decided them. */
   private setState(state: HostedState, reason: string | null, restarts?: number): Promise<void> {
+    if (state === 'failed') this.gaveUp = true;
     this.reporting = this.reporting.then(() =>
       reported(this.logger, () => this.hosting.setState(this.address, state, reason, restarts)),
     );

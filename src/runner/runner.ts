@@ -203,7 +203,16 @@ export class HostingRunner implements ChangeConsumer<'hosting.changed'> {
     if (this.stopped) return;
     const claimed = await this.hosting.claim(this.id, settings.maxAgents, settings.leaseMs);
     for (const address of claimed) {
-      if (!this.agents.has(address) && !this.leaving.has(address)) this.launch(address);
+      const known = this.agents.get(address);
+      if (known === undefined) {
+        if (!this.leaving.has(address)) this.launch(address);
+      } else if (known.failed) {
+        // Let go and taken back within this round: its owner started it afresh after it
+        // failed (which frees it for any runner) between the renewal above and this claim.
+        // The process that gave up goes; the next round starts the agent anew. (One that
+        // runs, taken back after this runner's lease ran out, runs on.)
+        this.dismiss(known, undefined);
+      }
     }
   }
 

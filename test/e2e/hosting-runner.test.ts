@@ -2,9 +2,11 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { createHostingRunner } from '../../src/context.js';
 import type { HostingRunner } from '../../src/runner/runner.js';
 import {
   alive,
+  FAST_RUNNER,
   hostingConfig,
   hostingDir,
   hostingSkipReason,
@@ -294,6 +296,66 @@ describe('hosted agents', { skip }, () => {
       const agent = await owner.waitForAgent(address, (a) => a.state === 'running');
       assert.equal(agent.restarts, 0, 'a new version is no crash');
       await owner.stop(address);
+    });
+
+    it('starts a failed agent afresh when its owner starts it between a round’s renewal and its claim', async () => {
+      // Starting a failed agent frees it for any runner. When the start falls between the
+      // renewal of a round and its claim, the runner that gave up on it takes it back in the
+      // same round: it must start it again, not keep the process that gave up. The start is
+      // made to fall there: this runner's hosting runs it right after a renewal.
+      await runner.stop();
+      const { ctx } = server.server;
+      let betweenRenewalAndClaim: (() => Promise<void>) | undefined;
+      const hosting = new Proxy(ctx.services.hosting, {
+        get(target, property) {
+          if (property === 'renew') {
+            return async (...args: Parameters<typeof target.renew>) => {
+              const held = await target.renew(...args);
+              const run = betweenRenewalAndClaim;
+              betweenRenewalAndClaim = undefined;
+              await run?.();
+              return held;
+            };
+          }
+          const value: unknown = Reflect.get(target, property, target);
+          return typeof value === 'function'
+            ? (value as (...args: unknown[]) => unknown).bind(target)
+            : value;
+        },
+      });
+      const racing = createHostingRunner(
+        { ...ctx, services: { ...ctx.services, hosting } },
+        { ...FAST_RUNNER, crashLoopCount: 2 },
+      );
+      await racing.start();
+      try {
+        const address = await owner.deploy('started-again', {
+          'agent.py':
+            'import time\nprint("started", time.time(), flush=True)\nraise SystemExit(3)\n',
+        });
+        await owner.waitForAgent(address, (a) => a.state === 'failed');
+        const starts = async () =>
+          (await owner.logs(address)).filter((l) => l.log_entry.startsWith('started ')).length;
+        const before = await starts();
+        assert.equal(before, 2, 'two crashes make a crash loop here');
+        let started = false;
+        betweenRenewalAndClaim = async () => {
+          await owner.start(address);
+          started = true;
+        };
+        const until = Date.now() + 15_000;
+        while (!(started && (await starts()) > before) && Date.now() < until) await sleep(100);
+        assert.ok(started, 'the start fell between a renewal and a claim');
+        assert.ok(
+          (await starts()) > before,
+          `started again; last seen ${JSON.stringify(await owner.agent(address))}`,
+        );
+        await owner.stop(address);
+        await owner.waitForAgent(address, (a) => a.state === 'stopped');
+      } finally {
+        await racing.stop();
+        runner = await startRunner(server, { crashLoopCount: 4 });
+      }
     });
   });
 });
