@@ -64,6 +64,18 @@ export class CompiledStatements {
     return db.executeQuery<R>(compiled);
   }
 
+  /** {@link execute}, for a statement that reads at most one row: that row, if any. */
+  async first<R>(
+    db: Kysely<Database>,
+    shape: string,
+    parameters: readonly unknown[],
+    compile: () => CompiledQuery<R>,
+    options: { prepared?: boolean } = {},
+  ): Promise<R | undefined> {
+    const { rows } = await this.execute(db, shape, parameters, compile, options);
+    return rows[0];
+  }
+
   /**
    * An INSERT of `rows`, built by `build`, on the statement of its shape (`name`, the rows'
    * count and columns), bound to the rows' own values column by column. Rows that set different

@@ -85,7 +85,7 @@ export class A2aRepository {
    * does not hold (an external agent resolves to this service's mailbox).
    */
   async findRemote(address: string): Promise<A2aRemoteAgentRow | undefined> {
-    const { rows } = await this.statements.execute(
+    return this.statements.first(
       this.db,
       'a2a_remote_agents.find',
       [address],
@@ -107,7 +107,6 @@ export class A2aRepository {
           .compile(),
       { prepared: true },
     );
-    return rows[0];
   }
 
   /** The owner's external agent registered from this card URL, if any. */

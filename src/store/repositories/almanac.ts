@@ -187,7 +187,7 @@ export class AlmanacRepository {
    * listing).
    */
   async findResolvable(address: string, now: number): Promise<ResolvableRow | undefined> {
-    const { rows } = await this.statements.execute(
+    return this.statements.first(
       this.db,
       'almanac_registrations.resolvable',
       [now, 0, 'running', address],
@@ -224,7 +224,6 @@ export class AlmanacRepository {
           .compile(),
       { prepared: true },
     );
-    return rows[0];
   }
 
   /** Whether the agent is active at `now` ({@link almanacActiveAt}). */

@@ -34,7 +34,7 @@ export class ChatRepository {
    * does not hold (a chat identity resolves to this service's mailbox).
    */
   async findIdentityByAddress(address: string): Promise<ChatIdentityRow | undefined> {
-    const { rows } = await this.statements.execute(
+    return this.statements.first(
       this.db,
       'chat_identities.by_address',
       [address],
@@ -46,7 +46,6 @@ export class ChatRepository {
           .compile(),
       { prepared: true },
     );
-    return rows[0];
   }
 
   /** Stores the owner's identity unless they have one already; answers the one that is kept. */

@@ -17,7 +17,7 @@ export class EnrolmentsRepository {
    * asks it (an enrolled agent resolves to its listing).
    */
   async find(address: string): Promise<EnrolmentRow | undefined> {
-    const { rows } = await this.statements.execute(
+    return this.statements.first(
       this.db,
       'agent_enrolments.find',
       [address],
@@ -29,7 +29,6 @@ export class EnrolmentsRepository {
           .compile(),
       { prepared: true },
     );
-    return rows[0];
   }
 
   /**
