@@ -7,6 +7,7 @@ import { capturingLogger, WARN } from '../kit/captured-log.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
+import { until } from '../kit/wait.js';
 
 const TRACEBACK = (n: number) =>
   `Traceback (most recent call last):\n  File "agent.py", line 7, in tick\n    raise KeyError("missing-${n}")\nKeyError: 'missing-${n}'`;
@@ -97,6 +98,7 @@ describeOnEachDialect('failures of hosted agents', (dialect) => {
       data.last_error_at,
       new Date(clock.now() - 5000).toISOString().replace('Z', '000+00:00'),
     );
+    await until(async () => (await told()).length >= 2, 'the failure webhooks', { everyMs: 20 });
     assert.deepEqual(await told(), ['agent.failing', 'event.error']);
     assert.equal(warnings().length, 1, JSON.stringify(warnings()));
     const status = await call(t.url, 'GET', `/v2/agents/${address}`, { key: t.userKey });
@@ -132,7 +134,10 @@ describeOnEachDialect('failures of hosted agents', (dialect) => {
     const row = recovered.filter((e) => e.kind === 'event.error');
     assert.equal(row.length, 1, JSON.stringify(recovered));
     assert.match(row[0]!.summary, /failed for 90 s: 12 errors and 1 crash; recovered/);
-    assert.ok((await told()).includes('agent.recovered'));
+    // Webhook deliveries are enqueued after the commit that records the recovery, not within it.
+    await until(async () => (await told()).includes('agent.recovered'), 'the recovery webhook', {
+      everyMs: 20,
+    });
     assert.equal(
       (await told()).filter((k) => k === 'agent.recovered' || k === 'event.error').length,
       // One when it began, one when it recovered: the crash is part of it.
