@@ -164,8 +164,8 @@ export interface PacedOptions {
   request: (index: number) => HttpRequest;
   expectStatus: number;
   cpuOfPid?: number;
-  /** Told of each expected answer as it is read. */
-  onAnswer?: (index: number) => void;
+  /** Told of each expected answer as it is read: when it was sent, and how long it took. */
+  onAnswer?: (index: number, timing: { sentAt: number; ms: number }) => void;
 }
 
 /**
@@ -198,8 +198,9 @@ export async function runPaced(options: PacedOptions): Promise<LoadResult> {
     const response = await pool.request({ method: method!, path: path!, headers, body });
     const text = await response.body.text();
     if (response.statusCode === options.expectStatus) {
-      latencies.push(performance.now() - sentAt);
-      options.onAnswer?.(index);
+      const ms = performance.now() - sentAt;
+      latencies.push(ms);
+      options.onAnswer?.(index, { sentAt, ms });
     } else {
       unexpected ??= { count: 0, first: `${response.statusCode} ${text.slice(0, 300)}` };
       unexpected.count++;

@@ -1,4 +1,10 @@
-import { runLoad, runPaced, type HttpRequest } from '../lib/load.js';
+import {
+  runLoad,
+  runPaced,
+  type HttpRequest,
+  type LoadResult,
+  type PacedOptions,
+} from '../lib/load.js';
 import { throughputMeasure } from '../lib/report.js';
 import { signInWorkers } from '../lib/signing.js';
 import { TestIdentity } from '../../test/kit/uagent.js';
@@ -39,6 +45,46 @@ function registrations(): Promise<string[]> {
 }
 
 /**
+ * The scenario's registrations (below): a warm-up, then flat out, then at a steady 1,000 a
+ * second, each by an agent new to `service`; `onPacedAnswer` is told of each paced one's
+ * timing. Answers the bodies sent, and the two measured runs.
+ */
+export async function registerAsTheScenarioDoes(
+  service: { url: string; pid: number },
+  onPacedAnswer?: PacedOptions['onAnswer'],
+): Promise<{ bodies: string[]; saturated: LoadResult; paced: LoadResult }> {
+  const bodies = await registrations();
+  const common = { url: service.url, connections: REGISTRANTS, expectStatus: 200 };
+  const registrationOf =
+    (offset: number) =>
+    (index: number): HttpRequest => ({
+      method: 'POST',
+      path: '/v1/almanac/agents',
+      body: bodies[offset + index],
+    });
+  await runLoad({
+    ...common,
+    until: { requests: WARMUP_REGISTRATIONS },
+    request: registrationOf(0),
+  });
+  const saturated = await runLoad({
+    ...common,
+    until: { requests: SATURATING_REGISTRATIONS },
+    request: registrationOf(WARMUP_REGISTRATIONS),
+    cpuOfPid: service.pid,
+  });
+  const paced = await runPaced({
+    ...common,
+    rate: PACED_RATE,
+    requests: PACED_REGISTRATIONS,
+    request: registrationOf(WARMUP_REGISTRATIONS + SATURATING_REGISTRATIONS),
+    cpuOfPid: service.pid,
+    ...(onPacedAnswer && { onAnswer: onPacedAnswer }),
+  });
+  return { bodies, saturated, paced };
+}
+
+/**
  * Almanac registration by 50 registrants at once, each request a signed registration of an
  * agent the Almanac has not seen (a signature check and an upsert each): first as fast as
  * the service answers, which gives its capacity (and latencies that are mostly the queue of
@@ -51,33 +97,7 @@ function registrations(): Promise<string[]> {
 export const almanacScenario: Scenario = {
   name: 'almanac',
   async run({ service, dialect }) {
-    const bodies = await registrations();
-    const common = { url: service.url, connections: REGISTRANTS, expectStatus: 200 };
-    const registrationOf =
-      (offset: number) =>
-      (index: number): HttpRequest => ({
-        method: 'POST',
-        path: '/v1/almanac/agents',
-        body: bodies[offset + index],
-      });
-    await runLoad({
-      ...common,
-      until: { requests: WARMUP_REGISTRATIONS },
-      request: registrationOf(0),
-    });
-    const saturated = await runLoad({
-      ...common,
-      until: { requests: SATURATING_REGISTRATIONS },
-      request: registrationOf(WARMUP_REGISTRATIONS),
-      cpuOfPid: service.pid,
-    });
-    const paced = await runPaced({
-      ...common,
-      rate: PACED_RATE,
-      requests: PACED_REGISTRATIONS,
-      request: registrationOf(WARMUP_REGISTRATIONS + SATURATING_REGISTRATIONS),
-      cpuOfPid: service.pid,
-    });
+    const { bodies, saturated, paced } = await registerAsTheScenarioDoes(service);
     // The agents registered above, and as many addresses that never were.
     const addresses = bodies
       .slice(WARMUP_REGISTRATIONS, WARMUP_REGISTRATIONS + SATURATING_REGISTRATIONS)
