@@ -10,8 +10,7 @@
  * many, how long, how far apart), the server's longest stalls and its collections over 2 ms. A
  * diagnostic, not a measure of the bench: the probe costs the server a timer a millisecond.
  */
-import { readFileSync, rmSync } from 'node:fs';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PerformanceObserver } from 'node:perf_hooks';
@@ -39,20 +38,36 @@ interface Probed {
 
 const wall = (at: number) => performance.timeOrigin + at;
 
-/** This process's own event-loop stalls over 2 ms, as the probe notes the server's. */
-function watchOwnLoop(): { stalls: Span[]; stop(): void } {
+/**
+ * This process's own event-loop stalls over 2 ms and its collections, noted as the probe notes
+ * the server's.
+ */
+function watchThisProcess(): { stalls: Span[]; collections: Span[]; stop(): void } {
   const stalls: Span[] = [];
+  const collections: Span[] = [];
   let last = performance.now();
   const timer = setInterval(() => {
     const now = performance.now();
     if (now - last > 2) stalls.push([wall(last), now - last]);
     last = now;
   }, 1);
-  return { stalls, stop: () => clearInterval(timer) };
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries())
+      collections.push([wall(entry.startTime), entry.duration]);
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  return {
+    stalls,
+    collections,
+    stop: () => {
+      clearInterval(timer);
+      observer.disconnect();
+    },
+  };
 }
 
 /** Whether one of `spans` of 5 ms or more fell while a request sent at `at` waited `ms`. */
-const overlaps = (spans: Span[], [at, ms]: Span): boolean =>
+const overlaps = (spans: readonly (readonly [number, number, ...unknown[]])[], [at, ms]: Span) =>
   spans.some(([from, length]) => length >= 5 && from < at + ms && from + length > at);
 const round1 = (n: number) => Math.round(n * 10) / 10;
 
@@ -63,13 +78,7 @@ async function round(index: number): Promise<void> {
   const database = await freshDatabase(STORE);
   const probe = new URL('./lib/stall-probe.mjs', import.meta.url).href;
   const service = await startService(database, {}, ['--import', probe]);
-  const own = watchOwnLoop();
-  const collections: Span[] = [];
-  const observer = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries())
-      collections.push([wall(entry.startTime), entry.duration]);
-  });
-  observer.observe({ entryTypes: ['gc'] });
+  const own = watchThisProcess();
   const answers: Span[] = [];
   try {
     await registerAsTheScenarioDoes(service, (_, { sentAt, ms }) =>
@@ -77,7 +86,6 @@ async function round(index: number): Promise<void> {
     );
   } finally {
     own.stop();
-    observer.disconnect();
     await service.stop();
     await database.drop();
   }
@@ -97,26 +105,18 @@ async function round(index: number): Promise<void> {
 
   console.log(`\nround ${index} (${STORE}): ${answers.length} registrations at 1,000/s`);
   console.log(`  p50 ${round1(median(latencies))} ms, p99 ${round1(p99)} ms`);
+  const caught = (spans: Parameters<typeof overlaps>[0]) =>
+    slowest.filter((request) => overlaps(spans, request)).length;
   console.log(`  of the slowest ${slowest.length}, in flight while for 5 ms or more`);
-  console.log(
-    `    the server's event loop stood still:  ${slowest.filter((s) => overlaps(serverStalls, s)).length}`,
-  );
-  console.log(
-    `    this process's event loop stood still: ${slowest.filter((s) => overlaps(during(own.stalls), s)).length}`,
-  );
-  console.log(
-    `    a server statement ran:                ${
-      slowest.filter((s) =>
-        overlaps(
-          statements.map(([at, ms]) => [at, ms]),
-          s,
-        ),
-      ).length
-    }`,
-  );
+  console.log(`    the server's event loop stood still:  ${caught(serverStalls)}`);
+  console.log(`    this process's event loop stood still: ${caught(during(own.stalls))}`);
+  console.log(`    a server statement ran:                ${caught(statements)}`);
   const byText = new Map<string, Span[]>();
-  for (const [at, ms, text] of statements)
-    byText.set(text, [...(byText.get(text) ?? []), [at, ms]]);
+  for (const [at, ms, text] of statements) {
+    const spans = byText.get(text) ?? [];
+    spans.push([at, ms]);
+    byText.set(text, spans);
+  }
   for (const [text, spans] of byText) {
     const gaps = spans.slice(1).map(([at], i) => at - spans[i]![0]);
     const ms = Float64Array.from(spans.map(([, took]) => took)).sort();
@@ -131,14 +131,13 @@ async function round(index: number): Promise<void> {
   console.log(
     `  the server's longest stalls (ms from the first paced request): ${longest.map(relative).join(', ')}`,
   );
-  const bigCollections = during(probed.collections).filter(([, ms]) => ms > 2);
-  console.log(
-    `  the server's collections over 2 ms: ${bigCollections.map(relative).join(', ') || 'none'}`,
-  );
-  const ownCollections = during(collections).filter(([, ms]) => ms > 2);
-  console.log(
-    `  this process's collections over 2 ms: ${ownCollections.map(relative).join(', ') || 'none'}`,
-  );
+  const listed = (spans: Span[]) =>
+    spans
+      .filter(([, ms]) => ms > 2)
+      .map(relative)
+      .join(', ') || 'none';
+  console.log(`  the server's collections over 2 ms: ${listed(during(probed.collections))}`);
+  console.log(`  this process's collections over 2 ms: ${listed(during(own.collections))}`);
 }
 
 await buildService();
