@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { registerAgents } from './lib/agents.js';
 import { benchPgUrl, freshDatabase, postgresUnavailable } from './lib/databases.js';
 import { seededIdentities } from './lib/envelopes.js';
-import { runLoad, type HttpRequest, type LoadResult } from './lib/load.js';
+import { postsOf, runLoad, type LoadResult } from './lib/load.js';
 import { machineInfo } from './lib/report.js';
 import { buildService, startReplica, startService } from './lib/server.js';
 import { signInWorkers } from './lib/signing.js';
@@ -43,13 +43,7 @@ const bodies = await signInWorkers(
   },
   2 * (WARMUP + MEASURED),
 );
-const submit =
-  (offset: number) =>
-  (index: number): HttpRequest => ({
-    method: 'POST',
-    path: '/v2/agents/mailbox/submit',
-    body: bodies[offset + index],
-  });
+const submit = postsOf('/v2/agents/mailbox/submit', bodies);
 
 const database = await freshDatabase('postgres');
 let one: LoadResult;

@@ -19,6 +19,23 @@ export interface HttpRequest {
   body?: string;
 }
 
+/**
+ * Requests that POST `bodies` to `path` one after another: `from(offset)` is the request
+ * builder of a run whose first request sends `bodies[offset]`.
+ */
+export function postsOf(
+  path: string,
+  bodies: readonly string[],
+  headers?: Record<string, string>,
+): (offset: number) => (index: number) => HttpRequest {
+  return (offset) => (index) => ({
+    method: 'POST',
+    path,
+    ...(headers && { headers }),
+    body: bodies[offset + index],
+  });
+}
+
 export interface LoadOptions {
   /** Base URL of the server, e.g. http://127.0.0.1:41234 */
   url: string;

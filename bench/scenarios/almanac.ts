@@ -1,10 +1,4 @@
-import {
-  runLoad,
-  runPaced,
-  type HttpRequest,
-  type LoadResult,
-  type PacedOptions,
-} from '../lib/load.js';
+import { postsOf, runLoad, runPaced, type LoadResult, type PacedOptions } from '../lib/load.js';
 import { throughputMeasure } from '../lib/report.js';
 import { signInWorkers } from '../lib/signing.js';
 import { TestIdentity } from '../../test/kit/uagent.js';
@@ -55,13 +49,7 @@ export async function registerAsTheScenarioDoes(
 ): Promise<{ bodies: string[]; saturated: LoadResult; paced: LoadResult }> {
   const bodies = await registrations();
   const common = { url: service.url, connections: REGISTRANTS, expectStatus: 200 };
-  const registrationOf =
-    (offset: number) =>
-    (index: number): HttpRequest => ({
-      method: 'POST',
-      path: '/v1/almanac/agents',
-      body: bodies[offset + index],
-    });
+  const registrationOf = postsOf('/v1/almanac/agents', bodies);
   await runLoad({
     ...common,
     until: { requests: WARMUP_REGISTRATIONS },

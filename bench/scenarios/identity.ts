@@ -1,5 +1,5 @@
 import { makeIdentities } from '../lib/envelopes.js';
-import { runLoad, type HttpRequest } from '../lib/load.js';
+import { postsOf, runLoad, type HttpRequest } from '../lib/load.js';
 import { throughputMeasure } from '../lib/report.js';
 import type { Scenario } from './scenario.js';
 
@@ -49,14 +49,7 @@ export const identityScenario: Scenario = {
         challenge_response: agent.signChallenge(challenge, { s: index % 2 === 0 ? 'high' : 'low' }),
       });
     });
-    const proofRequests =
-      (offset: number) =>
-      (index: number): HttpRequest => ({
-        method: 'POST',
-        path: '/v2/identity',
-        headers,
-        body: proofs[offset + index],
-      });
+    const proofRequests = postsOf('/v2/identity', proofs, headers);
     await runLoad({ ...common, until: { requests: WARMUP_PROOFS }, request: proofRequests(0) });
     const proven = await runLoad({
       ...common,

@@ -1,6 +1,6 @@
 import { registerAgents } from '../lib/agents.js';
 import { seededIdentities } from '../lib/envelopes.js';
-import { runLoad, type HttpRequest } from '../lib/load.js';
+import { postsOf, runLoad } from '../lib/load.js';
 import { throughputMeasure } from '../lib/report.js';
 import { signInWorkers } from '../lib/signing.js';
 import type { TestIdentity } from '../../test/kit/uagent.js';
@@ -78,13 +78,7 @@ function submitScenario(
       const { targets, bodies } = await submitWorkload();
       await registerAgents(service, targets);
       const common = { url: service.url, connections: profile.connections, expectStatus: 200 };
-      const submitOf =
-        (offset: number) =>
-        (index: number): HttpRequest => ({
-          method: 'POST',
-          path: '/v2/agents/mailbox/submit',
-          body: bodies[offset + index],
-        });
+      const submitOf = postsOf('/v2/agents/mailbox/submit', bodies);
       await runLoad({ ...common, until: { requests: WARMUP_SUBMITS }, request: submitOf(0) });
       const ceiling = ceilings.submit[dialect]!;
       const measured = async (id: string, label: string, offset: number, connections: number) => {
