@@ -1,3 +1,4 @@
+import type { StoredMessage } from '../store/repositories/activity.js';
 import type { ChangeConsumer, ChangeOf } from './change-feed.js';
 
 /** Why a held mailbox poll stopped waiting. */
@@ -42,8 +43,12 @@ export abstract class Waiter {
     readonly departure?: Departure,
   ) {}
 
-  /** Called once the wait has ended, by then out of the held polls' structures. */
-  abstract woken(reason: WakeReason): void;
+  /**
+   * Called once the wait has ended, by then out of the held polls' structures. `delivered`,
+   * when the wait ended as `delivered` by a commit of this process: the messages it stored for
+   * this waiter's agent.
+   */
+  abstract woken(reason: WakeReason, delivered?: readonly StoredMessage[]): void;
 
   /** Stops the wait, if it is under way: it ends as `aborted`. */
   release(): void {
@@ -96,7 +101,11 @@ export class HeldPolls implements ChangeConsumer<'message.stored' | 'mailbox.rem
   private ended = false;
 
   heard(change: ChangeOf<'message.stored' | 'mailbox.removed'>): void {
-    this.wake(change.addresses);
+    if (change.kind === 'message.stored' && change.local) {
+      this.wake(change.addresses, change.local.messages);
+    } else {
+      this.wake(change.addresses);
+    }
   }
 
   /** Notifications may have been lost: every held poll looks again. */
@@ -151,12 +160,18 @@ export class HeldPolls implements ChangeConsumer<'message.stored' | 'mailbox.rem
     if (waiter.deadline < this.timerDue) this.schedule(waiter.deadline);
   }
 
-  /** Wakes the polls held here for these agents: a message for them was committed. */
-  wake(addresses: Iterable<string>): void {
+  /**
+   * Wakes the polls held here for these agents: a message for them was committed. Given the
+   * `messages` committed (by this process), each poll is handed its agent's.
+   */
+  wake(addresses: Iterable<string>, messages?: readonly StoredMessage[]): void {
+    let byAddress: Map<string, StoredMessage[]> | undefined;
     for (const address of addresses) {
       const set = this.waiting.get(address);
       if (!set) continue;
-      for (const waiter of [...set]) this.settle(waiter, 'delivered');
+      if (messages && !byAddress) byAddress = groupByAddress(messages);
+      const delivered = byAddress?.get(address);
+      for (const waiter of [...set]) this.settle(waiter, 'delivered', delivered);
     }
   }
 
@@ -183,7 +198,7 @@ export class HeldPolls implements ChangeConsumer<'message.stored' | 'mailbox.rem
   }
 
   /** Ends `waiter`'s wait with `reason`, unless it is not waiting here. */
-  settle(waiter: Waiter, reason: WakeReason): void {
+  settle(waiter: Waiter, reason: WakeReason, delivered?: readonly StoredMessage[]): void {
     if (waiter.index < 0 || this.deadlines[waiter.index] !== waiter) return;
     const set = this.waiting.get(waiter.address);
     set?.delete(waiter);
@@ -193,7 +208,7 @@ export class HeldPolls implements ChangeConsumer<'message.stored' | 'mailbox.rem
     waiter.attach(undefined);
     if (waiter.departure?.current === waiter) waiter.departure.current = undefined;
     if (this.deadlines.length === 0) this.unschedule();
-    waiter.woken(reason);
+    waiter.woken(reason, delivered);
   }
 
   /** Times out every wait whose deadline has passed, then sets the timer for the next. */
@@ -267,4 +282,14 @@ export class HeldPolls implements ChangeConsumer<'message.stored' | 'mailbox.rem
     heap[index] = waiter;
     waiter.index = index;
   }
+}
+
+function groupByAddress(messages: readonly StoredMessage[]): Map<string, StoredMessage[]> {
+  const byAddress = new Map<string, StoredMessage[]>();
+  for (const message of messages) {
+    const list = byAddress.get(message.address);
+    if (list) list.push(message);
+    else byAddress.set(message.address, [message]);
+  }
+  return byAddress;
 }

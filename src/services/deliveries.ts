@@ -128,29 +128,27 @@ export class DeliveryTrace {
   }
 
   /**
-   * Records that messages of `address` were handed to a reader (`by`: agent or owner): each
-   * message the first time, and again only once {@link REPEAT_POLL_MS} has passed since its
-   * last row, so an agent that polls the same pending messages over and over (one that has not
-   * deleted them yet) costs no write per poll, and one that never deletes them still shows.
+   * The `polled` rows due for messages of `address` handed to a reader (`by`: agent or owner),
+   * to be written with the rest of what the read handed out (`MailboxRepository.handOut`), then
+   * told with {@link changed}: each message the first time, and again only once
+   * {@link REPEAT_POLL_MS} has passed since its last row, so an agent that polls the same
+   * pending messages over and over (one that has not deleted them yet) costs no write per poll,
+   * and one that never deletes them still shows. None while the trace is off.
    */
-  async polled(
+  pollsDue(
     address: string,
     messages: Pick<PendingMessage, 'uuid' | 'polled_at'>[],
     by: string,
-  ): Promise<void> {
-    if (!this.enabled || messages.length === 0) return;
+  ): { address: string; uuids: string[]; at: number; by: string } | undefined {
+    if (!this.enabled || messages.length === 0) return undefined;
     const at = this.clock.now();
-    const due = messages.filter(
-      (message) => message.polled_at === null || at - message.polled_at >= REPEAT_POLL_MS,
-    );
-    if (due.length === 0) return;
-    await this.store.repos.mailbox.recordPolls(
-      address,
-      due.map((message) => message.uuid),
-      at,
-      by,
-    );
-    this.changed(address);
+    const uuids: string[] = [];
+    for (const message of messages) {
+      if (message.polled_at === null || at - message.polled_at >= REPEAT_POLL_MS) {
+        uuids.push(message.uuid);
+      }
+    }
+    return uuids.length === 0 ? undefined : { address, uuids, at, by };
   }
 
   /** Records one attempt of the proxy to forward a message to its target. */

@@ -13,6 +13,7 @@ import type { StoredMessage } from '../store/repositories/activity.js';
 import type { NewDeliveryEvent } from '../store/repositories/deliveries.js';
 import type { DeliveryTrace } from './deliveries.js';
 import type {
+  HandOut,
   MailboxRow,
   NewMessage,
   PendingMessage,
@@ -367,6 +368,39 @@ export class MailboxService {
     );
   }
 
+  /**
+   * As {@link readPage}, with `committed` (messages for the agent that this process has just
+   * stored) in place of the read: a held poll woken by their commit answers them without
+   * reading them back. Undefined when none of them is unexpired.
+   */
+  committedPage(
+    principal: Principal,
+    address: string,
+    page: MailboxPage,
+    charge: boolean,
+    committed: readonly StoredMessage[],
+  ): Promise<PendingMessage[]> | undefined {
+    const now = this.clock.now();
+    const pending: PendingMessage[] = [];
+    for (const message of committed) {
+      if (pending.length === page.limit) break;
+      if (message.expires_at <= now) continue;
+      pending.push({
+        uuid: message.uuid,
+        envelope: message.envelope,
+        size: message.size,
+        received_at: message.received_at,
+        expires_at: message.expires_at,
+        polled_at: null,
+        next_forward_at: message.next_forward_at ?? null,
+      });
+    }
+    if (pending.length === 0) return undefined;
+    return this.served(principal, address, MAILBOX_NOT_FOUND, charge, () =>
+      Promise.resolve(pending),
+    );
+  }
+
   /** Polls held now, in this process. */
   get heldPolls(): number {
     return this.wakeups.held.held;
@@ -545,19 +579,24 @@ export class MailboxService {
     if (transferred >= limit || (fitting === 0 && messages.length > 0)) {
       throw new QuotaExceededError(`Transfer quota reached ${transferred} / ${limit}`);
     }
-    const owner = found.mailbox.user_id;
-    if (charge && bytes > 0) await mailbox.countTransfer(owner, usageDay(now), bytes);
     const served = messages.slice(0, fitting);
+    const handed: HandOut = {
+      owner: found.mailbox.user_id,
+      day: usageDay(now),
+      bytes: charge ? bytes : 0,
+    };
     // Handed to the agent; its owner looking (the console) is not a delivery.
     if (charge && principal.kind === 'agent') {
       // Handed messages, the agent works (an empty poll is waiting).
       if (served.length > 0) this.trace.seen(address, 'poll', true);
-      await this.trace.polled(address, served, 'agent');
+      handed.polled = this.trace.pollsDue(address, served, 'agent');
       // A kept message the agent has been handed is its to delete: the proxy would deliver
       // it a second time.
       const kept = served.filter((message) => message.next_forward_at !== null);
-      if (kept.length > 0) await mailbox.stopForwarding(kept.map((message) => message.uuid));
+      if (kept.length > 0) handed.kept = kept.map((message) => message.uuid);
     }
+    if (handed.bytes > 0 || handed.polled || handed.kept) await mailbox.handOut(handed);
+    if (handed.polled) this.trace.changed(address);
     return served;
   }
 }
@@ -586,6 +625,8 @@ class HeldPoll extends Waiter {
   private reading = false;
   /** Why the wait ended while a read was under way, if it did. */
   private wokenWhileReading: WakeReason | undefined;
+  /** What this process stored for the agent, when that ended it. */
+  private deliveredWhileReading: readonly StoredMessage[] | undefined;
 
   constructor(
     private readonly service: MailboxService,
@@ -611,6 +652,7 @@ class HeldPoll extends Waiter {
     if (this.deadline <= performance.now()) return this.answer(this.read());
     this.reading = true;
     this.wokenWhileReading = undefined;
+    this.deliveredWhileReading = undefined;
     // Waiting starts before the read: a commit in between still wakes this poll.
     this.held.wait(this);
     this.read().then(
@@ -622,7 +664,9 @@ class HeldPoll extends Waiter {
           return this.finish(null, messages);
         }
         this.reading = false;
-        if (this.wokenWhileReading !== undefined) this.after(this.wokenWhileReading);
+        if (this.wokenWhileReading !== undefined) {
+          this.after(this.wokenWhileReading, this.deliveredWhileReading);
+        }
       },
       (err: unknown) => {
         this.release();
@@ -638,9 +682,13 @@ class HeldPoll extends Waiter {
     this.done(err, messages);
   }
 
-  woken(reason: WakeReason): void {
-    if (this.reading) this.wokenWhileReading = reason;
-    else this.after(reason);
+  woken(reason: WakeReason, delivered?: readonly StoredMessage[]): void {
+    if (this.reading) {
+      this.wokenWhileReading = reason;
+      this.deliveredWhileReading = delivered;
+    } else {
+      this.after(reason, delivered);
+    }
   }
 
   private read(): Promise<PendingMessage[]> {
@@ -654,7 +702,7 @@ class HeldPoll extends Waiter {
     );
   }
 
-  private after(reason: WakeReason): void {
+  private after(reason: WakeReason, delivered?: readonly StoredMessage[]): void {
     if (reason === 'closed' || reason === 'aborted' || reason === 'superseded') {
       // Answered on its own turn, not from within the held polls' loop over the polls it ends.
       queueMicrotask(() => this.finish(null, []));
@@ -662,8 +710,13 @@ class HeldPoll extends Waiter {
       // Reads once more, then answers what it finds.
       this.answer(this.read());
     } else {
-      // Delivered: looks again.
-      this.look();
+      // Delivered: answers what this process stored for the agent, as a read would find it
+      // (what another process stored is read), or looks again.
+      const committed =
+        delivered &&
+        this.service.committedPage(this.principal, this.address, this.page, this.charge, delivered);
+      if (committed) this.answer(committed);
+      else this.look();
     }
   }
 }

@@ -86,6 +86,37 @@ describeOnEachDialect('held mailbox polls', (dialect) => {
     assert.ok(answer.ms >= 200, 'the poll was held until the message came');
   });
 
+  it('answers a woken poll with what this process stored, as a read answers it, without reading it back', async () => {
+    const agent = await newAgent();
+    const before = held();
+    const polled = poll(hostOf(t), agent);
+    await until(() => held() === before + 1, 'the poll to be held');
+    // The poll has read its empty mailbox; from here on, a read of its messages is counted.
+    const { mailbox } = t.server.ctx.store.repos;
+    const listPending = mailbox.listPending.bind(mailbox);
+    let reads = 0;
+    mailbox.listPending = (...args) => {
+      if (args[0] === agent.address) reads += 1;
+      return listPending(...args);
+    };
+    try {
+      const envelope = envelopeFor(agent.address);
+      await submit(hostOf(t), envelope);
+      const answer = await polled;
+      assert.equal(answer.status, 200, answer.text);
+      assert.equal(reads, 0, 'answered from the commit');
+      const read = await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
+        key: t.userKey,
+      });
+      assert.equal(read.status, 200, read.text);
+      assert.equal(reads, 1);
+      assert.deepEqual(answer.body, read.body, 'every field as the read has it');
+      assert.deepEqual(answer.body[0].envelope, envelope);
+    } finally {
+      mailbox.listPending = listPending;
+    }
+  });
+
   it('answers an empty array at the hold limit, and counts no transfer for it', async () => {
     const agent = await newAgent();
     const bytesBefore = await transferred();

@@ -62,6 +62,62 @@ describeOnEachDialect('mailbox store', (dialect) => {
     });
   });
 
+  it('writes down what a read handed out: the transfer, the trace rows and the kept messages', async () => {
+    const userId = await insertUser(t.store);
+    const address = 'agent1handedout';
+    await addMailbox(address, userId);
+    const { mailbox, deliveries, usage } = t.store.repos;
+    const kept = { ...message(address), next_forward_at: 500, forward_attempts: 1 };
+    // A group that holds a kept message writes the forward columns of each.
+    const plain = { ...message(address), next_forward_at: null, forward_attempts: 0 };
+    await mailbox.deliver([kept, plain], '2031-05-02');
+
+    await mailbox.handOut({
+      owner: userId,
+      day: '2031-05-02',
+      bytes: 20,
+      polled: { address, uuids: [kept.uuid, plain.uuid], at: 300, by: 'agent' },
+      kept: [kept.uuid],
+    });
+    assert.deepEqual(await usage.period(userId, '2031-05'), {
+      num_messages: 2,
+      bytes_transferred: 20,
+    });
+    const pending = await mailbox.listPending(address, 200, { limit: 10, offset: 0 });
+    assert.deepEqual(
+      pending.map((row) => [
+        row.uuid,
+        Number(row.polled_at),
+        row.next_forward_at === null ? null : Number(row.next_forward_at),
+      ]),
+      [
+        [kept.uuid, 300, null],
+        [plain.uuid, 300, null],
+      ],
+      'both noted as polled; the kept one forwarded no more',
+    );
+    assert.deepEqual(await mailbox.claimForwards(1000, 2000, 10), [], 'nothing left to forward');
+    const rows = await deliveries.list(address, { events: ['polled'], limit: 10, offset: 0 });
+    assert.deepEqual(
+      rows.map((row) => [row.uuid, Number(row.at), row.detail]).sort(),
+      [
+        [kept.uuid, 300, 'agent'],
+        [plain.uuid, 300, 'agent'],
+      ].sort(),
+    );
+
+    // Bytes alone (an owner's read, or a poll whose rows are not due): only the count moves.
+    await mailbox.handOut({ owner: userId, day: '2031-05-03', bytes: 5 });
+    assert.deepEqual(await usage.period(userId, '2031-05'), {
+      num_messages: 2,
+      bytes_transferred: 25,
+    });
+    assert.equal(
+      (await deliveries.list(address, { events: ['polled'], limit: 10, offset: 0 })).length,
+      2,
+    );
+  });
+
   it('delivers many messages in order, skipping uuids taken before or earlier in the list', async () => {
     const [a, b] = mailboxes as [string, string];
     const { mailbox } = t.store.repos;

@@ -184,13 +184,16 @@ export function traceTimelineRow(row: DeliveryEventRow): TimelineRow {
 
 /**
  * A message just stored, with its row's id and the owner of its mailbox then: the pending
- * message the timeline shows.
+ * message the timeline shows, and what a held poll of its agent answers without reading it
+ * back.
  */
 export type StoredMessage = Pick<
   Selectable<MessagesTable>,
-  'id' | 'address' | 'uuid' | 'size' | 'received_at'
+  'id' | 'address' | 'uuid' | 'size' | 'received_at' | 'envelope' | 'expires_at'
 > &
-  Partial<Pick<Selectable<MessagesTable>, 'sender' | 'forward_attempts'>> & { owner: string };
+  Partial<Pick<Selectable<MessagesTable>, 'sender' | 'forward_attempts' | 'next_forward_at'>> & {
+    owner: string;
+  };
 
 /** A pending message as the timeline reads it (a `stored` row to come). */
 export function pendingTimelineRow(message: StoredMessage): TimelineRow {

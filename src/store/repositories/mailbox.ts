@@ -327,6 +327,25 @@ interface MailboxWrites {
   ): Promise<Delivered>;
   /** Adds bytes served to a user's transfer count of `day` and its month. */
   countTransfer(db: Kysely<Database>, userId: string, day: string, bytes: number): Promise<void>;
+  /** What a read handed out: see {@link MailboxRepository.handOut}. */
+  handOut(db: Kysely<Database>, handed: HandOut): Promise<void>;
+}
+
+/**
+ * What one read of a mailbox handed to its reader, as it is written down: the bytes counted
+ * as transferred, the trace's `polled` rows of the messages handed out, and the kept messages
+ * the proxy is to forward no more (their agent has them).
+ */
+export interface HandOut {
+  /** Whose transfer count the bytes go to, in `day` (UTC, `YYYY-MM-DD`) and its month. */
+  owner: string;
+  day: string;
+  /** Bytes counted as transferred; 0 counts nothing. */
+  bytes: number;
+  /** The messages `uuids` of `address` were handed out at `at`, as `by` asked. */
+  polled?: { address: string; uuids: string[]; at: number; by: string };
+  /** Kept messages handed to their agent. */
+  kept?: string[];
 }
 
 const sqliteWrites = (statements: CompiledStatements): MailboxWrites => ({
@@ -344,6 +363,19 @@ const sqliteWrites = (statements: CompiledStatements): MailboxWrites => ({
 
   countTransfer: (db, userId, day, bytes) =>
     addUsage(db, statements, userId, day, { bytes_transferred: bytes }),
+
+  // One transaction, so one commit of the log for all of it where each part on its own was one
+  // (the transfer count's two statements, two).
+  handOut: (db, handed) =>
+    atomically(db, async (tx) => {
+      if (handed.bytes > 0) {
+        await addUsage(tx, statements, handed.owner, handed.day, {
+          bytes_transferred: handed.bytes,
+        });
+      }
+      if (handed.polled) await recordPolls(tx, statements, handed.polled);
+      if (handed.kept && handed.kept.length > 0) await stopForwarding(tx, handed.kept);
+    }),
 });
 
 const postgresWrites = (statements: CompiledStatements): MailboxWrites => ({
@@ -478,7 +510,53 @@ const postgresWrites = (statements: CompiledStatements): MailboxWrites => ({
       () => statement().compile(db),
     );
   },
+
+  // In turn, as before they were one call: the transfer count commits without waiting for the
+  // disk (above), and each step is one round trip, where a transaction of all three would add a
+  // begin and a commit.
+  async handOut(db, handed) {
+    if (handed.bytes > 0) await this.countTransfer(db, handed.owner, handed.day, handed.bytes);
+    if (handed.polled) await recordPolls(db, statements, handed.polled);
+    if (handed.kept && handed.kept.length > 0) await stopForwarding(db, handed.kept);
+  },
 });
+
+/**
+ * Records in the trace that the messages `uuids` of a mailbox were handed to its agent (`by`
+ * says who asked) and notes the time on each, in one transaction.
+ */
+function recordPolls(
+  db: Kysely<Database>,
+  statements: CompiledStatements,
+  polled: { address: string; uuids: string[]; at: number; by: string },
+): Promise<void> {
+  const { address, uuids, at, by } = polled;
+  return atomically(db, async (tx) => {
+    for (const slice of slices(uuids)) {
+      const rows = slice.map((uuid) => ({ address, uuid, event: 'polled', at, detail: by }));
+      await statements.insert(tx, 'delivery_events.polled', rows, () =>
+        tx.insertInto('delivery_events').values(rows),
+      );
+      await statements.execute(tx, `messages.polled ${slice.length}`, [at, ...slice], () =>
+        tx.updateTable('messages').set({ polled_at: at }).where('uuid', 'in', slice).compile(),
+      );
+    }
+  });
+}
+
+/** See {@link MailboxRepository.stopForwarding}. */
+async function stopForwarding(
+  db: Kysely<Database>,
+  uuids: string[],
+  lease?: number,
+): Promise<void> {
+  await db
+    .updateTable('messages')
+    .set({ next_forward_at: null })
+    .where('uuid', 'in', uuids)
+    .where('next_forward_at', lease === undefined ? 'is not' : '=', lease ?? null)
+    .execute();
+}
 
 /** The trace rows of a group insert on PostgreSQL, as one more step of its statement. */
 function traceStatement(events: NewDeliveryEvent[]): RawBuilder<unknown> {
@@ -554,11 +632,9 @@ export class MailboxRepository {
   }
 
   find(address: string): Promise<MailboxRow | undefined> {
-    return this.db
-      .selectFrom('mailboxes')
-      .selectAll()
-      .where('address', '=', address)
-      .executeTakeFirst();
+    return this.statements.first(this.db, 'mailboxes.find', [address], () =>
+      this.db.selectFrom('mailboxes').selectAll().where('address', '=', address).compile(),
+    );
   }
 
   /** The messages waiting in every mailbox, and the bytes they hold. */
@@ -712,23 +788,11 @@ export class MailboxRepository {
   }
 
   /**
-   * Records in the trace that the messages `uuids` of a mailbox were handed to its agent
-   * (`by` says who asked) and notes the time on each, in one transaction.
+   * Writes down what a read of a mailbox handed out (see {@link HandOut}): on SQLite in one
+   * transaction.
    */
-  recordPolls(address: string, uuids: string[], at: number, by: string): Promise<void> {
-    return atomically(this.db, async (db) => {
-      await insertDeliveryEvents(
-        db,
-        uuids.map((uuid) => ({ address, uuid, event: 'polled', at, detail: by })),
-      );
-      for (const slice of slices(uuids)) {
-        await db
-          .updateTable('messages')
-          .set({ polled_at: at })
-          .where('uuid', 'in', slice)
-          .execute();
-      }
-    });
+  handOut(handed: HandOut): Promise<void> {
+    return this.writes.handOut(this.db, handed);
   }
 
   /** Counts `bytes` served to the owner's agents in `day` and its month (the transfer quota's). */
@@ -749,22 +813,31 @@ export class MailboxRepository {
     tracedAt?: number,
     event: 'deleted' | 'delivered' = 'deleted',
   ): Promise<boolean> {
+    const { statements } = this;
     return atomically(this.db, async (db) => {
-      const removed = await db
-        .deleteFrom('messages')
-        .where('uuid', '=', uuid)
-        .where('address', '=', address)
-        .returning([...LEAVING_KEPT, 'expires_at'])
-        .executeTakeFirst();
+      const removed = await statements.first(db, 'messages.acknowledge', [uuid, address], () =>
+        db
+          .deleteFrom('messages')
+          .where('uuid', '=', uuid)
+          .where('address', '=', address)
+          .returning([...LEAVING_KEPT, 'expires_at'])
+          .compile(),
+      );
       if (!removed) return false;
-      await moveCounters(db, this.statements, [removed], -1);
-      await db
-        .insertInto('replays')
-        .values({ uuid, expires_at: removed.expires_at })
-        .onConflict((oc) => oc.column('uuid').doNothing())
-        .execute();
+      await moveCounters(db, statements, [removed], -1);
+      const { expires_at } = removed;
+      await statements.execute(db, 'replays.keep', [uuid, expires_at], () =>
+        db
+          .insertInto('replays')
+          .values({ uuid, expires_at })
+          .onConflict((oc) => oc.column('uuid').doNothing())
+          .compile(),
+      );
       if (tracedAt !== undefined) {
-        await insertDeliveryEvents(db, leavingRows([removed], event, tracedAt));
+        const rows = leavingRows([removed], event, tracedAt);
+        await statements.insert(db, 'delivery_events.leaving', rows, () =>
+          db.insertInto('delivery_events').values(rows),
+        );
       }
       return true;
     });
@@ -909,13 +982,8 @@ export class MailboxRepository {
    * No forward of these messages is due any more; they stay in their mailbox for their agent.
    * With `lease`, only while the claim that ends then holds.
    */
-  async stopForwarding(uuids: string[], lease?: number): Promise<void> {
-    await this.db
-      .updateTable('messages')
-      .set({ next_forward_at: null })
-      .where('uuid', 'in', uuids)
-      .where('next_forward_at', lease === undefined ? 'is not' : '=', lease ?? null)
-      .execute();
+  stopForwarding(uuids: string[], lease?: number): Promise<void> {
+    return stopForwarding(this.db, uuids, lease);
   }
 
   /** The mailbox's quarantined messages, oldest first. */
