@@ -11,7 +11,7 @@ import type {
   NewDeliveryEvent,
   Ownership,
 } from '../store/repositories/deliveries.js';
-import type { PendingMessage } from '../store/repositories/mailbox.js';
+import type { PendingMessage, PolledRows } from '../store/repositories/mailbox.js';
 import { traceTimelineRow } from '../store/repositories/activity.js';
 import { KEPT_FORWARD_DETAIL } from '../wire/deliveries.js';
 
@@ -139,7 +139,7 @@ export class DeliveryTrace {
     address: string,
     messages: Pick<PendingMessage, 'uuid' | 'polled_at'>[],
     by: string,
-  ): { address: string; uuids: string[]; at: number; by: string } | undefined {
+  ): PolledRows | undefined {
     if (!this.enabled || messages.length === 0) return undefined;
     const at = this.clock.now();
     const uuids: string[] = [];

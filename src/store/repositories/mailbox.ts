@@ -331,6 +331,14 @@ interface MailboxWrites {
   handOut(db: Kysely<Database>, handed: HandOut): Promise<void>;
 }
 
+/** The trace's `polled` rows: the messages `uuids` of `address` handed out at `at`, as `by` asked. */
+export interface PolledRows {
+  address: string;
+  uuids: string[];
+  at: number;
+  by: string;
+}
+
 /**
  * What one read of a mailbox handed to its reader, as it is written down: the bytes counted
  * as transferred, the trace's `polled` rows of the messages handed out, and the kept messages
@@ -342,8 +350,7 @@ export interface HandOut {
   day: string;
   /** Bytes counted as transferred; 0 counts nothing. */
   bytes: number;
-  /** The messages `uuids` of `address` were handed out at `at`, as `by` asked. */
-  polled?: { address: string; uuids: string[]; at: number; by: string };
+  polled?: PolledRows;
   /** Kept messages handed to their agent. */
   kept?: string[];
 }
@@ -528,7 +535,7 @@ const postgresWrites = (statements: CompiledStatements): MailboxWrites => ({
 function recordPolls(
   db: Kysely<Database>,
   statements: CompiledStatements,
-  polled: { address: string; uuids: string[]; at: number; by: string },
+  polled: PolledRows,
 ): Promise<void> {
   const { address, uuids, at, by } = polled;
   return atomically(db, async (tx) => {
