@@ -1,6 +1,20 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { Departure, HeldPolls } from '../../src/infra/held-polls.js';
+import { Departure, HeldPolls, Waiter, type WakeReason } from '../../src/infra/held-polls.js';
+import type { StoredMessage } from '../../src/store/repositories/activity.js';
+
+/** A wait that notes how it ended and the uuids of the messages it was handed. */
+class Noted extends Waiter {
+  readonly endings: [WakeReason, string[] | undefined][] = [];
+
+  constructor(address: string) {
+    super(address, performance.now() + 10_000);
+  }
+
+  woken(reason: WakeReason, delivered?: readonly StoredMessage[]): void {
+    this.endings.push([reason, delivered?.map((message) => message.uuid)]);
+  }
+}
 
 describe('held polls', () => {
   // A hold's timer never keeps the process alive by itself (a server's socket does).
@@ -17,6 +31,25 @@ describe('held polls', () => {
     assert.equal(await a2.settled, 'delivered');
     assert.equal(polls.held, 1);
     assert.equal(await b.settled, 'timeout');
+    assert.equal(polls.held, 0);
+  });
+
+  it('hands each wait the messages its own process stored for its agent', () => {
+    const polls = new HeldPolls();
+    const [a, b, c] = [new Noted('a'), new Noted('b'), new Noted('c')];
+    for (const waiter of [a, b, c]) polls.wait(waiter);
+    const stored = (address: string, uuid: string) => ({ address, uuid }) as StoredMessage;
+    polls.heard({
+      kind: 'message.stored',
+      addresses: ['a', 'b', 'a'],
+      local: { messages: [stored('a', '1'), stored('b', '2'), stored('a', '3')] },
+    });
+    assert.deepEqual(a.endings, [['delivered', ['1', '3']]]);
+    assert.deepEqual(b.endings, [['delivered', ['2']]]);
+    assert.deepEqual(c.endings, [], 'nothing for c');
+    // Another process's commit (heard without its rows): woken to read the mailbox.
+    polls.heard({ kind: 'message.stored', addresses: ['c'] });
+    assert.deepEqual(c.endings, [['delivered', undefined]]);
     assert.equal(polls.held, 0);
   });
 
