@@ -89,8 +89,13 @@ describe('hosted agents', { skip }, () => {
         // Every warning of the server's about the agent (its status changes among them).
         log.lines.filter((l) => l.level >= WARN && l.agent === address);
 
+      // The restart count is written before the crash is counted on the timeline, so a read
+      // between the two sees the row one crash behind: each count is waited for.
       await owner.waitForAgent(address, (a) => a.restarts >= 3);
-      const early = await errorRows();
+      const early = await waitFor(async () => {
+        const rows = await errorRows();
+        return rows.length !== 1 || crashesOf(rows[0]!) >= 3 ? rows : undefined;
+      }, 'three crashes counted');
       assert.equal(early.length, 1, JSON.stringify(early));
       const first = crashesOf(early[0]!);
       assert.ok(first >= 3, `${first} crashes counted`);
@@ -98,8 +103,6 @@ describe('hosted agents', { skip }, () => {
       // More crashes: the same row, its count grown, its summary the last crash.
       const restarts = (await owner.agent(address)).restarts;
       await owner.waitForAgent(address, (a) => a.restarts >= restarts + 4);
-      // The restart count is written before the crash is counted on the timeline, so a read
-      // between the two sees the row one crash behind: the count is waited for.
       const later = await waitFor(async () => {
         const rows = await errorRows();
         return rows.length !== 1 || crashesOf(rows[0]!) >= first + 4 ? rows : undefined;
