@@ -18,8 +18,10 @@ import { startTestServer, type TestServer } from '../kit/server.js';
  * Real uAgents 0.25 agents on the paths whose statements are compiled once (the Almanac's
  * registration with its protocol rows, the mailbox's group commit, a held poll's page and its
  * transfer count, the delete): an endpoint agent pings a mailbox agent again and again, each
- * Ping reaches it once through its held poll, and each Pong comes back. Skips, saying why,
- * where AGENTRY_TEST_PYTHON has no uagents 0.25.
+ * Ping reaches it once through its held poll, and each Pong comes back. A held poll woken by
+ * the Ping's commit answers it without reading it back, and writes down what it handed out
+ * (the transfer, the trace's rows) in one go. Skips, saying why, where AGENTRY_TEST_PYTHON has
+ * no uagents 0.25.
  */
 const { python, skip } = realClient('AGENTRY_TEST_PYTHON', { series: '0.25' });
 
@@ -86,10 +88,18 @@ describeOnEachDialect('real uAgents: pings to a mailbox agent and its pongs', (d
 
   before(async () => {
     if (skip) return;
-    t = await startTestServer({ dialect });
+    t = await startTestServer({ dialect, config: { mailboxHoldSeconds: 20 } });
     dir = mkdtempSync(join(tmpdir(), 'agentry-mailbox-ping-'));
     writeFileSync(join(dir, 'agent.py'), AGENT_SCRIPT);
   });
+
+  async function transferred(): Promise<number> {
+    const res = await fetch(`${t.url}/v2/agents/usage/current`, {
+      headers: { authorization: `Bearer ${t.userKey}` },
+    });
+    assert.equal(res.status, 200);
+    return ((await res.json()) as { bytes_transferred: number }).bytes_transferred;
+  }
 
   after(async () => {
     for (const agent of started) agent.child.kill('SIGKILL');
@@ -117,6 +127,17 @@ describeOnEachDialect('real uAgents: pings to a mailbox agent and its pongs', (d
       };
       const responder = await run(['mailbox', `mailbox ping responder ${dialect}`]);
       const address = await readyMailboxAgent(responder.agent, responder.url, t);
+      const transferredBefore = await transferred();
+      // Reads of the responder's mailbox that found messages: a poll woken by a Ping's commit
+      // answers it without one.
+      const { mailbox } = t.server.ctx.store.repos;
+      const listPending = mailbox.listPending.bind(mailbox);
+      let readsThatFound = 0;
+      mailbox.listPending = async (...args) => {
+        const found = await listPending(...args);
+        if (args[0] === address && found.length > 0) readsThatFound += 1;
+        return found;
+      };
       const pinger = await run([
         'pinger',
         `mailbox ping pinger ${dialect}`,
@@ -138,6 +159,11 @@ describeOnEachDialect('real uAgents: pings to a mailbox agent and its pongs', (d
         heard.map((line) => line.heard),
         [0, 1, 2, 3],
       );
+      mailbox.listPending = listPending;
+      assert.ok(
+        readsThatFound < PINGS,
+        `${readsThatFound} of ${PINGS} Pings were read back for the poll that took them`,
+      );
       // Each Ping was taken and deleted: nothing waits in the mailbox, and its counters say so.
       const listing = await waitFor(async () => {
         const res = await fetch(`${t.url}/v2/agents/${address}`, {
@@ -149,6 +175,23 @@ describeOnEachDialect('real uAgents: pings to a mailbox agent and its pongs', (d
         return body.mailbox?.pending_messages === 0 ? body.mailbox : undefined;
       }, 'the mailbox to be empty');
       assert.equal(listing.bytes_stored, 0);
+      // Each Ping's trace: stored, handed to the agent, deleted by it; its bytes transferred.
+      const res = await fetch(`${t.url}/v2/agents/${address}/deliveries`, {
+        headers: { authorization: `Bearer ${t.userKey}` },
+      });
+      assert.equal(res.status, 200);
+      const rows = (await res.json()) as { uuid: string; event: string; size: number | null }[];
+      const stored = rows.filter((row) => row.event === 'stored');
+      assert.equal(stored.length, PINGS, JSON.stringify(rows));
+      for (const { uuid } of stored) {
+        assert.deepEqual(
+          rows.filter((row) => row.uuid === uuid).map((row) => row.event),
+          ['submitted', 'stored', 'polled', 'deleted'],
+          JSON.stringify(rows),
+        );
+      }
+      const bytes = stored.reduce((sum, row) => sum + Number(row.size), 0);
+      assert.equal((await transferred()) - transferredBefore, bytes);
     },
   );
 });
