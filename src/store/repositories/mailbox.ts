@@ -327,8 +327,6 @@ interface MailboxWrites {
   ): Promise<Delivered>;
   /** Adds bytes served to a user's transfer count of `day` and its month. */
   countTransfer(db: Kysely<Database>, userId: string, day: string, bytes: number): Promise<void>;
-  /** What a read handed out: see {@link MailboxRepository.handOut}. */
-  handOut(db: Kysely<Database>, handed: HandOut): Promise<void>;
 }
 
 /** The trace's `polled` rows: the messages `uuids` of `address` handed out at `at`, as `by` asked. */
@@ -370,19 +368,6 @@ const sqliteWrites = (statements: CompiledStatements): MailboxWrites => ({
 
   countTransfer: (db, userId, day, bytes) =>
     addUsage(db, statements, userId, day, { bytes_transferred: bytes }),
-
-  // One transaction, so one commit of the log for all of it where each part on its own was one
-  // (the transfer count's two statements, two).
-  handOut: (db, handed) =>
-    atomically(db, async (tx) => {
-      if (handed.bytes > 0) {
-        await addUsage(tx, statements, handed.owner, handed.day, {
-          bytes_transferred: handed.bytes,
-        });
-      }
-      if (handed.polled) await recordPolls(tx, statements, handed.polled);
-      if (handed.kept && handed.kept.length > 0) await stopForwarding(tx, handed.kept);
-    }),
 });
 
 const postgresWrites = (statements: CompiledStatements): MailboxWrites => ({
@@ -516,15 +501,6 @@ const postgresWrites = (statements: CompiledStatements): MailboxWrites => ({
       [userId, day.slice(0, 7), bytes, day, bytes],
       () => statement().compile(db),
     );
-  },
-
-  // In turn, as before they were one call: the transfer count commits without waiting for the
-  // disk (above), and each step is one round trip, where a transaction of all three would add a
-  // begin and a commit.
-  async handOut(db, handed) {
-    if (handed.bytes > 0) await this.countTransfer(db, handed.owner, handed.day, handed.bytes);
-    if (handed.polled) await recordPolls(db, statements, handed.polled);
-    if (handed.kept && handed.kept.length > 0) await stopForwarding(db, handed.kept);
   },
 });
 
@@ -795,11 +771,21 @@ export class MailboxRepository {
   }
 
   /**
-   * Writes down what a read of a mailbox handed out (see {@link HandOut}): on SQLite in one
-   * transaction.
+   * Writes down what a read of a mailbox handed out (see {@link HandOut}). On SQLite in one
+   * transaction: one commit of the log for all of it, where each part on its own was one (the
+   * transfer count's two statements, two). On PostgreSQL in turn: the transfer count commits
+   * without waiting for the disk, and each step is one round trip, where a transaction of all
+   * of them would add a begin and a commit.
    */
   handOut(handed: HandOut): Promise<void> {
-    return this.writes.handOut(this.db, handed);
+    const write = async (db: Kysely<Database>): Promise<void> => {
+      if (handed.bytes > 0) {
+        await this.writes.countTransfer(db, handed.owner, handed.day, handed.bytes);
+      }
+      if (handed.polled) await recordPolls(db, this.statements, handed.polled);
+      if (handed.kept && handed.kept.length > 0) await stopForwarding(db, handed.kept);
+    };
+    return this.dialect === 'sqlite' ? atomically(this.db, write) : write(this.db);
   }
 
   /** Counts `bytes` served to the owner's agents in `day` and its month (the transfer quota's). */
