@@ -7,7 +7,7 @@ import { buildOfRef, workingTreeBuild, type Build } from './lib/builds.js';
 import { compareRows, formatCompareTable, type CompareRow } from './lib/compare-report.js';
 import { loadProfile } from './lib/load.js';
 import { machineInfo, writeResults, type BenchResults, type Measure } from './lib/report.js';
-import { formatProfileSummary, mainThreadProfiles, summarizeProfiles } from './lib/profile.js';
+import { profileReport, profilingArgs } from './lib/profile.js';
 import { runScenario } from './lib/scenario-run.js';
 import type { Scenario } from './scenarios/scenario.js';
 
@@ -84,7 +84,7 @@ export async function compare(options: CompareOptions): Promise<void> {
               dialect,
               ceilings,
               profile: loadProfile,
-              nodeArgs: profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
+              nodeArgs: profileDir ? profilingArgs(profileDir) : [],
             });
             measures.get(build)![round]!.push(...run.measures);
           } catch (err) {
@@ -132,9 +132,8 @@ export async function compare(options: CompareOptions): Promise<void> {
         for (const build of [base, head]) {
           const dir = join(options.profilesDir, `${scenario.name} ${dialect} ${build.label}`);
           if (failed(build, scenario, dialect) || !existsSync(dir)) continue;
-          const summary = formatProfileSummary(summarizeProfiles(mainThreadProfiles(dir)));
           process.stdout.write(
-            `${scenario.name} on ${dialect}, ${build.label}, main thread: ${summary}\n\n`,
+            `${scenario.name} on ${dialect}, ${build.label}, main thread: ${profileReport(dir)}\n\n`,
           );
         }
       }

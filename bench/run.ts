@@ -11,7 +11,7 @@ import { benchStores } from './lib/databases.js';
 import { makeIdentities, signedEnvelopes } from './lib/envelopes.js';
 import { loadProfile } from './lib/load.js';
 import { formatTable, machineInfo, writeResults, type Measure } from './lib/report.js';
-import { formatProfileSummary, mainThreadProfiles, summarizeProfiles } from './lib/profile.js';
+import { profileReport, profilingArgs } from './lib/profile.js';
 import { runScenario } from './lib/scenario-run.js';
 import { scenarios } from './scenarios/index.js';
 import type { Scenario } from './scenarios/scenario.js';
@@ -170,7 +170,7 @@ async function fullRun(selected: Scenario[]): Promise<void> {
       const profileDir = join(profilesPath, `${scenario.name} ${dialect}`);
       // A profile of this run alone, not summed with an earlier run's.
       if (args.profiling) rmSync(profileDir, { recursive: true, force: true });
-      const nodeArgs = args.profiling ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
+      const nodeArgs = args.profiling ? profilingArgs(profileDir) : [];
       const run = await runScenario({
         build,
         scenario,
@@ -182,10 +182,7 @@ async function fullRun(selected: Scenario[]): Promise<void> {
       measures.push(...run.measures);
       peakRss[scenario.name] = run.peakRss;
       if (args.profiling) {
-        const summary = summarizeProfiles(mainThreadProfiles(profileDir));
-        profiles.push(
-          `${scenario.name} on ${dialect}, main thread: ${formatProfileSummary(summary)}`,
-        );
+        profiles.push(`${scenario.name} on ${dialect}, main thread: ${profileReport(profileDir)}`);
       }
     }
     const MiB = 1024 * 1024;

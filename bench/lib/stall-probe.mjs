@@ -7,8 +7,8 @@
  * no statement runs on the event loop, and none is noted.
  */
 import { writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { PerformanceObserver } from 'node:perf_hooks';
+import { timeStatements } from './statement-hook.mjs';
 
 const file = process.env.BENCH_STALL_PROBE_FILE;
 if (file === undefined) throw new Error('BENCH_STALL_PROBE_FILE names no file');
@@ -28,23 +28,9 @@ new PerformanceObserver((list) => {
     noted.collections.push([wall(entry.startTime), entry.duration]);
 }).observe({ entryTypes: ['gc'] });
 
-// The server's own better-sqlite3: the one file keeps it outside, so it is this module.
-const BetterSqlite3 = createRequire(import.meta.url)('better-sqlite3');
-const probe = new BetterSqlite3(':memory:');
-const Statement = Object.getPrototypeOf(probe.prepare('select 1'));
-probe.close();
-for (const method of ['run', 'all', 'get']) {
-  const original = Statement[method];
-  Statement[method] = function timed(...args) {
-    const began = performance.now();
-    try {
-      return original.apply(this, args);
-    } finally {
-      const took = performance.now() - began;
-      if (took > 3) noted.statements.push([wall(began), took, this.source.slice(0, 60)]);
-    }
-  };
-}
+timeStatements((source, began, took) => {
+  if (took > 3) noted.statements.push([wall(began), took, source.slice(0, 60)]);
+});
 
 const write = () => writeFileSync(file, JSON.stringify(noted));
 setInterval(write, 1000).unref();
