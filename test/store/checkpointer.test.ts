@@ -3,18 +3,24 @@ import assert from 'node:assert/strict';
 import { statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
+import { CheckpointPasses } from '../../src/store/checkpoint-passes.js';
 import { sqlitePath } from '../../src/store/database.js';
 import { Store } from '../../src/store/index.js';
+import { openSqliteConnection } from '../../src/store/sqlite-connection.js';
 import { createTestDatabase } from '../kit/databases.js';
 
 /**
  * One commit of a few hundred pages of 4 KiB: below the 1,000 after which a commit
  * checkpoints by itself.
  */
-async function writeSomePages(store: Store): Promise<void> {
+async function writeSomePages(store: Store, prefix = 'user'): Promise<void> {
   await store.transaction(async (tx) => {
     for (let i = 0; i < 300; i++) {
-      await tx.users.insert({ id: `user-${i}`, name: `${'x'.repeat(2000)}${i}`, created_at: 0 });
+      await tx.users.insert({
+        id: `${prefix}-${i}`,
+        name: `${prefix}${'x'.repeat(2000)}${i}`,
+        created_at: 0,
+      });
     }
   });
 }
@@ -75,6 +81,41 @@ describe('background checkpoints (sqlite)', () => {
       const grown = await growthAfter(path, base, 600_000, 500);
       assert.ok(grown < 600_000, `the database file grew by ${grown} bytes`);
     } finally {
+      await store.close();
+      await database.drop();
+    }
+  });
+});
+
+describe('checkpoint passes (sqlite)', () => {
+  it('sync the database file after copying what was committed, and not again until more is', async () => {
+    const database = await createTestDatabase('sqlite');
+    // No thread of its own: the test runs the passes, as the thread does, on a second connection.
+    const store = Store.open(database.url);
+    const path = sqlitePath(database.url);
+    const connection = openSqliteConnection(path);
+    /** The database file's size at each sync: the pages the pass copied are in it by then. */
+    const syncs: number[] = [];
+    const passes = new CheckpointPasses(connection, () => syncs.push(statSync(path).size));
+    try {
+      const base = await migrated(store, path);
+      assert.equal(passes.pass(), true, 'the first pass does not know what was synced before');
+      assert.equal(passes.pass(), false, 'nothing committed since');
+
+      await writeSomePages(store);
+      assert.equal(passes.pass(), true);
+      assert.ok(syncs.at(-1)! - base >= 600_000, `synced at ${syncs.at(-1)! - base} bytes more`);
+      assert.equal(passes.pass(), false);
+
+      // That pass copied the whole log, so this commit writes it again from its beginning
+      // (the log's counts start again too): still a commit to copy and sync.
+      await writeSomePages(store, 'again');
+      assert.equal(passes.pass(), true);
+      assert.ok(syncs.at(-1)! - base >= 1_200_000, `synced at ${syncs.at(-1)! - base} bytes more`);
+      assert.equal(passes.pass(), false);
+      assert.equal(syncs.length, 3);
+    } finally {
+      connection.close();
       await store.close();
       await database.drop();
     }
