@@ -45,8 +45,9 @@ console.log(routeHandler() + commitSubmissions() + executeQuery());`,
 
 /**
  * A program that runs SQLite statements as the store does: inserts of one, two and three rows,
- * reads of lists of one and of four, each statement prepared once. better-sqlite3 is this
- * checkout's, found from the working directory as the server's is.
+ * reads of lists of one and of four, fifty times each (each a statement prepared afresh: the
+ * probe counts by text, not by statement). better-sqlite3 is this checkout's, found from the
+ * working directory as the server's is.
  */
 const STATEMENTS = `
 import { createRequire } from 'node:module';
