@@ -1,4 +1,5 @@
 import { sql, type Insertable, type Kysely, type Selectable } from 'kysely';
+import type { CompiledStatements } from '../compiled.js';
 import type { Database, DeliveryEventsTable } from '../schema.js';
 import { deleteAgentHistory, slices } from '../statements.js';
 
@@ -31,13 +32,19 @@ export interface DeliveryFilter {
   offset: number;
 }
 
-/** Inserts trace rows, many per statement. Run it in the transaction the rows describe. */
+/**
+ * Inserts trace rows, many per statement, on `statements` compiled once per shape (the rows'
+ * count and columns). Run it in the transaction the rows describe.
+ */
 export async function insertDeliveryEvents(
   db: Kysely<Database>,
+  statements: CompiledStatements,
   events: NewDeliveryEvent[],
 ): Promise<void> {
   for (const slice of slices(events)) {
-    await db.insertInto('delivery_events').values(slice).execute();
+    await statements.insert(db, 'delivery_events.insert', slice, () =>
+      db.insertInto('delivery_events').values(slice),
+    );
   }
 }
 

@@ -271,9 +271,11 @@ function moveToQuarantine(
         .onConflict((oc) => oc.column('uuid').doNothing())
         .execute();
     }
-    await moveCounters(db, new CompiledStatements(), removed, -1);
+    const statements = new CompiledStatements();
+    await moveCounters(db, statements, removed, -1);
     await insertDeliveryEvents(
       db,
+      statements,
       leavingRows(removed, 'quarantined', now, (m) => reasons.get(m.uuid) ?? 'unservable'),
     );
     return removed.length;
@@ -515,11 +517,9 @@ function recordPolls(
 ): Promise<void> {
   const { address, uuids, at, by } = polled;
   return atomically(db, async (tx) => {
+    const rows = uuids.map((uuid) => ({ address, uuid, event: 'polled', at, detail: by }));
+    await insertDeliveryEvents(tx, statements, rows);
     for (const slice of slices(uuids)) {
-      const rows = slice.map((uuid) => ({ address, uuid, event: 'polled', at, detail: by }));
-      await statements.insert(tx, 'delivery_events.polled', rows, () =>
-        tx.insertInto('delivery_events').values(rows),
-      );
       await statements.execute(tx, `messages.polled ${slice.length}`, [at, ...slice], () =>
         tx.updateTable('messages').set({ polled_at: at }).where('uuid', 'in', slice).compile(),
       );
@@ -827,10 +827,7 @@ export class MailboxRepository {
           .compile(),
       );
       if (tracedAt !== undefined) {
-        const rows = leavingRows([removed], event, tracedAt);
-        await statements.insert(db, 'delivery_events.leaving', rows, () =>
-          db.insertInto('delivery_events').values(rows),
-        );
+        await insertDeliveryEvents(db, statements, leavingRows([removed], event, tracedAt));
       }
       return true;
     });
@@ -859,7 +856,7 @@ export class MailboxRepository {
           .execute();
       }
       if (tracedAt !== undefined) {
-        await insertDeliveryEvents(db, leavingRows(removed, 'deleted', tracedAt));
+        await insertDeliveryEvents(db, this.statements, leavingRows(removed, 'deleted', tracedAt));
       }
       return removed.length;
     });
