@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { currentUsage } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { freePort } from '../kit/ports.js';
 import {
@@ -93,13 +94,8 @@ describeOnEachDialect('real uAgents: pings to a mailbox agent and its pongs', (d
     writeFileSync(join(dir, 'agent.py'), AGENT_SCRIPT);
   });
 
-  async function transferred(): Promise<number> {
-    const res = await fetch(`${t.url}/v2/agents/usage/current`, {
-      headers: { authorization: `Bearer ${t.userKey}` },
-    });
-    assert.equal(res.status, 200);
-    return ((await res.json()) as { bytes_transferred: number }).bytes_transferred;
-  }
+  const transferred = async (): Promise<number> =>
+    (await currentUsage(t.url, t.userKey)).bytes_transferred;
 
   after(async () => {
     for (const agent of started) agent.child.kill('SIGKILL');

@@ -1,7 +1,13 @@
 import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { hostOf, newRegisteredAgent, registerAgent, type AgentHost } from '../kit/agents.js';
+import {
+  currentUsage,
+  hostOf,
+  newRegisteredAgent,
+  registerAgent,
+  type AgentHost,
+} from '../kit/agents.js';
 import { createTestDatabase } from '../kit/databases.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
@@ -61,11 +67,8 @@ describeOnEachDialect('held mailbox polls', (dialect) => {
 
   const newAgent = () => newRegisteredAgent(hostOf(t), t.userKey);
 
-  async function transferred(): Promise<number> {
-    const res = await call(t.url, 'GET', '/v2/agents/usage/current', { key: t.userKey });
-    assert.equal(res.status, 200, res.text);
-    return res.body.bytes_transferred;
-  }
+  const transferred = async (): Promise<number> =>
+    (await currentUsage(t.url, t.userKey)).bytes_transferred;
 
   it('answers a poll of an empty mailbox as soon as a message is submitted', async () => {
     const agent = await newAgent();

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { encodeBech32, userAddressOf } from '../../src/crypto/index.js';
 import { messageUuid } from '../../src/services/mailbox.js';
 import { Store } from '../../src/store/index.js';
-import { hostOf, newRegisteredAgent, registerAgent } from '../kit/agents.js';
+import { currentUsage, hostOf, newRegisteredAgent, registerAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
@@ -61,11 +61,7 @@ describeOnEachDialect('mailbox', (dialect) => {
     return row;
   }
 
-  async function usageOf(key: string) {
-    const res = await call(t.url, 'GET', '/v2/agents/usage/current', { key });
-    assert.equal(res.status, 200, res.text);
-    return res.body;
-  }
+  const usageOf = (key: string) => currentUsage(t.url, key);
 
   it('stores a signed envelope and lists it as a StoredEnvelope uAgents accepts', async () => {
     const [recipient, sender] = [await newAgent(), TestIdentity.random()];

@@ -5,7 +5,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { crc32, deflateSync } from 'node:zlib';
-import { hostOf, newRegisteredAgent, proveIdentity } from '../kit/agents.js';
+import { currentUsage, hostOf, newRegisteredAgent, proveIdentity } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call, type JsonResponse } from '../kit/http.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
@@ -179,11 +179,8 @@ describeOnEachDialect('storage assets', (dialect) => {
     return principal.userId;
   }
 
-  async function storedBytes(key: string): Promise<number> {
-    const res = await call(t.url, 'GET', '/v2/agents/usage/current', { key });
-    assert.equal(res.status, 200, res.text);
-    return res.body.bytes_stored;
-  }
+  const storedBytes = async (key: string): Promise<number> =>
+    (await currentUsage(t.url, key)).bytes_stored;
 
   it("answers ExternalStorage's own calls with a user key: create, share, upload, download", async () => {
     const storage = asUser(t.userKey);

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { usageDay } from '../../src/services/usage.js';
 import { CompiledStatements } from '../../src/store/compiled.js';
 import { addUsage } from '../../src/store/repositories/usage.js';
-import { hostOf, newRegisteredAgent } from '../kit/agents.js';
+import { currentUsage, hostOf, newRegisteredAgent } from '../kit/agents.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { call } from '../kit/http.js';
 import { ManualClock, startTestServer, type TestServer } from '../kit/server.js';
@@ -30,11 +30,7 @@ describeOnEachDialect('usage', (dialect) => {
     return { key, id: (await t.server.ctx.services.users.findUser(name)).id };
   }
 
-  async function usage(key: string) {
-    const res = await call(t.url, 'GET', '/v2/agents/usage/current', { key });
-    assert.equal(res.status, 200, res.text);
-    return res.body;
-  }
+  const usage = (key: string) => currentUsage(t.url, key);
 
   const newAgent = (key: string) => newRegisteredAgent(hostOf(t), key);
 

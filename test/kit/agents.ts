@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import type { UsageReport } from '../../src/wire/usage.js';
 import { call } from './http.js';
 import type { TestServer } from './server.js';
 import { TestIdentity } from './uagent.js';
@@ -81,4 +82,11 @@ export async function registerAgent(
     },
   });
   assert.equal(registered.status, 200, registered.text);
+}
+
+/** The caller's usage report this month (`GET /v2/agents/usage/current`), read as `key`. */
+export async function currentUsage(url: string, key: string): Promise<UsageReport> {
+  const res = await call<UsageReport>(url, 'GET', '/v2/agents/usage/current', { key });
+  assert.equal(res.status, 200, res.text);
+  return res.body;
 }
