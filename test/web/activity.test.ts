@@ -259,6 +259,8 @@ describeOnEachDialect('what agents are doing, in the console', (dialect) => {
         .locator('li[data-kind="message.stored"]')
         .first()
         .waitFor({ state: 'detached' });
+      // The filtered page replaces the list: its entry is there once it has been read.
+      await timeline.locator('li[data-kind="message.expired"]').waitFor();
       assert.deepEqual(await kinds(page), ['message.expired']);
       const expired = timeline.locator('li[data-kind="message.expired"]');
       await expired.getByText(/Failure:/).waitFor();
