@@ -116,6 +116,75 @@ describeOnEachDialect('mailbox store', (dialect) => {
       (await deliveries.list(address, { events: ['polled'], limit: 10, offset: 0 })).length,
       2,
     );
+
+    // Rows alone (an agent's poll charged nothing): the trace and the times, no count.
+    const later = message(address);
+    await mailbox.deliver([later], '2031-05-03');
+    await mailbox.handOut({
+      owner: userId,
+      day: '2031-05-03',
+      bytes: 0,
+      polled: { address, uuids: [later.uuid], at: 400, by: 'agent' },
+    });
+    assert.deepEqual(await usage.period(userId, '2031-05'), {
+      num_messages: 3,
+      bytes_transferred: 25,
+    });
+    const noted = await mailbox.listPending(address, 200, { limit: 10, offset: 0 });
+    assert.deepEqual(
+      noted.map((row) => Number(row.polled_at)),
+      [300, 300, 400],
+    );
+    assert.deepEqual(
+      (await deliveries.list(address, { events: ['polled'], limit: 10, offset: 0 }))
+        .map((row) => [row.uuid, Number(row.at)])
+        .filter(([uuid]) => uuid === later.uuid),
+      [[later.uuid, 400]],
+    );
+  });
+
+  it('hands out a whole page of messages and counts it while the same owner is delivered to and acknowledges', async () => {
+    // A poll's hand-out takes the owner's month and day of usage, as deliveries do, and the
+    // rows of the messages it hands out, as acknowledgements do: none of them may wait on
+    // another in a circle (PostgreSQL would end one as deadlocked).
+    const userId = await insertUser(t.store);
+    const addresses = Array.from({ length: 4 }, (_, i) => `agent1handout${i}`);
+    for (const address of addresses) await addMailbox(address, userId);
+    const { mailbox, deliveries, usage } = t.store.repos;
+    const day = '2031-06-02';
+    const pages = addresses.map((address) => Array.from({ length: 120 }, () => message(address)));
+    for (const page of pages) await mailbox.deliver(page, day);
+    await Promise.all([
+      ...pages.map((page, i) =>
+        mailbox.handOut({
+          owner: userId,
+          day,
+          bytes: 10 * page.length,
+          polled: { address: addresses[i]!, uuids: page.map((m) => m.uuid), at: 700, by: 'agent' },
+        }),
+      ),
+      ...pages.map((page, i) => mailbox.deliver([message(addresses[(i + 1) % 4]!)], day)),
+      ...pages.map((page, i) => mailbox.acknowledge(addresses[i]!, page[0]!.uuid)),
+      ...pages.map(() => mailbox.countTransfer(userId, day, 1)),
+    ]);
+    assert.deepEqual(await usage.period(userId, '2031-06'), {
+      num_messages: 4 * 121,
+      bytes_transferred: 4 * 1200 + 4,
+    });
+    for (const [i, address] of addresses.entries()) {
+      const polled = await deliveries.list(address, { events: ['polled'], limit: 200, offset: 0 });
+      assert.deepEqual(
+        polled.map((row) => row.uuid).sort(),
+        pages[i]!.map((m) => m.uuid).sort(),
+        'a polled row for every message handed out',
+      );
+      const pending = await mailbox.listPending(address, 200, { limit: 200, offset: 0 });
+      assert.deepEqual(
+        pending.filter((row) => row.polled_at !== null).map((row) => Number(row.polled_at)),
+        Array.from({ length: 119 }, () => 700),
+        'the time noted on each handed out and not acknowledged',
+      );
+    }
   });
 
   it('delivers many messages in order, skipping uuids taken before or earlier in the list', async () => {
