@@ -37,6 +37,7 @@ import * as webhookExchanges from './0035_webhook_exchanges.js';
 import * as manifestLookups from './0036_manifest_lookups.js';
 import * as usageDays from './0037_usage_days.js';
 import * as protocolIndexByAgent from './0038_protocol_index_by_agent.js';
+import * as protocolIndexByDigest from './0039_protocol_index_by_digest.js';
 
 /**
  * Every migration, in order. Names sort lexically; add new ones at the end with the next
@@ -81,4 +82,5 @@ export const migrations: Record<string, Migration> = {
   '0036_manifest_lookups': manifestLookups,
   '0037_usage_days': usageDays,
   '0038_protocol_index_by_agent': protocolIndexByAgent,
+  '0039_protocol_index_by_digest': protocolIndexByDigest,
 };

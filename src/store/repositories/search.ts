@@ -199,11 +199,26 @@ export class SearchRepository {
    * The listings of enrolled agents that registered themselves (the agentverse-sdk never
    * registers in the Almanac) and have no unexpired registration: the Almanac resolves them to
    * their listing's endpoints and protocols, for `lifetime` from now, and search finds them so.
+   *
+   * `from` says where the reading starts. From the enrolments (some of the agents at most) by
+   * default: as a cross join, which SQLite keeps in its order where it would read every agent
+   * instead, and which PostgreSQL plans as the inner join it is. A search that joins fewer rows
+   * of its own (text search's matches) leaves the order to the planner.
    */
-  private almanacListings(now: number, lifetime: number, db = this.db) {
-    return db
-      .selectFrom('agents as a')
-      .innerJoin('agent_enrolments as e', 'e.address', 'a.address')
+  private almanacListings(
+    now: number,
+    lifetime: number,
+    db = this.db,
+    from: 'enrolments' | 'planner' = 'enrolments',
+  ) {
+    const enrolled =
+      from === 'enrolments'
+        ? db
+            .selectFrom('agent_enrolments as e')
+            .crossJoin('agents as a')
+            .whereRef('a.address', '=', 'e.address')
+        : db.selectFrom('agents as a').innerJoin('agent_enrolments as e', 'e.address', 'a.address');
+    return enrolled
       .leftJoin('almanac_registrations as r', 'r.address', 'a.address')
       .leftJoin('domain_agents as d', 'd.address', 'a.address')
       .where('a.endpoints', '<>', '[]')
@@ -233,14 +248,10 @@ export class SearchRepository {
   ): Promise<AlmanacSearchRow[]> {
     const json = this.json();
     const spellings = [digest, digest.slice('proto:'.length)];
-    const registered = this.almanacRegistrations(now).where((eb) =>
-      eb.exists(
-        eb
-          .selectFrom('almanac_protocols as ap')
-          .select('ap.address')
-          .whereRef('ap.address', '=', 'r.address')
-          .where('ap.digest', '=', digest),
-      ),
+    // From the digest's entries of the protocol index to their registrations: `in`, where a
+    // correlated `exists` had SQLite look up every registration in the index instead.
+    const registered = this.almanacRegistrations(now).where('r.address', 'in', (eb) =>
+      eb.selectFrom('almanac_protocols as ap').select('ap.address').where('ap.digest', '=', digest),
     );
     const listed = this.almanacListings(now, lifetime).where(
       json.arrayHasAny(sql`a.protocols`, spellings),
@@ -273,7 +284,7 @@ export class SearchRepository {
       const registered = this.almanacRegistrations(now, db)
         .innerJoin(this.fullText.matchingAgents(query).as('m'), 'm.address', 'r.address')
         .select(sql<number>`m.score`.as('score'));
-      const listed = this.almanacListings(now, lifetime, db)
+      const listed = this.almanacListings(now, lifetime, db, 'planner')
         .innerJoin(this.fullText.matchingAgents(query).as('m'), 'm.address', 'a.address')
         .select(sql<number>`m.score`.as('score'));
       return db
