@@ -387,6 +387,32 @@ const sqliteWrites = (statements: CompiledStatements): MailboxWrites => ({
     }),
 });
 
+/**
+ * The first step of a PostgreSQL statement whose commit need not wait for the disk:
+ * set_config(…, true) lasts until the end of the statement's own transaction.
+ */
+const UNFLUSHED = sql`unflushed as (select set_config('synchronous_commit', 'off', true) as setting)`;
+
+/**
+ * A transfer count's steps, in a `with` after {@link UNFLUSHED}: `bytes` added to the user's
+ * month, then to its day (the day's insert reads what the month's wrote), the order every
+ * writer of usage counts takes them, so two writers never wait on each other.
+ */
+function transferSteps(userId: string, day: string, bytes: number): RawBuilder<unknown> {
+  return sql`by_month as (
+      insert into usage_periods (user_id, period, num_messages, bytes_transferred)
+      select ${userId}, ${day.slice(0, 7)}, 0, cast(${bytes} as bigint) from unflushed
+      on conflict (user_id, period)
+      do update set bytes_transferred = usage_periods.bytes_transferred + excluded.bytes_transferred
+      returning user_id
+    ), by_day as (
+      insert into usage_days (user_id, day, num_messages, bytes_transferred)
+      select user_id, ${day}, 0, cast(${bytes} as bigint) from by_month
+      on conflict (user_id, day)
+      do update set bytes_transferred = usage_days.bytes_transferred + excluded.bytes_transferred
+    )`;
+}
+
 const postgresWrites = (statements: CompiledStatements): MailboxWrites => ({
   // One statement is atomic on its own and costs one round trip, where a transaction costs
   // one per statement and two more for its begin and commit. Every part sees the tables as
@@ -493,25 +519,9 @@ const postgresWrites = (statements: CompiledStatements): MailboxWrites => ({
   // Every read of a mailbox counts its transfer, so the commit does not wait for the log to
   // reach the disk: a crash of the database server may forget the last fraction of a second
   // of transfer counts (never a message, and never a count of another kind), and a poll is
-  // spared a disk flush. set_config(…, true) lasts until the end of this statement's own
-  // transaction.
+  // spared a disk flush.
   async countTransfer(db, userId, day, bytes) {
-    // The month's row first, then the day's (the day's insert reads what the month's wrote), as
-    // every writer of usage counts takes them: two writers never wait on each other.
-    const statement = () => sql`
-      with by_month as (
-        insert into usage_periods (user_id, period, num_messages, bytes_transferred)
-        select ${userId}, ${day.slice(0, 7)}, 0, cast(${bytes} as bigint)
-        from (select set_config('synchronous_commit', 'off', true)) as unflushed
-        on conflict (user_id, period)
-        do update set bytes_transferred = usage_periods.bytes_transferred + excluded.bytes_transferred
-        returning user_id
-      )
-      insert into usage_days (user_id, day, num_messages, bytes_transferred)
-      select user_id, ${day}, 0, cast(${bytes} as bigint) from by_month
-      on conflict (user_id, day)
-      do update set bytes_transferred = usage_days.bytes_transferred + excluded.bytes_transferred
-    `;
+    const statement = () => sql`with ${UNFLUSHED}, ${transferSteps(userId, day, bytes)} select 1`;
     await statements.execute(
       db,
       'usage.transfer',
@@ -533,23 +543,8 @@ const postgresWrites = (statements: CompiledStatements): MailboxWrites => ({
     } else {
       const { address, uuids, at, by } = polled;
       const counted = bytes > 0;
-      // As in countTransfer: the month's row, then the day's.
-      const transfer = () => sql`
-        , by_month as (
-          insert into usage_periods (user_id, period, num_messages, bytes_transferred)
-          select ${owner}, ${day.slice(0, 7)}, 0, cast(${bytes} as bigint) from unflushed
-          on conflict (user_id, period)
-          do update set bytes_transferred = usage_periods.bytes_transferred + excluded.bytes_transferred
-          returning user_id
-        ), by_day as (
-          insert into usage_days (user_id, day, num_messages, bytes_transferred)
-          select user_id, ${day}, 0, cast(${bytes} as bigint) from by_month
-          on conflict (user_id, day)
-          do update set bytes_transferred = usage_days.bytes_transferred + excluded.bytes_transferred
-        )`;
       const statement = () => sql`
-        with unflushed as (select set_config('synchronous_commit', 'off', true) as setting)
-        ${counted ? transfer() : sql``}
+        with ${UNFLUSHED}${counted ? sql`, ${transferSteps(owner, day, bytes)}` : sql``}
         , traced as (
           insert into delivery_events (address, event, at, uuid, detail)
           select ${address}, 'polled', cast(${at} as bigint), polled.uuid, ${by}
