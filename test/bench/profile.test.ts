@@ -117,11 +117,12 @@ describe('CPU profile summaries', () => {
 
   it('count a bundle without a map as the service itself', async () => {
     const summary = await profileOfBundle(false);
-    // The driver's and the router's time are the service's: the bundle is in dist/. The last
-    // check is of the service holding most of the run, not all of it: on a busy machine Node's
-    // own work and garbage collection took a fifth (the service 0.79).
+    // The driver's and the router's time are the service's: the bundle is in dist/. The driver
+    // spins for a third of the run; what SQL keeps comes from outside the bundle, up to 1.2 % of the
+    // run on a busy machine. The last check is of the service holding most of the run, not all
+    // of it: on a busy machine Node's own work and garbage collection took a fifth (0.79).
     assert.equal(shareOf(summary, 'fastify'), 0);
-    assert.ok(shareOf(summary, 'sql statements') < 0.01, JSON.stringify(summary.stages));
+    assert.ok(shareOf(summary, 'sql statements') < 0.05, JSON.stringify(summary.stages));
     assert.ok(shareOf(summary, 'agentry') > 0.6, JSON.stringify(summary.stages));
   });
 
