@@ -4,9 +4,10 @@ import { once } from 'node:events';
 import { createRequire } from 'node:module';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
+import { sql } from 'kysely';
 import { sqlitePath } from '../../src/store/database.js';
 import { Store } from '../../src/store/index.js';
-import { createTestDatabase } from '../kit/databases.js';
+import { createTestDatabase, testPgUrl } from '../kit/databases.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { insertUser, openTestStore, type TestStore } from '../kit/store.js';
 
@@ -93,3 +94,38 @@ describe('store on SQLite beside another writer', () => {
     }
   });
 });
+
+describe(
+  "the PostgreSQL pool's sessions",
+  { skip: !testPgUrl && 'AGENTRY_TEST_PG_URL is unset' },
+  () => {
+    const setting = async (store: Store, name: 'jit' | 'search_path') => {
+      const { rows } = await sql<{
+        value: string;
+      }>`select current_setting(${name}) as value`.execute(store.db);
+      return rows[0]!.value;
+    };
+
+    it('run without JIT compilation, and with the options the URL gives, which come after', async () => {
+      const database = await createTestDatabase('postgres');
+      const store = Store.open(database.url);
+      try {
+        // The test database is a schema the URL selects through its options.
+        const schema = new URL(database.url).searchParams.get('options')!.split('=')[1]!;
+        assert.equal(await setting(store, 'jit'), 'off');
+        assert.equal(await setting(store, 'search_path'), schema);
+      } finally {
+        await store.close();
+      }
+      const url = new URL(database.url);
+      url.searchParams.set('options', `${url.searchParams.get('options')} -c jit=on`);
+      const operators = Store.open(url.toString());
+      try {
+        assert.equal(await setting(operators, 'jit'), 'on');
+      } finally {
+        await operators.close();
+        await database.drop();
+      }
+    });
+  },
+);
