@@ -2,16 +2,21 @@ import { after, before, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, SqliteDialect, type CompiledQuery } from 'kysely';
+import { Kysely, SqliteDialect, sql, type CompiledQuery } from 'kysely';
 import { sqlitePath } from '../../src/store/database.js';
-import type { AlmanacRegistrationRow } from '../../src/store/repositories/almanac.js';
+import {
+  presenceGoneSince,
+  type AlmanacRegistrationRow,
+  type AlmanacStatusRow,
+} from '../../src/store/repositories/almanac.js';
 import { SearchRepository } from '../../src/store/repositories/search.js';
 import type { Database } from '../../src/store/schema.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
-import { openTestStore, type TestStore } from '../kit/store.js';
+import { agentListing, insertUser, openTestStore, type TestStore } from '../kit/store.js';
 
 const NOW = Date.UTC(2031, 0, 1);
-const LIFETIME = 48 * 3600 * 1000;
+const HOUR = 3600 * 1000;
+const LIFETIME = 48 * HOUR;
 const PAGE = { offset: 0, limit: 1000 };
 
 const digestOf = (name: string) =>
@@ -29,6 +34,10 @@ function registration(address: string, protocols: string[], at: number): Almanac
     expires_at: NOW + LIFETIME,
     updated_at: at,
   };
+}
+
+function stopped(address: string, at: number): AlmanacStatusRow {
+  return { address, is_active: 0, signed_at: at, signature: `sig-${at}`, updated_at: at };
 }
 
 describeOnEachDialect('Almanac search by protocol', (dialect) => {
@@ -132,4 +141,175 @@ describeOnEachDialect('Almanac search by protocol', (dialect) => {
       assert.ok(!plan.some((step) => /^SCAN a\b/.test(step)), plan.join('\n'));
     },
   );
+});
+
+describeOnEachDialect('search and the one rule of active', (dialect) => {
+  let t: TestStore;
+  before(async () => {
+    t = await openTestStore(dialect);
+  });
+  after(() => t.close());
+
+  // Search reads the rule from the agent's rows joined by address; the Almanac's resolution
+  // and the agent's own status read it from correlated subqueries. Every agent below, in every
+  // form its record takes and every state the rule looks at, must read alike in both.
+  it('says of every agent, in every state, what the rule says of it', async () => {
+    const { almanac, agents, enrolments, hosting, search } = t.store.repos;
+    const userId = await insertUser(t.store);
+    const protocol = digestOf('active');
+    const registeredAt = NOW - HOUR;
+    const presence = (
+      address: string,
+      status: string,
+      statusAt: number,
+      lastSeenAt: number | null = statusAt,
+    ) =>
+      t.store.db
+        .insertInto('agent_presence')
+        .values({
+          address,
+          last_seen_at: lastSeenAt,
+          last_poll_at: null,
+          forward_ok_at: null,
+          forward_failed_at: null,
+          forward_error: null,
+          error_at: null,
+          error: null,
+          inactive_at: null,
+          status,
+          status_at: statusAt,
+        })
+        .execute();
+    const hosted = (address: string, state: string) =>
+      hosting.insert({
+        address,
+        owner_id: userId,
+        network: 'testnet',
+        seed_ciphertext: 'x',
+        code: null,
+        code_digest: null,
+        code_updated_at: null,
+        revision: 0,
+        desired_state: state,
+        state,
+        state_reason: null,
+        state_changed_at: registeredAt,
+        runner_id: null,
+        lease_expires_at: null,
+        restarts: 0,
+        created_at: registeredAt,
+      });
+    const registered = async (address: string, expiresAt: number) => {
+      await almanac.upsertRegistrations([
+        { ...registration(address, [protocol], registeredAt), expires_at: expiresAt },
+      ]);
+      await almanac.replaceProtocols(new Map([[address, [protocol]]]), []);
+    };
+    const enrolled = (address: string) =>
+      enrolments.claim({
+        address,
+        user_id: userId,
+        name: address,
+        handle: address,
+        created_at: registeredAt,
+      });
+    const endpoints = [{ url: 'http://127.0.0.1:9/submit', weight: 1 }];
+    // How its record is kept: by an Almanac registration, by its listing (enrolled, with
+    // endpoints), by a listing after its registration expired, or not at all.
+    const forms: [string, (address: string) => Promise<unknown>][] = [
+      ['registered', (a) => registered(a, NOW + 47 * HOUR)],
+      ['self-registered', (a) => enrolled(a)],
+      [
+        'self-registered, registration expired',
+        (a) => registered(a, NOW - 1).then(() => enrolled(a)),
+      ],
+      ['listed, not enrolled', async () => {}],
+    ];
+    const states: [string, (address: string) => Promise<unknown>][] = [
+      ['nothing else', async () => {}],
+      ['stopped by a signed status', (a) => almanac.upsertStatus(stopped(a, registeredAt + 1))],
+      ['gone since registering', (a) => presence(a, 'offline', registeredAt + 1)],
+      ['gone before registering', (a) => presence(a, 'offline', registeredAt - 1)],
+      ['gone in its own millisecond', (a) => presence(a, 'offline', registeredAt)],
+      ['unreachable since registering', (a) => presence(a, 'unreachable', registeredAt + 1)],
+      ['seen working', (a) => presence(a, 'active', registeredAt + 1)],
+      ['unreachable, never seen', (a) => presence(a, 'unreachable', registeredAt + 1, null)],
+      ['hosted and running', (a) => hosted(a, 'running')],
+      ['hosted and stopped', (a) => hosted(a, 'stopped')],
+    ];
+    const named = new Map<string, string>();
+    let n = 0;
+    for (const [form, keep] of forms) {
+      for (const [state, arrange] of states) {
+        const address = `agent1rule${String(n++).padStart(4, '0')}`;
+        named.set(address, `${form}, ${state}`);
+        await agents.save(
+          agentListing({
+            address,
+            user_id: userId,
+            endpoints: form === 'registered' ? [] : endpoints,
+            protocols: [protocol],
+            registered_at: registeredAt,
+            updated_at: registeredAt,
+          }),
+        );
+        await keep(address);
+        await arrange(address);
+      }
+    }
+    const addresses = [...named.keys()];
+    for (const at of [NOW, NOW + 48 * HOUR]) {
+      const expected = new Map<string, number>();
+      const gone = new Map<string, number>();
+      for (const address of addresses) {
+        expected.set(address, (await almanac.activeAt(address, at)) ? 1 : 0);
+        const { rows } = await sql<{ gone: number | boolean }>`select case when ${presenceGoneSince(
+          sql`${address}`,
+          at,
+        )} then 1 else 0 end as gone`.execute(t.store.db);
+        gone.set(address, Number(rows[0]!.gone));
+      }
+      // The rule's answers are not all the same (else this test could not fail).
+      assert.deepEqual(new Set(expected.values()), new Set([0, 1]));
+      const when = at === NOW ? 'now' : 'once registrations expired';
+
+      const listed = await search.searchAgents({
+        now: at,
+        recentSince: at - HOUR,
+        probesSince: at - HOUR,
+        states: [],
+        types: [],
+        protocols: [],
+        tags: [],
+        hasReadme: false,
+        sort: 'relevancy',
+        direction: 'asc',
+        offset: 0,
+        limit: 1000,
+      });
+      const byRegistry = new Map(listed.rows.map((row) => [row.address, row]));
+      for (const address of addresses) {
+        const row = byRegistry.get(address);
+        assert.ok(row, `${named.get(address)}: listed`);
+        const name = `${named.get(address)}, ${when}`;
+        assert.equal(row.status, expected.get(address) ? 'active' : 'inactive', name);
+        assert.equal(row.unresponsive, gone.get(address), name);
+        assert.equal(row.type, named.get(address)!.includes('hosted') ? 'hosted' : 'local', name);
+      }
+
+      const broadcast = await search.almanacByProtocol(protocol, at, LIFETIME, PAGE);
+      const recent = await search.almanacRecent(at, LIFETIME, 1000);
+      for (const [reading, rows] of [
+        ['by protocol', broadcast],
+        ['recent', recent],
+      ] as const) {
+        const found = rows.filter((row) => named.has(row.address));
+        assert.ok(found.length >= states.length, `${reading}, ${when}: ${found.length} found`);
+        for (const row of found) {
+          const name = `${named.get(row.address)}, ${when}, ${reading}`;
+          assert.equal(row.active, expected.get(row.address), name);
+        }
+      }
+    }
+  });
 });

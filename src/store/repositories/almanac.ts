@@ -51,6 +51,24 @@ export function presenceGoneSince(address: RawBuilder<unknown>, now: number): Ra
       where ar.address = ${address} and ar.expires_at > ${now}), -1))`;
 }
 
+/** What the rule of active reads of an agent, each a condition that is never null. */
+interface ActiveFacts {
+  /** An unexpired registration, or (an enrolled agent that registered itself) listed endpoints. */
+  current: RawBuilder<boolean>;
+  /** Its latest signed status update says it stopped. */
+  stopped: RawBuilder<boolean>;
+  /** It is hosted here and not running. */
+  hostedDown: RawBuilder<boolean>;
+  /** Its status has said since its record was made current that nobody is there. */
+  gone: RawBuilder<boolean>;
+}
+
+/** The rule of active (docs/almanac.md, "Active"), whichever way its facts are read. */
+function activeRule(facts: ActiveFacts): RawBuilder<boolean> {
+  return sql<boolean>`(${facts.current} and not ${facts.stopped} and not ${facts.hostedDown}
+    and not ${facts.gone})`;
+}
+
 /**
  * Whether the agent at `address` (a column reference) is active at `now`, as the Almanac
  * resolves it, its search answers it, the registry's search shows it and its own status says
@@ -60,13 +78,44 @@ export function presenceGoneSince(address: RawBuilder<unknown>, now: number): Ra
  * has not said since that nobody is there ({@link presenceGoneSince}).
  */
 export function almanacActiveAt(address: RawBuilder<unknown>, now: number): RawBuilder<boolean> {
-  return sql<boolean>`(
-    (exists (select 1 from almanac_registrations ar where ar.address = ${address} and ar.expires_at > ${now})
+  return activeRule({
+    current: sql<boolean>`(exists (select 1 from almanac_registrations ar where ar.address = ${address} and ar.expires_at > ${now})
       or exists (select 1 from agent_enrolments ae join agents aa on aa.address = ae.address
-        where ae.address = ${address} and aa.endpoints <> '[]'))
-    and not exists (select 1 from almanac_statuses st where st.address = ${address} and st.is_active = 0)
-    and not exists (select 1 from hosted_agents ha where ha.address = ${address} and ha.state <> 'running')
-    and not ${presenceGoneSince(address, now)})`;
+        where ae.address = ${address} and aa.endpoints <> '[]'))`,
+    stopped: sql<boolean>`exists (select 1 from almanac_statuses st where st.address = ${address} and st.is_active = 0)`,
+    hostedDown: sql<boolean>`exists (select 1 from hosted_agents ha where ha.address = ${address} and ha.state <> 'running')`,
+    gone: presenceGoneSince(address, now),
+  });
+}
+
+/**
+ * {@link presenceGoneSince}, read from the agent's presence `p` and registration `r`, each joined
+ * by the agent's address (either may be absent).
+ */
+export function presenceGoneOfJoined(now: number): RawBuilder<boolean> {
+  return sql<boolean>`coalesce(p.last_seen_at is not null and p.status in (${goneStatuses})
+    and p.status_at > coalesce(case when r.expires_at > ${now} then r.updated_at end, -1), false)`;
+}
+
+/**
+ * {@link almanacActiveAt}, read from the agent's own rows joined by its address rather than from
+ * correlated subqueries: `a` its listing, `r` its registration, `e` its enrolment, `st` its
+ * status update, `ha` its hosted agent, `p` its presence. Any of them may be absent; none holds
+ * more than one row per agent, so the joins add no rows. Searches read this form: PostgreSQL
+ * cannot turn a subquery inside `or` or `case` into a join and, expecting many rows (a text
+ * search matching ten listings is estimated at 2,000), reads such a subquery's whole table into
+ * a hash instead (every registration, for ten matches); joins it plans by the rows it expects,
+ * as look-ups by key or as one pass.
+ * A store test holds the two forms to the same answer in every state the rule looks at.
+ */
+export function activeOfJoined(now: number): RawBuilder<boolean> {
+  return activeRule({
+    current: sql<boolean>`(coalesce(r.expires_at > ${now}, false)
+      or (e.address is not null and coalesce(a.endpoints <> '[]', false)))`,
+    stopped: sql<boolean>`coalesce(st.is_active = 0, false)`,
+    hostedDown: sql<boolean>`coalesce(ha.state <> 'running', false)`,
+    gone: presenceGoneOfJoined(now),
+  });
 }
 
 /** Signed registrations and status updates, and protocol manifests. */

@@ -1,6 +1,6 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { DialectName } from '../dialect.js';
-import { almanacActiveAt, presenceGoneSince } from './almanac.js';
+import { activeOfJoined, presenceGoneOfJoined } from './almanac.js';
 import type { Database } from '../schema.js';
 import {
   fullTextSearch,
@@ -17,7 +17,7 @@ export interface AlmanacSearchRow {
   metadata: string | null;
   expires_at: number;
   updated_at: number;
-  /** 1 when active ({@link almanacActiveAt}). */
+  /** 1 when active ({@link activeOfJoined}). */
   active: number;
   name: string | null;
   domain: string | null;
@@ -120,9 +120,6 @@ export interface SearchClickRow {
 const MAILBOX_PATH = '%/v2/agents/mailbox/submit%';
 const PROXY_PATH = '%/v2/agents/proxy/submit%';
 
-/** Whether the agent of the listing `a` is active at `now`, as the Almanac answers it. */
-const listingActiveAt = (now: number) => almanacActiveAt(sql.ref('a.address'), now);
-
 /** Search reads: Almanac search and the registry's search. */
 export class SearchRepository {
   private readonly fullText: FullTextSearch;
@@ -174,12 +171,19 @@ export class SearchRepository {
     return found;
   }
 
-  /** Almanac registrations as search answers them. */
+  /**
+   * Almanac registrations as search answers them. With the agent's rows that say whether it is
+   * active ({@link activeOfJoined}), each joined by its address.
+   */
   private almanacRegistrations(now: number, db = this.db) {
     return db
       .selectFrom('almanac_registrations as r')
       .leftJoin('agents as a', 'a.address', 'r.address')
       .leftJoin('domain_agents as d', 'd.address', 'r.address')
+      .leftJoin('agent_enrolments as e', 'e.address', 'r.address')
+      .leftJoin('almanac_statuses as st', 'st.address', 'r.address')
+      .leftJoin('hosted_agents as ha', 'ha.address', 'r.address')
+      .leftJoin('agent_presence as p', 'p.address', 'r.address')
       .select([
         'r.address',
         'r.endpoints',
@@ -189,9 +193,7 @@ export class SearchRepository {
         'r.updated_at',
         'a.name',
         'd.domain',
-        sql<number>`case when ${almanacActiveAt(sql.ref('r.address'), now)} then 1 else 0 end`.as(
-          'active',
-        ),
+        sql<number>`case when ${activeOfJoined(now)} then 1 else 0 end`.as('active'),
       ]);
   }
 
@@ -221,6 +223,9 @@ export class SearchRepository {
     return enrolled
       .leftJoin('almanac_registrations as r', 'r.address', 'a.address')
       .leftJoin('domain_agents as d', 'd.address', 'a.address')
+      .leftJoin('almanac_statuses as st', 'st.address', 'a.address')
+      .leftJoin('hosted_agents as ha', 'ha.address', 'a.address')
+      .leftJoin('agent_presence as p', 'p.address', 'a.address')
       .where('a.endpoints', '<>', '[]')
       .where((eb) => eb.or([eb('r.address', 'is', null), eb('r.expires_at', '<=', now)]))
       .select([
@@ -232,7 +237,7 @@ export class SearchRepository {
         'a.updated_at',
         'a.name',
         'd.domain',
-        sql<number>`case when ${listingActiveAt(now)} then 1 else 0 end`.as('active'),
+        sql<number>`case when ${activeOfJoined(now)} then 1 else 0 end`.as('active'),
       ]);
   }
 
@@ -390,16 +395,16 @@ export class SearchRepository {
     };
   }
 
-  /** What a search computes of each listing, in SQL. */
+  /** What a search computes of each listing, in SQL (of the rows {@link filteredQuery} joins). */
   private expressions(search: AgentSearch) {
     const json = this.json();
     const endpoints = sql`coalesce(r.endpoints, a.endpoints)`;
     return {
-      status: sql<SearchStatus>`case when ${listingActiveAt(search.now)} then 'active' else 'inactive' end`,
+      status: sql<SearchStatus>`case when ${activeOfJoined(search.now)} then 'active' else 'inactive' end`,
       // Hosted here first; then as it was registered (an A2A bridge is `a2a`, as its listing
       // says); then how a uAgent is reached.
       type: sql<SearchType>`case
-        when exists (select 1 from hosted_agents h where h.address = a.address) then 'hosted'
+        when ha.address is not null then 'hosted'
         when a.agent_type in ('hosted', 'custom', 'mailbox', 'proxy', 'a2a') then a.agent_type
         when ${endpoints} like ${MAILBOX_PATH} then 'mailbox'
         when ${endpoints} like ${PROXY_PATH} then 'proxy'
@@ -407,8 +412,8 @@ export class SearchRepository {
       // Its forwards fail, it stopped answering its health probes, or its status says nobody
       // is there (offline or unreachable: the rule that makes it inactive in the Almanac too).
       unresponsive: sql<number>`case when (p.forward_failed_at is not null and coalesce(p.forward_ok_at, 0) < p.forward_failed_at)
-        or exists (select 1 from agent_probes hp where hp.address = a.address and hp.healthy = 0)
-        or ${presenceGoneSince(sql.ref('a.address'), search.now)} then 1 else 0 end`,
+        or coalesce(hp.healthy = 0, false)
+        or ${presenceGoneOfJoined(search.now)} then 1 else 0 end`,
       successRate: sql<number | null>`(select avg(pr.answered) from agent_probe_results pr
         where pr.address = a.address and pr.sent_at >= ${search.probesSince})`,
       total: sql<number>`(select count(*) from interactions i where i.target = a.address)`,
@@ -418,25 +423,33 @@ export class SearchRepository {
     };
   }
 
-  /** The listings matching the search's text and filters (their columns chosen by the caller). */
+  /**
+   * The listings matching the search's text and filters (their columns chosen by the caller),
+   * with the agent's rows its {@link expressions} read, each joined by the agent's address.
+   */
   private filteredQuery(search: CutSearch, db: Kysely<Database>) {
     const json = this.json();
     const { status, type, unresponsive, total, hasGeo } = this.expressions(search);
     const listingMetadata = sql`a.metadata`;
     const almanacMetadata = sql`r.metadata`;
 
-    let query = db
-      .selectFrom('agents as a')
-      .leftJoin('almanac_registrations as r', 'r.address', 'a.address')
-      .leftJoin('domain_agents as d', 'd.address', 'a.address')
-      .leftJoin('agent_presence as p', 'p.address', 'a.address');
+    let listings = db.selectFrom('agents as a');
     if (search.text) {
-      query = query.innerJoin(
+      // The text's matches first: PostgreSQL keeps the written order of this many joins.
+      listings = listings.innerJoin(
         this.fullText.matchingAgents(search.text).as('m'),
         'm.address',
         'a.address',
       );
     }
+    let query = listings
+      .leftJoin('almanac_registrations as r', 'r.address', 'a.address')
+      .leftJoin('domain_agents as d', 'd.address', 'a.address')
+      .leftJoin('agent_presence as p', 'p.address', 'a.address')
+      .leftJoin('agent_enrolments as e', 'e.address', 'a.address')
+      .leftJoin('almanac_statuses as st', 'st.address', 'a.address')
+      .leftJoin('hosted_agents as ha', 'ha.address', 'a.address')
+      .leftJoin('agent_probes as hp', 'hp.address', 'a.address');
     if (search.minScore !== undefined) query = query.where(sql`m.score`, '>=', search.minScore);
     if (search.address !== undefined) query = query.where('a.address', '=', search.address);
     if (search.states.length > 0) {
