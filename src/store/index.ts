@@ -78,7 +78,7 @@ function bindRepositories(
     proxy: new ProxyRepository(db, dialect.name),
     almanac: new AlmanacRepository(db, statements),
     interactions: new InteractionsRepository(db),
-    search: new SearchRepository(db, dialect.name),
+    search: new SearchRepository(db, dialect.name, statements),
     domains: new DomainsRepository(db),
     sessions: new SessionsRepository(db),
     deliveries: new DeliveriesRepository(db),
