@@ -9,7 +9,7 @@ import {
   type AlmanacRegistrationRow,
   type AlmanacStatusRow,
 } from '../../src/store/repositories/almanac.js';
-import { SearchRepository } from '../../src/store/repositories/search.js';
+import { SearchRepository, type SearchState } from '../../src/store/repositories/search.js';
 import type { Database } from '../../src/store/schema.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import { agentListing, insertUser, openTestStore, type TestStore } from '../kit/store.js';
@@ -273,20 +273,30 @@ describeOnEachDialect('search and the one rule of active', (dialect) => {
       assert.deepEqual(new Set(expected.values()), new Set([0, 1]));
       const when = at === NOW ? 'now' : 'once registrations expired';
 
-      const listed = await search.searchAgents({
-        now: at,
-        recentSince: at - HOUR,
-        probesSince: at - HOUR,
-        states: [],
-        types: [],
-        protocols: [],
-        tags: [],
-        hasReadme: false,
-        sort: 'relevancy',
-        direction: 'asc',
-        offset: 0,
-        limit: 1000,
-      });
+      const registry = (states: SearchState[] = []) =>
+        search.searchAgents({
+          now: at,
+          recentSince: at - HOUR,
+          probesSince: at - HOUR,
+          states,
+          types: [],
+          protocols: [],
+          tags: [],
+          hasReadme: false,
+          sort: 'relevancy',
+          direction: 'asc',
+          offset: 0,
+          limit: 1000,
+        });
+      const listed = await registry();
+      // The state filters read the rule where the page's rows are chosen.
+      const where = (map: Map<string, number>, value: number) =>
+        addresses.filter((address) => map.get(address) === value);
+      const filtered = async (states: SearchState[]) =>
+        (await registry(states)).rows.map((row) => row.address).filter((a) => named.has(a));
+      assert.deepEqual(await filtered(['active']), where(expected, 1), `active, ${when}`);
+      assert.deepEqual(await filtered(['inactive']), where(expected, 0), `inactive, ${when}`);
+      assert.deepEqual(await filtered(['unresponsive']), where(gone, 1), `unresponsive, ${when}`);
       const byRegistry = new Map(listed.rows.map((row) => [row.address, row]));
       for (const address of addresses) {
         const row = byRegistry.get(address);

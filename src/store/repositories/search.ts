@@ -189,11 +189,19 @@ export class SearchRepository {
 
   /**
    * Almanac registrations as search answers them. With the agent's rows that say whether it is
-   * active ({@link activeOfJoined}), each joined by its address.
+   * active ({@link activeOfJoined}), each joined by its address; a text search's `matching`
+   * listings (`m`) joined first.
    */
-  private almanacRegistrations(now: number, db = this.db) {
-    return db
-      .selectFrom('almanac_registrations as r')
+  private almanacRegistrations(now: number, db = this.db, matching?: TextQuery) {
+    let registrations = db.selectFrom('almanac_registrations as r');
+    if (matching) {
+      registrations = registrations.innerJoin(
+        this.fullText.matchingAgents(matching).as('m'),
+        'm.address',
+        'r.address',
+      );
+    }
+    return registrations
       .leftJoin('agents as a', 'a.address', 'r.address')
       .leftJoin('domain_agents as d', 'd.address', 'r.address')
       .leftJoin('agent_enrolments as e', 'e.address', 'r.address')
@@ -218,24 +226,23 @@ export class SearchRepository {
    * registers in the Almanac) and have no unexpired registration: the Almanac resolves them to
    * their listing's endpoints and protocols, for `lifetime` from now, and search finds them so.
    *
-   * `from` says where the reading starts. From the enrolments (some of the agents at most) by
-   * default: as a cross join, which SQLite keeps in its order where it would read every agent
-   * instead, and which PostgreSQL plans as the inner join it is. A search that joins fewer rows
-   * of its own (text search's matches) leaves the order to the planner.
+   * The reading starts from the enrolments (some of the agents at most): as a cross join, which
+   * SQLite keeps in its order where it would read every agent instead, and which PostgreSQL
+   * plans as the inner join it is. A text search's `matching` listings (`m`) are joined next
+   * (the estimate of a word's matches being no guide, a text search joins in the written order).
    */
-  private almanacListings(
-    now: number,
-    lifetime: number,
-    db = this.db,
-    from: 'enrolments' | 'planner' = 'enrolments',
-  ) {
-    const enrolled =
-      from === 'enrolments'
-        ? db
-            .selectFrom('agent_enrolments as e')
-            .crossJoin('agents as a')
-            .whereRef('a.address', '=', 'e.address')
-        : db.selectFrom('agents as a').innerJoin('agent_enrolments as e', 'e.address', 'a.address');
+  private almanacListings(now: number, lifetime: number, db = this.db, matching?: TextQuery) {
+    let enrolled = db
+      .selectFrom('agent_enrolments as e')
+      .crossJoin('agents as a')
+      .whereRef('a.address', '=', 'e.address');
+    if (matching) {
+      enrolled = enrolled.innerJoin(
+        this.fullText.matchingAgents(matching).as('m'),
+        'm.address',
+        'a.address',
+      );
+    }
     return enrolled
       .leftJoin('almanac_registrations as r', 'r.address', 'a.address')
       .leftJoin('domain_agents as d', 'd.address', 'a.address')
@@ -326,12 +333,12 @@ export class SearchRepository {
     page: Page,
   ): Promise<AlmanacSearchRow[]> {
     const rows = await this.fullText.withFewMatches(this.db, (db) => {
-      const registered = this.almanacRegistrations(now, db)
-        .innerJoin(this.fullText.matchingAgents(query).as('m'), 'm.address', 'r.address')
-        .select(sql<number>`m.score`.as('score'));
-      const listed = this.almanacListings(now, lifetime, db, 'planner')
-        .innerJoin(this.fullText.matchingAgents(query).as('m'), 'm.address', 'a.address')
-        .select(sql<number>`m.score`.as('score'));
+      const registered = this.almanacRegistrations(now, db, query).select(
+        sql<number>`m.score`.as('score'),
+      );
+      const listed = this.almanacListings(now, lifetime, db, query).select(
+        sql<number>`m.score`.as('score'),
+      );
       return db
         .selectFrom(registered.unionAll(listed).as('x'))
         .selectAll()
@@ -435,7 +442,7 @@ export class SearchRepository {
     };
   }
 
-  /** What a search computes of each listing, in SQL (of the rows {@link filteredQuery} joins). */
+  /** What a search computes of each listing, in SQL, of the rows {@link pageQuery} joins. */
   private expressions(search: AgentSearch) {
     const json = this.json();
     const endpoints = sql`coalesce(r.endpoints, a.endpoints)`;
@@ -464,8 +471,11 @@ export class SearchRepository {
   }
 
   /**
-   * The listings matching the search's text and filters (their columns chosen by the caller),
-   * with the agent's rows its {@link expressions} read, each joined by the agent's address.
+   * The listings matching the search's text and filters (their columns chosen by the caller):
+   * each listing `a` (after its text's matches `m`) with its registration `r`, and, when the
+   * filters ask for its status, type or responsiveness, the rows its {@link expressions} read,
+   * each joined by the agent's address. A page reads them for its own listings only
+   * ({@link pageQuery}).
    */
   private filteredQuery(search: CutSearch, db: Kysely<Database>) {
     const json = this.json();
@@ -473,23 +483,22 @@ export class SearchRepository {
     const listingMetadata = sql`a.metadata`;
     const almanacMetadata = sql`r.metadata`;
 
-    let listings = db.selectFrom('agents as a');
-    if (search.text) {
-      // The text's matches first: PostgreSQL keeps the written order of this many joins.
-      listings = listings.innerJoin(
-        this.fullText.matchingAgents(search.text).as('m'),
-        'm.address',
-        'a.address',
-      );
+    // The text's matches first: text searches join in the order written (withFewMatches).
+    const listings = search.text
+      ? db
+          .selectFrom(this.fullText.matchingAgents(search.text).as('m'))
+          .innerJoin('agents as a', 'a.address', 'm.address')
+      : db.selectFrom('agents as a');
+    let query = listings.leftJoin('almanac_registrations as r', 'r.address', 'a.address');
+    if (search.states.length > 0 || search.types.length > 0) {
+      // As pageQuery joins them for its page.
+      query = query
+        .leftJoin('agent_presence as p', 'p.address', 'a.address')
+        .leftJoin('agent_enrolments as e', 'e.address', 'a.address')
+        .leftJoin('almanac_statuses as st', 'st.address', 'a.address')
+        .leftJoin('hosted_agents as ha', 'ha.address', 'a.address')
+        .leftJoin('agent_probes as hp', 'hp.address', 'a.address');
     }
-    let query = listings
-      .leftJoin('almanac_registrations as r', 'r.address', 'a.address')
-      .leftJoin('domain_agents as d', 'd.address', 'a.address')
-      .leftJoin('agent_presence as p', 'p.address', 'a.address')
-      .leftJoin('agent_enrolments as e', 'e.address', 'a.address')
-      .leftJoin('almanac_statuses as st', 'st.address', 'a.address')
-      .leftJoin('hosted_agents as ha', 'ha.address', 'a.address')
-      .leftJoin('agent_probes as hp', 'hp.address', 'a.address');
     if (search.minScore !== undefined) query = query.where(sql`m.score`, '>=', search.minScore);
     if (search.address !== undefined) query = query.where('a.address', '=', search.address);
     if (search.states.length > 0) {
@@ -557,49 +566,72 @@ export class SearchRepository {
     return query;
   }
 
+  /**
+   * A page of the listings matching the search, in its order. The page is chosen first, from
+   * what the filters and the order read; then what the answer shows of each of its listings is
+   * read for those alone: a word that matches every listing costs the page's status of thirty
+   * agents, not of all of them.
+   */
   private pageQuery(search: CutSearch, db: Kysely<Database>) {
     const { status, type, unresponsive, total, recent, successRate } = this.expressions(search);
-    let query = this.filteredQuery(search, db).select([
-      'a.address',
-      'a.name',
-      'a.handle',
-      'a.profile',
-      'a.protocols',
-      'a.metadata',
-      'r.metadata as almanac_metadata',
-      'r.protocols as almanac_protocols',
-      'r.prefix',
-      'a.registered_at',
-      'a.updated_at',
-      'd.domain',
-      status.as('status'),
-      unresponsive.as('unresponsive'),
-      type.as('type'),
-      total.as('total_interactions'),
-      recent.as('recent_interactions'),
-      successRate.as('success_rate'),
-    ]);
-    const direction = search.direction;
+    const [key, keyDirection] = this.order(search, total);
+    let page = this.filteredQuery(search, db)
+      .select(['a.address', key.as('sort_key')])
+      .orderBy(key, keyDirection)
+      .orderBy('a.address');
+    if (!search.geo) page = page.limit(search.limit).offset(search.offset);
+    return db
+      .selectFrom(page.as('page'))
+      .innerJoin('agents as a', 'a.address', 'page.address')
+      .leftJoin('almanac_registrations as r', 'r.address', 'a.address')
+      .leftJoin('domain_agents as d', 'd.address', 'a.address')
+      .leftJoin('agent_presence as p', 'p.address', 'a.address')
+      .leftJoin('agent_enrolments as e', 'e.address', 'a.address')
+      .leftJoin('almanac_statuses as st', 'st.address', 'a.address')
+      .leftJoin('hosted_agents as ha', 'ha.address', 'a.address')
+      .leftJoin('agent_probes as hp', 'hp.address', 'a.address')
+      .select([
+        'a.address',
+        'a.name',
+        'a.handle',
+        'a.profile',
+        'a.protocols',
+        'a.metadata',
+        'r.metadata as almanac_metadata',
+        'r.protocols as almanac_protocols',
+        'r.prefix',
+        'a.registered_at',
+        'a.updated_at',
+        'd.domain',
+        status.as('status'),
+        unresponsive.as('unresponsive'),
+        type.as('type'),
+        total.as('total_interactions'),
+        recent.as('recent_interactions'),
+        successRate.as('success_rate'),
+      ])
+      .orderBy(sql`page.sort_key`, keyDirection)
+      .orderBy('a.address');
+  }
+
+  /** What a search's page is ordered by (before the address), and in which direction. */
+  private order(
+    search: AgentSearch,
+    total: RawBuilder<number>,
+  ): [RawBuilder<number>, 'asc' | 'desc'] {
     switch (search.sort) {
       case 'created-at':
-        query = query.orderBy('a.registered_at', direction);
-        break;
+        return [sql<number>`a.registered_at`, search.direction];
       case 'last-modified':
-        query = query.orderBy('a.updated_at', direction);
-        break;
+        return [sql<number>`a.updated_at`, search.direction];
       case 'interactions':
-        query = query.orderBy(total, direction);
-        break;
+        return [total, search.direction];
       case 'relevancy':
         // The most relevant first, whatever the direction; without text, the newest.
-        query = search.text
-          ? query.orderBy(sql<number>`m.score`, 'desc')
-          : query.orderBy('a.registered_at', 'desc');
-        break;
+        return search.text
+          ? [sql<number>`m.score`, 'desc']
+          : [sql<number>`a.registered_at`, 'desc'];
     }
-    query = query.orderBy('a.address');
-    if (!search.geo) query = query.limit(search.limit).offset(search.offset);
-    return query;
   }
 
   /** The tags listed agents carry (metadata.tags, lower case), most used first. */
