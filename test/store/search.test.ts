@@ -89,6 +89,16 @@ describeOnEachDialect('Almanac search by protocol', (dialect) => {
     assert.deepEqual(await search.almanacByProtocol(digestOf('nobody'), NOW, LIFETIME, PAGE), []);
   });
 
+  it('lists the most recent unexpired registrations, newest first, as many as asked', async () => {
+    const { search } = t.store.repos;
+    const recent = await search.almanacRecent(NOW, LIFETIME, 30);
+    assert.deepEqual(
+      recent.map((row) => row.address),
+      [...declared.keys()].slice(0, 30),
+    );
+    assert.deepEqual(await search.almanacRecent(NOW + LIFETIME + 1, LIFETIME, 30), []);
+  });
+
   /** The plan SQLite takes for the one statement `search` runs, step by step. */
   async function planOf(search: (repository: SearchRepository) => Promise<unknown>) {
     const sqlite = new BetterSqlite3(sqlitePath(t.url), { readonly: true });
@@ -135,7 +145,9 @@ describeOnEachDialect('Almanac search by protocol', (dialect) => {
     async () => {
       const plan = await planOf((search) => search.almanacRecent(NOW, LIFETIME, 100));
       assert.ok(
-        plan.some((step) => /^SCAN r USING INDEX almanac_registrations_updated_at/.test(step)),
+        plan.some((step) =>
+          /^SCAN (r|latest) USING INDEX almanac_registrations_updated_at/.test(step),
+        ),
         plan.join('\n'),
       );
       assert.ok(!plan.some((step) => /^SCAN a\b/.test(step)), plan.join('\n'));

@@ -354,7 +354,17 @@ export class SearchRepository {
 
   /** The most recently (re)registered agents (and self-registered listings). */
   async almanacRecent(now: number, lifetime: number, limit: number): Promise<AlmanacSearchRow[]> {
-    const registered = this.almanacRegistrations(now).where('r.expires_at', '>', now);
+    // The most recent unexpired registrations first, by time, then what search answers of
+    // those alone: PostgreSQL read every registration's state, then kept `limit` of them.
+    const registered = this.almanacRegistrations(now).where('r.address', 'in', (eb) =>
+      eb
+        .selectFrom('almanac_registrations as latest')
+        .select('latest.address')
+        .where('latest.expires_at', '>', now)
+        .orderBy('latest.updated_at', 'desc')
+        .orderBy('latest.address')
+        .limit(limit),
+    );
     const listed = this.almanacListings(now, lifetime);
     const rows = await this.db
       .selectFrom(registered.unionAll(listed).as('x'))
