@@ -174,15 +174,17 @@ describeOnEachDialect('a real uAgents 0.25 mailbox agent, running and killed', (
       assert.equal(hook.status, 201, hook.text);
 
       // Running with nothing to do for longer than a held poll lasts (20 s): never unreachable.
-      const seen = new Set<string>();
+      // With each status its reason, so that a failure says which rule answered.
+      const seen = new Map<string, string | null>();
       const quietUntil = Date.now() + 25_000;
       while (Date.now() < quietUntil) {
-        seen.add((await statusOf()).status);
+        const { status, reason } = await statusOf();
+        seen.set(status, reason);
         await sleep(500);
       }
       assert.ok(
-        [...seen].every((status) => status === 'idle' || status === 'active'),
-        [...seen].join(', '),
+        [...seen.keys()].every((status) => status === 'idle' || status === 'active'),
+        [...seen].map(([status, reason]) => `${status} (${reason})`).join(', '),
       );
 
       // Killed: its held poll ends as its connection does; messages wait for it.
