@@ -66,3 +66,58 @@ export async function insertAgentWithMailbox(
     created_at: listing.registered_at,
   });
 }
+
+/**
+ * The agent's status recorded as `status` at `statusAt`, the agent last seen at `lastSeenAt`
+ * (then too unless given; null: never seen), nothing else known of it.
+ */
+export async function insertPresence(
+  store: Store,
+  address: string,
+  status: string,
+  statusAt: number,
+  lastSeenAt: number | null = statusAt,
+): Promise<void> {
+  await store.db
+    .insertInto('agent_presence')
+    .values({
+      address,
+      last_seen_at: lastSeenAt,
+      last_poll_at: null,
+      forward_ok_at: null,
+      forward_failed_at: null,
+      forward_error: null,
+      error_at: null,
+      error: null,
+      inactive_at: null,
+      status,
+      status_at: statusAt,
+    })
+    .execute();
+}
+
+/** A hosted agent (its listing stored already) of `ownerId`, in `state` since `at`, as wanted. */
+export async function insertHostedAgent(
+  store: Store,
+  fields: { address: string; ownerId: string; state: string; at: number },
+): Promise<void> {
+  const { address, ownerId, state, at } = fields;
+  await store.repos.hosting.insert({
+    address,
+    owner_id: ownerId,
+    network: 'testnet',
+    seed_ciphertext: 'x',
+    code: null,
+    code_digest: null,
+    code_updated_at: null,
+    revision: 0,
+    desired_state: state,
+    state,
+    state_reason: null,
+    state_changed_at: at,
+    runner_id: null,
+    lease_expires_at: null,
+    restarts: 0,
+    created_at: at,
+  });
+}

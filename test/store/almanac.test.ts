@@ -7,7 +7,14 @@ import type {
   AlmanacStatusRow,
 } from '../../src/store/repositories/almanac.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
-import { agentListing, insertUser, openTestStore, type TestStore } from '../kit/store.js';
+import {
+  agentListing,
+  insertHostedAgent,
+  insertPresence,
+  insertUser,
+  openTestStore,
+  type TestStore,
+} from '../kit/store.js';
 import { TestIdentity } from '../kit/uagent.js';
 
 const HOUR = 3600 * 1000;
@@ -173,52 +180,19 @@ describeOnEachDialect('almanac store', (dialect) => {
   });
 
   it('reads in the resolvable record what the one rule of active says of a registered agent', async () => {
-    const { almanac, agents, hosting } = t.store.repos;
+    const { almanac, agents } = t.store.repos;
     const userId = await insertUser(t.store);
     const registeredAt = Date.UTC(2026, 10, 21);
     const now = registeredAt + HOUR;
-    const presence = async (
+    const presence = (
       address: string,
       status: string,
       statusAt: number,
-      lastSeenAt: number | null = statusAt,
-    ) =>
-      t.store.db
-        .insertInto('agent_presence')
-        .values({
-          address,
-          last_seen_at: lastSeenAt,
-          last_poll_at: null,
-          forward_ok_at: null,
-          forward_failed_at: null,
-          forward_error: null,
-          error_at: null,
-          error: null,
-          inactive_at: null,
-          status,
-          status_at: statusAt,
-        })
-        .execute();
+      lastSeenAt?: number | null,
+    ) => insertPresence(t.store, address, status, statusAt, lastSeenAt);
     const hosted = async (address: string, state: string) => {
       await agents.save(agentListing({ address, user_id: userId }));
-      await hosting.insert({
-        address,
-        owner_id: userId,
-        network: 'testnet',
-        seed_ciphertext: 'x',
-        code: null,
-        code_digest: null,
-        code_updated_at: null,
-        revision: 0,
-        desired_state: state,
-        state,
-        state_reason: null,
-        state_changed_at: registeredAt,
-        runner_id: null,
-        lease_expires_at: null,
-        restarts: 0,
-        created_at: registeredAt,
-      });
+      await insertHostedAgent(t.store, { address, ownerId: userId, state, at: registeredAt });
     };
     // Each agent registered at registeredAt, then in one of the states the rule looks at.
     const cases: [string, (address: string) => Promise<unknown>][] = [

@@ -12,7 +12,14 @@ import {
 import { SearchRepository, type SearchState } from '../../src/store/repositories/search.js';
 import type { Database } from '../../src/store/schema.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
-import { agentListing, insertUser, openTestStore, type TestStore } from '../kit/store.js';
+import {
+  agentListing,
+  insertHostedAgent,
+  insertPresence,
+  insertUser,
+  openTestStore,
+  type TestStore,
+} from '../kit/store.js';
 
 const NOW = Date.UTC(2031, 0, 1);
 const HOUR = 3600 * 1000;
@@ -166,7 +173,7 @@ describeOnEachDialect('search and the one rule of active', (dialect) => {
   // and the agent's own status read it from correlated subqueries. Every agent below, in every
   // form its record takes and every state the rule looks at, must read alike in both.
   it('says of every agent, in every state, what the rule says of it', async () => {
-    const { almanac, agents, enrolments, hosting, search } = t.store.repos;
+    const { almanac, agents, enrolments, search } = t.store.repos;
     const userId = await insertUser(t.store);
     const protocol = digestOf('active');
     const registeredAt = NOW - HOUR;
@@ -174,43 +181,10 @@ describeOnEachDialect('search and the one rule of active', (dialect) => {
       address: string,
       status: string,
       statusAt: number,
-      lastSeenAt: number | null = statusAt,
-    ) =>
-      t.store.db
-        .insertInto('agent_presence')
-        .values({
-          address,
-          last_seen_at: lastSeenAt,
-          last_poll_at: null,
-          forward_ok_at: null,
-          forward_failed_at: null,
-          forward_error: null,
-          error_at: null,
-          error: null,
-          inactive_at: null,
-          status,
-          status_at: statusAt,
-        })
-        .execute();
+      lastSeenAt?: number | null,
+    ) => insertPresence(t.store, address, status, statusAt, lastSeenAt);
     const hosted = (address: string, state: string) =>
-      hosting.insert({
-        address,
-        owner_id: userId,
-        network: 'testnet',
-        seed_ciphertext: 'x',
-        code: null,
-        code_digest: null,
-        code_updated_at: null,
-        revision: 0,
-        desired_state: state,
-        state,
-        state_reason: null,
-        state_changed_at: registeredAt,
-        runner_id: null,
-        lease_expires_at: null,
-        restarts: 0,
-        created_at: registeredAt,
-      });
+      insertHostedAgent(t.store, { address, ownerId: userId, state, at: registeredAt });
     const registered = async (address: string, expiresAt: number) => {
       await almanac.upsertRegistrations([
         { ...registration(address, [protocol], registeredAt), expires_at: expiresAt },
