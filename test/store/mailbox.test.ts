@@ -328,6 +328,69 @@ describeOnEachDialect('mailbox store', (dialect) => {
     ]);
   });
 
+  it('acknowledges with the trace: the stored and the event rows, the uuid kept, nothing of another mailbox', async () => {
+    const userId = await insertUser(t.store);
+    const [a, b] = ['agent1acktracea', 'agent1acktraceb'];
+    await addMailbox(a, userId);
+    await addMailbox(b, userId);
+    const { mailbox, deliveries } = t.store.repos;
+    const kept = {
+      ...message(b),
+      size: 12,
+      received_at: 40,
+      sender: 'agent1acksender',
+      digest: 'model:ack',
+      next_forward_at: 900,
+      forward_attempts: 2,
+    };
+    const plain = { ...message(b), received_at: 41, next_forward_at: null, forward_attempts: 0 };
+    await mailbox.deliver([kept, plain], '2031-07-02');
+    const before = await counters([a, b]);
+    const LEFT = ['stored', 'delivered', 'deleted'];
+
+    assert.equal(await mailbox.acknowledge(a, kept.uuid, 500), false, 'not in that mailbox');
+    assert.equal(await mailbox.acknowledge(b, kept.uuid, 500, 'delivered'), true);
+    assert.equal(await mailbox.acknowledge(b, plain.uuid, 501), true);
+    assert.equal(await mailbox.acknowledge(b, plain.uuid, 502), false, 'already gone');
+
+    assert.deepEqual(await counters([a, b]), [
+      [before[0]![0], before[0]![1], before[0]![2]! - 22],
+      [before[1]![0]! - 2, before[1]![1]! - 22, before[1]![2]! - 22],
+    ]);
+    // Their uuids stay taken: the same envelopes are not stored again.
+    assert.deepEqual(
+      await mailbox.existing([kept.uuid, plain.uuid]),
+      new Set([kept.uuid, plain.uuid]),
+    );
+    const rows = await deliveries.list(b, { events: LEFT, limit: 10, offset: 0 });
+    assert.deepEqual(
+      rows
+        .map((row) => [
+          row.uuid,
+          row.event,
+          Number(row.at),
+          row.sender,
+          row.digest,
+          Number(row.size),
+          row.detail,
+        ])
+        .sort((x, y) => Number(x[2]) - Number(y[2])),
+      [
+        [kept.uuid, 'stored', 40, kept.sender, kept.digest, 12, 'kept after a failed forward'],
+        [plain.uuid, 'stored', 41, null, null, 10, null],
+        [kept.uuid, 'delivered', 500, kept.sender, kept.digest, 12, null],
+        [plain.uuid, 'deleted', 501, null, null, 10, null],
+      ],
+    );
+    assert.deepEqual(await deliveries.list(a, { events: LEFT, limit: 10, offset: 0 }), []);
+
+    // Without a time, no trace row.
+    const untraced = message(b);
+    await mailbox.deliver([untraced], '2031-07-02');
+    assert.equal(await mailbox.acknowledge(b, untraced.uuid), true);
+    assert.equal((await deliveries.list(b, { events: LEFT, limit: 10, offset: 0 })).length, 4);
+  });
+
   it('sweeps expired messages in bounded batches with their counters', async () => {
     const owned = await insertUser(t.store);
     const d = 'agent1messagesd';
