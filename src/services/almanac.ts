@@ -208,15 +208,18 @@ export class AlmanacService {
     this.tell(stored);
   }
 
-  /** Writes a group of registrations in one transaction; a refusal concerns its own alone. */
+  /**
+   * Writes a group of registrations; a refusal concerns its own alone. On SQLite the group is
+   * one transaction (one commit for all of it). On PostgreSQL each pass is one statement,
+   * atomic by itself, and the group's registrations do not depend on each other: a
+   * transaction around it would add two round trips (its begin and commit) to the one.
+   */
   private async commitRegistrations(rows: AlmanacRegistrationRow[]): Promise<ItemOutcome<void>[]> {
-    const stored = await this.store.transaction((tx) =>
-      this.storeRegistrations(
-        tx,
-        rows,
-        rows.map(() => REGISTRATION),
-      ),
-    );
+    const subjects = rows.map((): Subject => REGISTRATION);
+    const stored =
+      this.store.dialect === 'postgres'
+        ? await this.storeRegistrations(this.store.repos, rows, subjects)
+        : await this.store.transaction((tx) => this.storeRegistrations(tx, rows, subjects));
     this.tell(stored);
     return stored.refusals.map((error) =>
       error === undefined ? { ok: true, value: undefined } : { ok: false, error },
@@ -254,31 +257,30 @@ export class AlmanacService {
         }
       }
       const passRows = pass.map((index) => rows[index]!);
-      // Agents re-register every hour with what they declared before: their protocols stay.
-      const before = await repos.almanac.declaredProtocols(passRows.map((row) => row.address));
-      const stored = await repos.almanac.upsertRegistrations(passRows);
       // Search finds agents by protocol through this table, kept in step in the same transaction.
-      const declared = new Map<string, string[]>();
+      const digests = new Map(
+        passRows.map((row) => [
+          row.address,
+          (JSON.parse(row.protocols) as string[]).map(normaliseDigest),
+        ]),
+      );
+      const stored = await repos.almanac.register(passRows, digests);
       for (const index of pass) {
         const row = rows[index]!;
-        const agent = stored.get(row.address);
-        if (agent !== undefined) {
+        const registered = stored.get(row.address);
+        if (registered !== undefined) {
           seen.push(row.address);
-          if (agent) agents.add(row.address);
-          if (before.get(row.address) === row.protocols) continue;
+          if (registered.agent) agents.add(row.address);
+          // Agents re-register every hour with what they declared before.
+          if (registered.before === row.protocols) continue;
           changed.push({
             address: row.address,
-            isNew: !before.has(row.address),
+            isNew: registered.before === undefined,
             endpoints: (JSON.parse(row.endpoints) as Endpoint[]).map(({ url }) => url),
           });
-          declared.set(row.address, (JSON.parse(row.protocols) as string[]).map(normaliseDigest));
         } else if (!isResent(await repos.almanac.findRegistration(row.address), row)) {
           refusals[index] = olderThanStored(subjects[index]!);
         }
-      }
-      if (declared.size > 0) {
-        const replaced = [...declared.keys()].filter((address) => before.has(address));
-        await repos.almanac.replaceProtocols(declared, replaced);
       }
       pending = later;
     }

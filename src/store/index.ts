@@ -76,7 +76,7 @@ function bindRepositories(
     agents: new AgentsRepository(db),
     mailbox: new MailboxRepository(db, dialect.name, statements),
     proxy: new ProxyRepository(db, dialect.name),
-    almanac: new AlmanacRepository(db, statements),
+    almanac: new AlmanacRepository(db, statements, dialect.name),
     interactions: new InteractionsRepository(db),
     search: new SearchRepository(db, dialect.name, statements),
     domains: new DomainsRepository(db),

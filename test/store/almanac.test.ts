@@ -85,6 +85,87 @@ describeOnEachDialect('almanac store', (dialect) => {
     );
   });
 
+  it('registers with the protocol index in step: new, the same again, others declared, older', async () => {
+    const { almanac } = t.store.repos;
+    const userId = await insertUser(t.store);
+    const [listed, other, stale] = Array.from({ length: 3 }, () => TestIdentity.random().address);
+    await t.store.repos.agents.save(agentListing({ address: listed!, user_id: userId }));
+    const base = Date.UTC(2026, 11, 1);
+    const declaring = (address: string, signedAt: number, protocols: string[]) => ({
+      ...registration(address, signedAt, 'http://127.0.0.1:8003/submit'),
+      protocols: JSON.stringify(protocols),
+    });
+    const protocolRows = async () =>
+      (
+        await sql<{ address: string; digest: string }>`select address, digest
+          from almanac_protocols where address in (${listed}, ${other}, ${stale})
+          order by address, digest`.execute(t.store.db)
+      ).rows
+        .map(
+          (row) =>
+            `${row.address === listed ? 'listed' : row.address === other ? 'other' : 'stale'} ${row.digest}`,
+        )
+        .sort();
+    // As the service runs it: in a transaction on SQLite, alone on PostgreSQL.
+    const register = (rows: AlmanacRegistrationRow[], digests: [string, string[]][]) =>
+      dialect === 'postgres'
+        ? almanac.register(rows, new Map(digests))
+        : t.store.transaction((tx) => tx.almanac.register(rows, new Map(digests)));
+
+    // New: nothing declared before; the digests as given, each once.
+    const first = await register(
+      [declaring(listed!, base, ['proto:a', 'proto:b']), declaring(other!, base, ['proto:a'])],
+      [
+        [listed!, ['a', 'b', 'a']],
+        [other!, ['a']],
+      ],
+    );
+    assert.deepEqual(
+      new Map([...first].sort()),
+      new Map(
+        [
+          [listed!, { agent: true, before: undefined }],
+          [other!, { agent: false, before: undefined }],
+        ].sort() as [string, { agent: boolean; before: undefined }][],
+      ),
+    );
+    assert.deepEqual(await protocolRows(), ['listed a', 'listed b', 'other a'].sort());
+
+    // Again with what it declared before: its rows stay (the digests given are not read).
+    const again = await register(
+      [declaring(listed!, base + 1000, ['proto:a', 'proto:b'])],
+      [[listed!, ['x']]],
+    );
+    assert.deepEqual([...again], [[listed!, { agent: true, before: '["proto:a","proto:b"]' }]]);
+    assert.deepEqual(await protocolRows(), ['listed a', 'listed b', 'other a'].sort());
+
+    // Others declared: one kept, one gone, one new; an older registration changes nothing.
+    const changed = await register(
+      [
+        declaring(listed!, base + 2000, ['proto:b', 'proto:c']),
+        declaring(other!, base - 1000, ['proto:z']),
+        declaring(stale!, base, []),
+      ],
+      [
+        [listed!, ['b', 'c']],
+        [other!, ['z']],
+        [stale!, []],
+      ],
+    );
+    assert.deepEqual(
+      new Map([...changed].sort()),
+      new Map(
+        [
+          [listed!, { agent: true, before: '["proto:a","proto:b"]' }],
+          [stale!, { agent: false, before: undefined }],
+        ].sort() as [string, { agent: boolean; before: string | undefined }][],
+      ),
+    );
+    assert.deepEqual(await protocolRows(), ['listed b', 'listed c', 'other a'].sort());
+    assert.equal((await almanac.findRegistration(other!))?.signed_at, base);
+    assert.equal((await almanac.findRegistration(listed!))?.protocols, '["proto:b","proto:c"]');
+  });
+
   it('stores a group of registrations in one statement, each only when newer', async () => {
     const base = Date.UTC(2026, 10, 21);
     const [fresh, newer, older, resent] = Array.from({ length: 4 }, () => TestIdentity.random());

@@ -1,5 +1,6 @@
 import { sql, type Kysely, type RawBuilder, type Selectable } from 'kysely';
 import type { CompiledStatements } from '../compiled.js';
+import type { DialectName } from '../dialect.js';
 import { atomically, slices } from '../statements.js';
 import { GONE_STATUSES } from '../../wire/activity.js';
 import type {
@@ -22,6 +23,27 @@ export type ResolvableRow = Pick<
   active: number;
   domain: string | null;
 };
+
+/** What storing a registration said of it: see {@link AlmanacRepository.register}. */
+export interface StoredRegistration {
+  /** Whether the agent is registered here (has a listing). */
+  agent: boolean;
+  /** The protocols its stored registration declared before (JSON text); undefined when new. */
+  before: string | undefined;
+}
+
+/** The registration's columns, in the order the statements of registration write them. */
+const REGISTRATION_COLUMNS = [
+  'address',
+  'prefix',
+  'endpoints',
+  'protocols',
+  'metadata',
+  'signed_at',
+  'signature',
+  'expires_at',
+  'updated_at',
+] as const;
 
 /**
  * The upsert condition of a signed write: the incoming message was signed later than the
@@ -124,7 +146,133 @@ export class AlmanacRepository {
     private readonly db: Kysely<Database>,
     /** Registration's statements, compiled once per shape for this database. */
     private readonly statements: CompiledStatements,
+    private readonly dialect: DialectName,
   ) {}
+
+  /**
+   * Stores registrations (each agent at most once in `rows`) as {@link upsertRegistrations}
+   * does, and keeps the protocol index in step: an agent whose registration now declares other
+   * protocols than its stored one did has its rows replaced by `digests` (its declared digests,
+   * normalised); one that declares the same keeps them (agents re-register every hour with what
+   * they declared before). Answers, for each address stored, whether it is an agent registered
+   * here and what it declared before. Run it in a transaction (on SQLite it is four statements;
+   * on PostgreSQL one, which is atomic by itself).
+   */
+  async register(
+    rows: AlmanacRegistrationRow[],
+    digests: ReadonlyMap<string, readonly string[]>,
+  ): Promise<Map<string, StoredRegistration>> {
+    if (this.dialect === 'postgres') {
+      const answered = new Map<string, StoredRegistration>();
+      for (const slice of slices(rows)) {
+        for (const [address, stored] of await this.registerInOneStatement(slice, digests)) {
+          answered.set(address, stored);
+        }
+      }
+      return answered;
+    }
+    const before = await this.declaredProtocols(rows.map((row) => row.address));
+    const stored = await this.upsertRegistrations(rows);
+    const declared = new Map<string, string[]>();
+    const answered = new Map<string, StoredRegistration>();
+    for (const row of rows) {
+      const agent = stored.get(row.address);
+      if (agent === undefined) continue;
+      const previous = before.get(row.address);
+      answered.set(row.address, { agent, before: previous });
+      if (previous !== row.protocols)
+        declared.set(row.address, [...(digests.get(row.address) ?? [])]);
+    }
+    if (declared.size > 0) {
+      await this.replaceProtocols(
+        declared,
+        [...declared.keys()].filter((address) => before.has(address)),
+      );
+    }
+    return answered;
+  }
+
+  /**
+   * {@link register} on PostgreSQL, in one statement: one round trip where the read of what was
+   * declared before, the upsert, the protocol rows and the transaction's begin and commit took
+   * five. Every part reads the tables as they were before the statement (the read of what was
+   * declared before among them); the protocol rows that stay are neither deleted nor written
+   * again, so the delete and the insert never touch the same row.
+   */
+  private async registerInOneStatement(
+    rows: AlmanacRegistrationRow[],
+    digests: ReadonlyMap<string, readonly string[]>,
+  ): Promise<Map<string, StoredRegistration>> {
+    const declared = rows.flatMap((row) =>
+      [...new Set(digests.get(row.address) ?? [])].map((digest) => [row.address, digest]),
+    );
+    const addresses = rows.map((row) => row.address);
+    const declaredBy = declared.map(([address]) => address);
+    const declaredDigests = declared.map(([, digest]) => digest);
+    const values = () =>
+      sql.join(
+        rows.map(
+          (row) => sql`(${sql.join(REGISTRATION_COLUMNS.map((column) => sql`${row[column]}`))})`,
+        ),
+      );
+    const update = sql.join(
+      REGISTRATION_COLUMNS.filter((column) => column !== 'address').map(
+        (column) => sql`${sql.ref(column)} = excluded.${sql.ref(column)}`,
+      ),
+    );
+    const statement = () => sql<{ address: string; agent: boolean; before: string | null }>`
+      with before as (
+        select address, protocols from almanac_registrations
+        where address = any(cast(${addresses} as text[]))
+      ), stored as (
+        insert into almanac_registrations (${sql.join(REGISTRATION_COLUMNS.map((c) => sql.ref(c)))})
+        values ${values()}
+        on conflict (address) do update set ${update}
+        where ${newerOrSameSecond('almanac_registrations')}
+        returning address, protocols, exists (
+          select 1 from agents where agents.address = almanac_registrations.address
+        ) as agent
+      ), changed as (
+        select s.address from stored s left join before b on b.address = s.address
+        where b.protocols is distinct from s.protocols
+      ), declared as (
+        select d.address, d.digest
+        from unnest(cast(${declaredBy} as text[]), cast(${declaredDigests} as text[]))
+          as d (address, digest)
+        join changed c on c.address = d.address
+      ), dropped as (
+        -- By the index on address, from the list given again: joined to changed, whose few
+        -- rows the planner cannot see, the whole table was read.
+        delete from almanac_protocols p
+        where p.address = any(cast(${addresses} as text[]))
+          and p.address in (select address from changed)
+          and not exists (select 1 from declared d where d.address = p.address and d.digest = p.digest)
+      ), added as (
+        insert into almanac_protocols (digest, address)
+        select digest, address from declared
+        on conflict do nothing
+      )
+      select s.address, s.agent, b.protocols as before
+      from stored s left join before b on b.address = s.address`;
+    const { rows: written } = await this.statements.execute(
+      this.db,
+      `almanac.register ${rows.length}`,
+      [
+        addresses,
+        ...rows.flatMap((row) => REGISTRATION_COLUMNS.map((column) => row[column])),
+        declaredBy,
+        declaredDigests,
+        addresses,
+      ],
+      () => statement().compile(this.db),
+    );
+    return new Map(
+      written.map(({ address, agent, before }) => [
+        address,
+        { agent, before: before ?? undefined },
+      ]),
+    );
+  }
 
   /**
    * Stores each registration (each agent at most once in `rows`) unless the stored one was
