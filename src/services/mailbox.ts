@@ -289,7 +289,9 @@ export class MailboxService {
       const stored: StoredMessage[] = [];
       for (const message of accepted) {
         const id = ids.get(message.uuid);
-        if (id !== undefined) stored.push({ ...message, id, owner: ownerOf.get(message.uuid)! });
+        if (id === undefined) continue;
+        const reading = { period, found: mailboxes.get(message.address)! };
+        stored.push({ ...message, id, owner: ownerOf.get(message.uuid)!, reading });
       }
       // Handed on as they are: this process's streams show them without reading them back.
       void this.wakeups.changes.publish([
@@ -396,8 +398,13 @@ export class MailboxService {
       });
     }
     if (pending.length === 0) return undefined;
-    return this.served(principal, address, MAILBOX_NOT_FOUND, charge, () =>
-      Promise.resolve(pending),
+    return this.served(
+      principal,
+      address,
+      MAILBOX_NOT_FOUND,
+      charge,
+      () => Promise.resolve(pending),
+      committed[0]!.reading,
     );
   }
 
@@ -561,15 +568,21 @@ export class MailboxService {
     notFound: string,
     charge: boolean,
     read: (now: number) => Promise<PendingMessage[]>,
+    reading?: StoredMessage['reading'],
   ): Promise<PendingMessage[]> {
     const now = this.clock.now();
     const period = usagePeriod(now);
     const { mailbox } = this.store.repos;
     if (principal.kind === 'agent') this.trace.seen(address, 'poll');
+    // The mailbox and its owner's quota as the commit that woke this poll read them, in the
+    // same period: milliseconds older than a read now, and one round trip of the database less
+    // before the answer. A transfer counted in between (another poll of the agent's) is not
+    // seen, as two polls side by side do not see each other's.
+    const known = reading?.period === period ? reading.found : undefined;
     // Neither read waits for the other (on PostgreSQL they go out on two connections); the
     // messages are returned only once the caller and the quota have been checked.
     const [found, messages] = await Promise.all([
-      mailbox.findWithOwnerUsage(address, period),
+      known ?? mailbox.findWithOwnerUsage(address, period),
       read(now),
     ]);
     if (!found || !mayRead(principal, found.mailbox)) throw new NotFoundError(notFound);

@@ -97,10 +97,17 @@ describeOnEachDialect('held mailbox polls', (dialect) => {
     // The poll has read its empty mailbox; from here on, a read of its messages is counted.
     const { mailbox } = t.server.ctx.store.repos;
     const listPending = mailbox.listPending.bind(mailbox);
+    const findWithOwnerUsage = mailbox.findWithOwnerUsage.bind(mailbox);
     let reads = 0;
+    let quotaReads = 0;
     mailbox.listPending = (...args) => {
       if (args[0] === agent.address) reads += 1;
       return listPending(...args);
+    };
+    // The mailbox and its owner's quota too: the commit read them just before.
+    mailbox.findWithOwnerUsage = (...args) => {
+      if (args[0] === agent.address) quotaReads += 1;
+      return findWithOwnerUsage(...args);
     };
     try {
       const envelope = envelopeFor(agent.address);
@@ -108,6 +115,7 @@ describeOnEachDialect('held mailbox polls', (dialect) => {
       const answer = await polled;
       assert.equal(answer.status, 200, answer.text);
       assert.equal(reads, 0, 'answered from the commit');
+      assert.equal(quotaReads, 0, 'checked against the commit’s reading');
       const read = await call(t.url, 'GET', `/v2/agents/${agent.address}/mailbox`, {
         key: t.userKey,
       });
@@ -117,7 +125,28 @@ describeOnEachDialect('held mailbox polls', (dialect) => {
       assert.deepEqual(answer.body[0].envelope, envelope);
     } finally {
       mailbox.listPending = listPending;
+      mailbox.findWithOwnerUsage = findWithOwnerUsage;
     }
+  });
+
+  it('holds a woken poll to its owner’s transfer quota, as a read would', async () => {
+    const owner = await t.addUser('held-transfer-quota');
+    const principal = await t.server.ctx.services.keys.authenticate(owner);
+    assert.equal(principal.kind, 'user');
+    const agent = await newRegisteredAgent(hostOf(t), owner);
+    const envelope = envelopeFor(agent.address);
+    const size = Buffer.byteLength(JSON.stringify(envelope));
+    await t.server.ctx.services.usage.setLimits(principal.userId, {
+      bytesTransferredPerMonth: size - 1,
+    });
+    const before = held();
+    const polled = poll(hostOf(t), agent);
+    await until(() => held() === before + 1, 'the poll to be held');
+    await submit(hostOf(t), envelope);
+    const answer = await polled;
+    assert.equal(answer.status, 406, answer.text);
+    assert.deepEqual(answer.body, { detail: `Transfer quota reached 0 / ${size - 1}` });
+    assert.equal((await currentUsage(t.url, owner)).bytes_transferred, 0, 'nothing handed out');
   });
 
   it('answers an empty array at the hold limit, and counts no transfer for it', async () => {

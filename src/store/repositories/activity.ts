@@ -4,6 +4,7 @@ import { deleteAgentHistory, slices } from '../statements.js';
 import { KEPT_FORWARD_DETAIL } from '../../wire/deliveries.js';
 import { EXPIRED_UNFORWARDED_DETAIL, KEPT_DETAIL } from './deliveries.js';
 import type { DeliveryEventRow } from './deliveries.js';
+import type { MailboxWithOwnerUsage } from './mailbox.js';
 
 export type NewActivity = Insertable<AgentActivityTable>;
 export type PresenceRow = Selectable<AgentPresenceTable>;
@@ -193,6 +194,12 @@ export type StoredMessage = Pick<
 > &
   Partial<Pick<Selectable<MessagesTable>, 'sender' | 'forward_attempts' | 'next_forward_at'>> & {
     owner: string;
+    /**
+     * Its mailbox with its owner's quotas and usage in `period`, as the commit that stored it
+     * read them just before: a held poll it wakes checks the transfer quota against this
+     * instead of reading it again.
+     */
+    reading?: { period: string; found: MailboxWithOwnerUsage };
   };
 
 /** A pending message as the timeline reads it (a `stored` row to come). */
