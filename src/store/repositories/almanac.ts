@@ -155,8 +155,8 @@ export class AlmanacRepository {
    * protocols than its stored one did has its rows replaced by `digests` (its declared digests,
    * normalised); one that declares the same keeps them (agents re-register every hour with what
    * they declared before). Answers, for each address stored, whether it is an agent registered
-   * here and what it declared before. Run it in a transaction (on SQLite it is four statements;
-   * on PostgreSQL one, which is atomic by itself).
+   * here and what it declared before. On SQLite it is up to four statements: run it in a
+   * transaction. On PostgreSQL it is one statement a thousand rows, atomic by itself.
    */
   async register(
     rows: AlmanacRegistrationRow[],
