@@ -301,6 +301,12 @@ describeOnEachDialect('search and the one rule of active', (dialect) => {
       ] as const) {
         const found = rows.filter((row) => named.has(row.address));
         assert.ok(found.length >= states.length, `${reading}, ${when}: ${found.length} found`);
+        // An agent whose registration expired is answered by its listing alone.
+        assert.equal(
+          new Set(found.map((row) => row.address)).size,
+          found.length,
+          `${reading}, ${when}: each agent once`,
+        );
         for (const row of found) {
           const name = `${named.get(row.address)}, ${when}, ${reading}`;
           assert.equal(row.active, expected.get(row.address), name);

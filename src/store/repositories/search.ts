@@ -201,24 +201,32 @@ export class SearchRepository {
         'r.address',
       );
     }
-    return registrations
-      .leftJoin('agents as a', 'a.address', 'r.address')
-      .leftJoin('domain_agents as d', 'd.address', 'r.address')
-      .leftJoin('agent_enrolments as e', 'e.address', 'r.address')
-      .leftJoin('almanac_statuses as st', 'st.address', 'r.address')
-      .leftJoin('hosted_agents as ha', 'ha.address', 'r.address')
-      .leftJoin('agent_presence as p', 'p.address', 'r.address')
-      .select([
-        'r.address',
-        'r.endpoints',
-        'r.protocols',
-        'r.metadata',
-        'r.expires_at',
-        'r.updated_at',
-        'a.name',
-        'd.domain',
-        sql<number>`case when ${activeOfJoined(now)} then 1 else 0 end`.as('active'),
-      ]);
+    return (
+      registrations
+        .leftJoin('agents as a', 'a.address', 'r.address')
+        .leftJoin('domain_agents as d', 'd.address', 'r.address')
+        .leftJoin('agent_enrolments as e', 'e.address', 'r.address')
+        .leftJoin('almanac_statuses as st', 'st.address', 'r.address')
+        .leftJoin('hosted_agents as ha', 'ha.address', 'r.address')
+        .leftJoin('agent_presence as p', 'p.address', 'r.address')
+        // An expired registration of an agent whose listing answers in its place (enrolled, with
+        // endpoints: see almanacListings) is left out, so that the agent is answered once.
+        .where(
+          sql<boolean>`not (r.expires_at <= ${now} and e.address is not null
+          and coalesce(a.endpoints <> '[]', false))`,
+        )
+        .select([
+          'r.address',
+          'r.endpoints',
+          'r.protocols',
+          'r.metadata',
+          'r.expires_at',
+          'r.updated_at',
+          'a.name',
+          'd.domain',
+          sql<number>`case when ${activeOfJoined(now)} then 1 else 0 end`.as('active'),
+        ])
+    );
   }
 
   /**
@@ -281,6 +289,7 @@ export class SearchRepository {
       this.db,
       'search.almanac_by_protocol',
       [
+        now,
         now,
         now,
         digest,
