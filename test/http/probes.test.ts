@@ -198,12 +198,17 @@ describeOnEachDialect('health probes', (dialect) => {
       assert.equal(down.unanswered, 2);
       assert.match(down.last_failure, /no acknowledgement within 5 s/);
       assert.ok(down.success_rate < 1);
-      const timeline = await call(
-        t.url,
-        'GET',
-        `/v2/agents/${probed.identity.address}/activity?kind=health`,
-        { key: t.userKey },
+      // The probe's row says unhealthy as it is settled; its timeline entry is written next.
+      const healthEntries = () =>
+        call(t.url, 'GET', `/v2/agents/${probed.identity.address}/activity?kind=health`, {
+          key: t.userKey,
+        });
+      await until(
+        async () => (await healthEntries()).body.entries?.length > 0,
+        'the timeline to tell it stopped answering',
+        LOOK,
       );
+      const timeline = await healthEntries();
       assert.equal(timeline.status, 200, timeline.text);
       assert.equal(timeline.body.entries.length, 1, timeline.text);
       assert.match(timeline.body.entries[0].summary, /stopped answering health probes/);
@@ -218,19 +223,24 @@ describeOnEachDialect('health probes', (dialect) => {
       });
       assert.equal(unresponsive.body.agents.length, 1);
 
-      // It answers again: healthy at the next probe.
+      // It answers again: healthy at the next probe (its timeline entry, again, just after).
       probed.agent.answering = true;
       await until(
         async () => (await health(probed.identity.address)).healthy === true,
         'the agent to be healthy again',
         { timeoutMs: 30_000, everyMs: 100 },
       );
-      const back = await call(
-        t.url,
-        'GET',
-        `/v2/agents/${probed.identity.address}/activity?kind=health.changed`,
-        { key: t.userKey },
+      const healthChanges = () =>
+        call(t.url, 'GET', `/v2/agents/${probed.identity.address}/activity?kind=health.changed`, {
+          key: t.userKey,
+        });
+      await until(
+        async () =>
+          /answers health probes again/.test((await healthChanges()).body.entries[0]?.summary),
+        'the timeline to tell it answers again',
+        LOOK,
       );
+      const back = await healthChanges();
       assert.match(back.body.entries[0].summary, /answers health probes again/);
 
       // One probe per interval, whichever process sends it.
