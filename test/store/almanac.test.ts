@@ -1,11 +1,16 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { sql } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
 import { isoTimestamp } from '../../src/wire/common.js';
-import type {
-  AlmanacRegistrationRow,
-  AlmanacStatusRow,
+import { CompiledStatements } from '../../src/store/compiled.js';
+import { postgresConnection } from '../../src/store/database.js';
+import {
+  AlmanacRepository,
+  type AlmanacRegistrationRow,
+  type AlmanacStatusRow,
 } from '../../src/store/repositories/almanac.js';
+import type { Database } from '../../src/store/schema.js';
 import { describeOnEachDialect } from '../kit/dialects.js';
 import {
   agentListing,
@@ -18,6 +23,18 @@ import {
 import { TestIdentity } from '../kit/uagent.js';
 
 const HOUR = 3600 * 1000;
+
+/** A node of PostgreSQL's plan (`explain (format json)`), with the steps it runs on. */
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  Plans?: PlanNode[];
+}
+
+/** Every node of a plan. */
+function flatten(node: PlanNode): PlanNode[] {
+  return [node, ...(node.Plans ?? []).flatMap(flatten)];
+}
 
 function registration(address: string, signedAt: number, url: string): AlmanacRegistrationRow {
   return {
@@ -165,6 +182,73 @@ describeOnEachDialect('almanac store', (dialect) => {
     assert.equal((await almanac.findRegistration(other!))?.signed_at, base);
     assert.equal((await almanac.findRegistration(listed!))?.protocols, '["proto:b","proto:c"]');
   });
+
+  it(
+    'finds the protocol rows a registration replaces by its agent, never reading a table whole',
+    { skip: dialect !== 'postgres' },
+    async () => {
+      // A registry of 50,000 agents declaring two protocols each: on a few thousand rows,
+      // reading a table whole is what the planner rightly prefers.
+      const far = Date.UTC(2030, 0, 1);
+      await sql`insert into almanac_registrations
+          (address, prefix, endpoints, protocols, signed_at, signature, expires_at, updated_at)
+        select 'agent1plan' || i, 'agent', '[]', '["proto:p1","proto:p2"]', 0, 'sig', ${far}, i
+        from generate_series(1, 50000) as i`.execute(t.store.db);
+      await sql`insert into almanac_protocols (digest, address)
+        select d, 'agent1plan' || i
+        from generate_series(1, 50000) as i, unnest(array['p1', 'p2']) as d`.execute(t.store.db);
+
+      const statements: CompiledQuery[] = [];
+      const db = new Kysely<Database>({
+        dialect: new PostgresDialect({ pool: new pg.Pool(postgresConnection(t.url)) }),
+        log: (event) => void statements.push(event.query),
+      });
+      try {
+        // A group as the service writes it: agents declaring other protocols, and new ones.
+        const base = Date.UTC(2026, 11, 2);
+        const rows = Array.from({ length: 40 }, (_, i) => ({
+          ...registration(
+            i < 20 ? `agent1plan${i * 97 + 1}` : TestIdentity.random().address,
+            base,
+            'http://127.0.0.1:8004/submit',
+          ),
+          protocols: '["proto:p1","proto:p3"]',
+        }));
+        const almanac = new AlmanacRepository(db, new CompiledStatements(), 'postgres');
+        await almanac.register(rows, new Map(rows.map((row) => [row.address, ['p1', 'p3']])));
+        assert.equal(statements.length, 1);
+        const { sql: text, parameters } = statements[0]!;
+        const { rows: kept } = await sql<{ digest: string }>`select digest from almanac_protocols
+          where address = 'agent1plan1' order by digest`.execute(t.store.db);
+        assert.deepEqual(
+          kept.map((row) => row.digest),
+          ['p1', 'p3'],
+        );
+
+        /** The Almanac's tables the statement's plan reads whole. */
+        const readWhole = async () => {
+          const { rows: explained } = await db.executeQuery<{
+            'QUERY PLAN': { Plan: PlanNode }[];
+          }>(CompiledQuery.raw(`explain (format json) ${text}`, [...parameters]));
+          const plan = explained[0]!['QUERY PLAN'][0]!.Plan;
+          const tables = flatten(plan)
+            .filter((node) => node['Node Type'] === 'Seq Scan')
+            .map((node) => node['Relation Name'])
+            .filter((table) => table === 'almanac_registrations' || table === 'almanac_protocols');
+          return { tables, plan: JSON.stringify(plan, null, 1) };
+        };
+        // As the tables grew, before PostgreSQL analysed them (a delete joined to the changed
+        // agents alone read the protocol index whole then), and after.
+        const grown = await readWhole();
+        assert.deepEqual(grown.tables, [], grown.plan);
+        await sql`analyze almanac_registrations, almanac_protocols`.execute(t.store.db);
+        const analysed = await readWhole();
+        assert.deepEqual(analysed.tables, [], analysed.plan);
+      } finally {
+        await db.destroy();
+      }
+    },
+  );
 
   it('stores a group of registrations in one statement, each only when newer', async () => {
     const base = Date.UTC(2026, 10, 21);
