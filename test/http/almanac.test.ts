@@ -213,6 +213,56 @@ describeOnEachDialect('almanac', (dialect) => {
       assert.deepEqual(await resolved(agent.address), record);
     });
 
+    it('keeps the protocol index in step with an agent registered twice at once, among many', async () => {
+      const agent = TestIdentity.random();
+      const [first, second] = [randomBytes(32), randomBytes(32)].map(
+        (bytes) => `proto:${bytes.toString('hex')}`,
+      );
+      const others = Array.from({ length: 30 }, () => TestIdentity.random());
+      // The agent's two registrations in flight together, between many others: written in
+      // groups side by side on PostgreSQL, one after the other on SQLite.
+      const answers = await Promise.all([
+        ...others
+          .slice(0, 15)
+          .map((other) =>
+            postRegistration(
+              t.url,
+              signedRegistration(other, { timestamp: now(), protocols: [first!] }),
+            ),
+          ),
+        postRegistration(
+          t.url,
+          signedRegistration(agent, { timestamp: now() - 2, protocols: [first!] }),
+        ),
+        postRegistration(
+          t.url,
+          signedRegistration(agent, { timestamp: now() - 1, protocols: [second!] }),
+        ),
+        ...others
+          .slice(15)
+          .map((other) =>
+            postRegistration(
+              t.url,
+              signedRegistration(other, { timestamp: now(), protocols: [second!] }),
+            ),
+          ),
+      ]);
+      // The older one may arrive second, checked after the newer: then it is refused as older.
+      const refused = answers.filter((answer) => answer.status !== 200);
+      assert.ok(refused.length <= 1, refused.map((answer) => answer.text).join('\n'));
+      assert.ok(refused.every((answer) => /older than the one stored/.test(answer.body.detail)));
+      assert.deepEqual((await resolved(agent.address)).protocols, [second]);
+      const declaring = async (digest: string) => {
+        const found = await call(t.url, 'POST', '/v1/almanac/search', { body: { text: digest } });
+        assert.equal(found.status, 200, found.text);
+        return (found.body as { address: string }[]).map((record) => record.address);
+      };
+      assert.ok(!(await declaring(first!)).includes(agent.address));
+      assert.ok((await declaring(second!)).includes(agent.address));
+      assert.equal((await declaring(first!)).length, 15);
+      assert.equal((await declaring(second!)).length, 16);
+    });
+
     it('takes another registration signed in the same second: the last one received wins', async () => {
       const { agent, timestamp } = await registered();
       const sameSecond = await registerInAlmanac(t.url, agent, {
