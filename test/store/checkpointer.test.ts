@@ -45,6 +45,27 @@ async function commitRow(store: Store, index: number): Promise<void> {
   });
 }
 
+/**
+ * Runs `test` on a store of a new database whose checkpoints a thread of their own runs, as the
+ * service's do; fails if that thread reported an error.
+ */
+async function withBackgroundCheckpoints(
+  test: (store: Store, path: string) => Promise<void>,
+): Promise<void> {
+  const database = await createTestDatabase('sqlite');
+  const errors: unknown[] = [];
+  const store = Store.open(database.url, {
+    backgroundCheckpoints: { onError: (error) => errors.push(error) },
+  });
+  try {
+    await test(store, sqlitePath(database.url));
+  } finally {
+    await store.close();
+    await database.drop();
+  }
+  assert.deepEqual(errors, []);
+}
+
 /** Waits until the database file (not its write-ahead log) has grown by at least `bytes`. */
 async function growthAfter(
   path: string,
@@ -62,32 +83,16 @@ async function growthAfter(
 
 describe('background checkpoints (sqlite)', () => {
   it('copy committed pages into the database file without a commit doing it', async () => {
-    const database = await createTestDatabase('sqlite');
-    const errors: unknown[] = [];
-    const store = Store.open(database.url, {
-      backgroundCheckpoints: { onError: (error) => errors.push(error) },
-    });
-    try {
-      const path = sqlitePath(database.url);
+    await withBackgroundCheckpoints(async (store, path) => {
       const base = await migrated(store, path);
       await writeSomePages(store);
       const grown = await growthAfter(path, base, 600_000, 5_000);
       assert.ok(grown >= 600_000, `the database file grew by ${grown} bytes`);
-    } finally {
-      await store.close();
-      await database.drop();
-    }
-    assert.deepEqual(errors, []);
+    });
   });
 
   it('start the log again under a steady flow of commits, where it grew until the backstop', async () => {
-    const database = await createTestDatabase('sqlite');
-    const errors: unknown[] = [];
-    const store = Store.open(database.url, {
-      backgroundCheckpoints: { onError: (error) => errors.push(error) },
-    });
-    try {
-      const path = sqlitePath(database.url);
+    await withBackgroundCheckpoints(async (store, path) => {
       await migrated(store, path);
       const pages = async () =>
         (await sql<{ page_count: number }>`PRAGMA page_count`.execute(store.db)).rows[0]!
@@ -105,11 +110,7 @@ describe('background checkpoints (sqlite)', () => {
       // Started again only by the backstop, it reached 10,000 (here, 1,200 or so).
       const frames = Math.floor(statSync(`${path}-wal`).size / (4096 + 24));
       assert.ok(frames < 4_000, `the log grew to ${frames} frames`);
-    } finally {
-      await store.close();
-      await database.drop();
-    }
-    assert.deepEqual(errors, []);
+    });
   });
 
   it('are what moves the pages: without them the log keeps them', async () => {
