@@ -199,16 +199,16 @@ describeOnEachDialect('health probes', (dialect) => {
       assert.match(down.last_failure, /no acknowledgement within 5 s/);
       assert.ok(down.success_rate < 1);
       // The probe's row says unhealthy as it is settled; its timeline entry is written next.
-      const healthEntries = () =>
-        call(t.url, 'GET', `/v2/agents/${probed.identity.address}/activity?kind=health`, {
+      const timelineOf = (kind: string) =>
+        call(t.url, 'GET', `/v2/agents/${probed.identity.address}/activity?kind=${kind}`, {
           key: t.userKey,
         });
       await until(
-        async () => (await healthEntries()).body.entries?.length > 0,
+        async () => (await timelineOf('health')).body.entries?.length > 0,
         'the timeline to tell it stopped answering',
         LOOK,
       );
-      const timeline = await healthEntries();
+      const timeline = await timelineOf('health');
       assert.equal(timeline.status, 200, timeline.text);
       assert.equal(timeline.body.entries.length, 1, timeline.text);
       assert.match(timeline.body.entries[0].summary, /stopped answering health probes/);
@@ -230,17 +230,15 @@ describeOnEachDialect('health probes', (dialect) => {
         'the agent to be healthy again',
         { timeoutMs: 30_000, everyMs: 100 },
       );
-      const healthChanges = () =>
-        call(t.url, 'GET', `/v2/agents/${probed.identity.address}/activity?kind=health.changed`, {
-          key: t.userKey,
-        });
       await until(
         async () =>
-          /answers health probes again/.test((await healthChanges()).body.entries[0]?.summary),
+          /answers health probes again/.test(
+            (await timelineOf('health.changed')).body.entries[0]?.summary,
+          ),
         'the timeline to tell it answers again',
         LOOK,
       );
-      const back = await healthChanges();
+      const back = await timelineOf('health.changed');
       assert.match(back.body.entries[0].summary, /answers health probes again/);
 
       // One probe per interval, whichever process sends it.
