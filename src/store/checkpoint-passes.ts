@@ -35,13 +35,18 @@ const MAX_ROUNDS = 10;
 export class CheckpointPasses {
   /** `PRAGMA data_version` when the last pass that synced began: it moves with every commit. */
   private syncedVersion: number | undefined;
+  /** One checkpoint, prepared once: a pass may run it ten times. */
+  private readonly checkpoint: BetterSqlite3.Statement<[], CheckpointResult>;
 
   constructor(
     /** The thread's own connection to the database. */
     private readonly sqlite: BetterSqlite3.Database,
     /** Writes the database file's pages to the disk (`fdatasync`). */
     private readonly syncDatabaseFile: () => void,
-  ) {}
+  ) {
+    // PASSIVE never waits for, or holds up, the service's writer and readers.
+    this.checkpoint = sqlite.prepare('PRAGMA wal_checkpoint(PASSIVE)');
+  }
 
   /** Runs one pass; answers whether it synced the file. */
   pass(): boolean {
@@ -58,15 +63,13 @@ export class CheckpointPasses {
   /**
    * Checkpoints until a round finds the log as the round before left it, all of it copied; or
    * stops for the next pass to go on when the service's connection is checkpointing itself
-   * (`busy`) or a reader holds part of the log back. PASSIVE never waits for, or holds up, the
-   * service's writer and readers.
+   * (`busy`) or a reader holds part of the log back.
    */
   private copyLog(): void {
     /** The log's frames when the round before began. */
     let before: number | undefined;
     for (let round = 0; round < MAX_ROUNDS; round++) {
-      const [result] = this.sqlite.pragma('wal_checkpoint(PASSIVE)') as CheckpointResult[];
-      const { busy, log, checkpointed } = result!;
+      const { busy, log, checkpointed } = this.checkpoint.get()!;
       if (busy !== 0 || checkpointed < log || log === before) return;
       before = log;
     }
